@@ -1,0 +1,87 @@
+"""The ``sbrules`` command line: one click group whose commands load on first use.
+
+Commands live in small modules beside this one and are imported only when invoked, so that
+``sbrules validate`` never imports pyspark or proton it does not need.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from reconciler import __version__
+from reconciler.errors import SbrulesError
+
+#: command name → "module:attribute" of its click command.
+COMMANDS = {
+    "validate": "reconciler.cli.validate:validate",
+    "sql": "reconciler.cli.sql:sql",
+    "route": "reconciler.cli.sql:route",
+    "rules": "reconciler.cli.rules:rules",
+    "emulator": "reconciler.cli.emulator:emulator",
+    "plan": "reconciler.cli.reconcile:plan",
+    "apply": "reconciler.cli.reconcile:apply",
+    "drift": "reconciler.cli.reconcile:drift",
+    "export": "reconciler.cli.reconcile:export",
+    "demo": "reconciler.cli.reconcile:demo",
+    "sample": "reconciler.cli.traffic:sample",
+}
+
+
+class LazyGroup(click.Group):
+    """A group that imports each command's module only when the command is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("reconciler"):
+                return _not_yet(cmd_name)
+            raise
+        return getattr(module, attr, None) or _not_yet(cmd_name)
+
+
+def _not_yet(name: str) -> click.Command:
+    @click.command(name=name, context_settings={"ignore_unknown_options": True})
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def placeholder(args: tuple[str, ...]) -> None:
+        """Not yet available in this build."""
+        raise SbrulesError(f"`sbrules {name}` is not yet available in this build")
+
+    return placeholder
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="sbrules")
+def cli() -> None:
+    """Rules-as-code for Azure Service Bus subscription filters."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI, turning user errors into a message and exit code 1."""
+    try:
+        cli.main(args=argv, prog_name="sbrules", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except SbrulesError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    sys.exit(0)

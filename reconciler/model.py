@@ -1,0 +1,570 @@
+"""The one model every part of sbrules speaks: rules, filters, actions, typed values, messages.
+
+Everything here is an immutable value. YAML loading, the AMQP codec, the planner, the emulator and
+the Spark translation all convert to and from these classes; nothing else crosses module borders.
+
+Typed values keep their AMQP type because Service Bus correlation filters compare with
+``object.Equals``: int 3 (32-bit) does not match long 3 (64-bit). The *typed form* is the one
+spelling of a typed value used in rule files, sample messages, plans and exports: a plain scalar
+means string, long, double, bool or null; a one-key map such as ``{int: 3}`` names the type.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import uuid as _uuid
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Iterable, Mapping
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+DEFAULT_RULE_NAME = "$Default"
+
+
+class ValueType(str, Enum):
+    """The AMQP types a property value may carry through sbrules."""
+
+    STRING = "string"
+    LONG = "long"
+    INT = "int"
+    DOUBLE = "double"
+    BOOL = "bool"
+    UUID = "uuid"
+    TIMESTAMP = "timestamp"
+    NULL = "null"
+
+
+class TypedValueError(ValueError):
+    """A value that cannot be represented as the requested AMQP type."""
+
+
+def _parse_timestamp(text: str) -> _dt.datetime:
+    try:
+        parsed = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise TypedValueError(f"not an ISO 8601 timestamp: {text!r}") from exc
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=_dt.timezone.utc)
+    return parsed.astimezone(_dt.timezone.utc)
+
+
+def _format_timestamp(value: _dt.datetime) -> str:
+    text = value.astimezone(_dt.timezone.utc).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class TypedValue:
+    """A property value together with its AMQP type."""
+
+    type: ValueType
+    value: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "type", ValueType(self.type))
+        object.__setattr__(self, "value", _coerce(self.type, self.value))
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def infer(cls, value: Any) -> "TypedValue":
+        """The type a plain scalar means: str→string, int→long, float→double, bool, None→null."""
+        if value is None:
+            return cls(ValueType.NULL)
+        if isinstance(value, bool):
+            return cls(ValueType.BOOL, value)
+        if isinstance(value, int):
+            return cls(ValueType.LONG, value)
+        if isinstance(value, float):
+            return cls(ValueType.DOUBLE, value)
+        if isinstance(value, str):
+            return cls(ValueType.STRING, value)
+        if isinstance(value, _uuid.UUID):
+            return cls(ValueType.UUID, value)
+        if isinstance(value, _dt.datetime):
+            return cls(ValueType.TIMESTAMP, value)
+        raise TypedValueError(f"unsupported value {value!r} of type {type(value).__name__}")
+
+    @classmethod
+    def from_typed_form(cls, obj: Any) -> "TypedValue":
+        """Read the typed form: a plain scalar, or a one-key map naming the type (``{int: 3}``)."""
+        if isinstance(obj, Mapping):
+            if len(obj) != 1:
+                raise TypedValueError(
+                    "a typed value is a one-key map such as {int: 3}; got keys "
+                    + ", ".join(sorted(map(str, obj)))
+                )
+            (tag, raw), = obj.items()
+            try:
+                vtype = ValueType(tag)
+            except ValueError:
+                known = ", ".join(t.value for t in ValueType if t is not ValueType.NULL)
+                raise TypedValueError(f"unknown value type {tag!r} (known: {known})") from None
+            return cls(vtype, raw)
+        if isinstance(obj, (list, tuple, set)):
+            raise TypedValueError("a property value must be a scalar or a one-key typed map, not a list")
+        return cls.infer(obj)
+
+    # -- views --------------------------------------------------------------------------------
+    def to_typed_form(self) -> Any:
+        """The shortest typed form that reads back as this exact value (JSON/YAML-safe)."""
+        if self.type in (ValueType.STRING, ValueType.LONG, ValueType.BOOL, ValueType.NULL):
+            return self.value
+        if self.type is ValueType.DOUBLE:
+            if math.isfinite(self.value):
+                return self.value
+            return {"double": repr(self.value)}
+        if self.type is ValueType.INT:
+            return {"int": self.value}
+        if self.type is ValueType.UUID:
+            return {"uuid": str(self.value)}
+        return {"timestamp": _format_timestamp(self.value)}
+
+    def describe(self) -> str:
+        """Human wording such as ``int 3`` or ``string '3'``, used in plans and lint messages."""
+        if self.type is ValueType.NULL:
+            return "null"
+        if self.type is ValueType.STRING:
+            return f"string {self.value!r}"
+        if self.type is ValueType.TIMESTAMP:
+            return f"timestamp {_format_timestamp(self.value)}"
+        if self.type is ValueType.BOOL:
+            return f"bool {str(self.value).lower()}"
+        return f"{self.type.value} {self.value}"
+
+
+def _coerce(vtype: ValueType, raw: Any) -> Any:
+    """Check and normalise the Python value stored for ``vtype``."""
+    if vtype is ValueType.NULL:
+        if raw is not None:
+            raise TypedValueError("a null value carries no data")
+        return None
+    if raw is None:
+        raise TypedValueError(f"{vtype.value} value missing (use null for a null value)")
+    if vtype is ValueType.STRING:
+        if not isinstance(raw, str):
+            raise TypedValueError(f"string value must be text, got {raw!r}")
+        return raw
+    if vtype is ValueType.BOOL:
+        if not isinstance(raw, bool):
+            raise TypedValueError(f"bool value must be true or false, got {raw!r}")
+        return raw
+    if vtype in (ValueType.INT, ValueType.LONG):
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise TypedValueError(f"{vtype.value} value must be an integer, got {raw!r}")
+        low, high = (INT32_MIN, INT32_MAX) if vtype is ValueType.INT else (INT64_MIN, INT64_MAX)
+        if not low <= raw <= high:
+            raise TypedValueError(f"{raw} is out of range for {vtype.value} ({low}..{high})")
+        return raw
+    if vtype is ValueType.DOUBLE:
+        if isinstance(raw, bool):
+            raise TypedValueError(f"double value must be a number, got {raw!r}")
+        if isinstance(raw, (int, float)):
+            return float(raw)
+        if isinstance(raw, str) and raw.strip().lower() in ("nan", "inf", "+inf", "-inf", "infinity", "-infinity"):
+            return float(raw)
+        raise TypedValueError(f"double value must be a number, got {raw!r}")
+    if vtype is ValueType.UUID:
+        if isinstance(raw, _uuid.UUID):
+            return raw
+        try:
+            return _uuid.UUID(str(raw))
+        except ValueError:
+            raise TypedValueError(f"not a UUID: {raw!r}") from None
+    if vtype is ValueType.TIMESTAMP:
+        if isinstance(raw, _dt.datetime):
+            return raw if raw.tzinfo else raw.replace(tzinfo=_dt.timezone.utc)
+        if isinstance(raw, _dt.date):
+            return _dt.datetime(raw.year, raw.month, raw.day, tzinfo=_dt.timezone.utc)
+        if isinstance(raw, str):
+            return _parse_timestamp(raw)
+        raise TypedValueError(f"timestamp must be an ISO 8601 string, got {raw!r}")
+    raise TypedValueError(f"unsupported type {vtype}")  # pragma: no cover - enum is closed
+
+
+def typed_properties(props: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> tuple[tuple[str, TypedValue], ...]:
+    """Normalise a property mapping to sorted ``(name, TypedValue)`` pairs (values in typed form or typed)."""
+    items = props.items() if isinstance(props, Mapping) else props
+    out = []
+    for key, value in items:
+        tv = value if isinstance(value, TypedValue) else TypedValue.from_typed_form(value)
+        out.append((str(key), tv))
+    return tuple(sorted(out, key=lambda kv: kv[0]))
+
+
+# ------------------------------------------------------------------------------------------------
+# Filters and actions
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SqlFilter:
+    """A SQL filter expression, kept as written; the planner compares canonical forms."""
+
+    expression: str
+
+
+#: Correlation filter system fields in wire order (the order of the described list on the wire).
+CORRELATION_FIELDS = (
+    "correlation_id",
+    "message_id",
+    "to",
+    "reply_to",
+    "subject",
+    "session_id",
+    "reply_to_session_id",
+    "content_type",
+)
+
+
+@dataclass(frozen=True)
+class CorrelationFilter:
+    """Exact-match filter on system fields and typed application properties (AND of all set fields)."""
+
+    correlation_id: str | None = None
+    message_id: str | None = None
+    to: str | None = None
+    reply_to: str | None = None
+    subject: str | None = None
+    session_id: str | None = None
+    reply_to_session_id: str | None = None
+    content_type: str | None = None
+    properties: tuple[tuple[str, TypedValue], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "properties", typed_properties(self.properties))
+
+    @property
+    def property_map(self) -> dict[str, TypedValue]:
+        return dict(self.properties)
+
+    def system_fields(self) -> dict[str, str]:
+        """The set system fields, by model name, in wire order."""
+        return {name: getattr(self, name) for name in CORRELATION_FIELDS if getattr(self, name) is not None}
+
+    def is_empty(self) -> bool:
+        return not self.system_fields() and not self.properties
+
+
+@dataclass(frozen=True)
+class TrueFilter:
+    """Matches every message (``1=1``); the service's ``$Default`` rule uses it."""
+
+
+@dataclass(frozen=True)
+class FalseFilter:
+    """Matches no message (``1=0``)."""
+
+
+Filter = SqlFilter | CorrelationFilter | TrueFilter | FalseFilter
+
+
+@dataclass(frozen=True)
+class SqlRuleAction:
+    """A SQL rule action (``SET``/``REMOVE`` statements) applied to the copy a rule delivers."""
+
+    expression: str
+
+
+@dataclass(frozen=True)
+class EmptyAction:
+    """No action: the rule delivers the message unchanged."""
+
+
+Action = SqlRuleAction | EmptyAction
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a declaration was written: file, 1-based line and column. Never part of equality."""
+
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One subscription rule: a name, a filter and an optional action."""
+
+    name: str
+    filter: Filter
+    action: Action = EmptyAction()
+    origin: Origin | None = field(default=None, compare=False, repr=False)
+    #: Locations of the filter / action text (for carets under SQL errors).
+    filter_origin: Origin | None = field(default=None, compare=False, repr=False)
+    action_origin: Origin | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def has_action(self) -> bool:
+        return isinstance(self.action, SqlRuleAction)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A declared subscription. ``rules is None`` means the files state no opinion (unmanaged)."""
+
+    name: str
+    rules: tuple[Rule, ...] | None = None
+    allow_empty: bool = False
+    origin: Origin | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def managed(self) -> bool:
+        return self.rules is not None
+
+    def rule(self, name: str) -> Rule | None:
+        for rule in self.rules or ():
+            if rule.name == name:
+                return rule
+        return None
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    subscriptions: tuple[Subscription, ...] = ()
+    origin: Origin | None = field(default=None, compare=False, repr=False)
+
+    def subscription(self, name: str) -> Subscription | None:
+        for sub in self.subscriptions:
+            if sub.name.lower() == name.lower():
+                return sub
+        return None
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    """Everything the rule files declare."""
+
+    topics: tuple[Topic, ...] = ()
+
+    def topic(self, name: str) -> Topic | None:
+        for topic in self.topics:
+            if topic.name.lower() == name.lower():
+                return topic
+        return None
+
+    def subscriptions(self) -> Iterable[tuple[Topic, Subscription]]:
+        for topic in self.topics:
+            for sub in topic.subscriptions:
+                yield topic, sub
+
+
+# ------------------------------------------------------------------------------------------------
+# The rule-file form of a rule (used by rule files, plans, exports and `rules list`)
+# ------------------------------------------------------------------------------------------------
+
+#: Rule-file correlation keys (``label`` is accepted as an alias of ``subject``).
+CORRELATION_ALIASES = {"label": "subject"}
+
+
+class RuleFormError(ValueError):
+    """A rule document that does not describe a rule; ``path`` names the offending key."""
+
+    def __init__(self, message: str, path: tuple[str | int, ...] = ()):
+        super().__init__(message)
+        self.path = path
+
+
+def filter_to_doc(flt: Filter) -> dict[str, Any]:
+    """The filter part of a rule document: ``{"sql": …}``, ``{"correlation": {…}}`` or ``{"filter": bool}``."""
+    if isinstance(flt, SqlFilter):
+        return {"sql": flt.expression}
+    if isinstance(flt, TrueFilter):
+        return {"filter": True}
+    if isinstance(flt, FalseFilter):
+        return {"filter": False}
+    doc: dict[str, Any] = dict(flt.system_fields())
+    if flt.properties:
+        doc["properties"] = {k: v.to_typed_form() for k, v in flt.properties}
+    return {"correlation": doc}
+
+
+def rule_to_doc(rule: Rule) -> dict[str, Any]:
+    """A rule in the rule files' form, typed values explicit where a plain scalar would mislead."""
+    doc: dict[str, Any] = {"name": rule.name}
+    doc.update(filter_to_doc(rule.filter))
+    if isinstance(rule.action, SqlRuleAction):
+        doc["action"] = rule.action.expression
+    return doc
+
+
+def correlation_from_doc(doc: Mapping[str, Any]) -> CorrelationFilter:
+    fields: dict[str, Any] = {}
+    for key, value in doc.items():
+        name = CORRELATION_ALIASES.get(key, key)
+        if name == "properties":
+            if not isinstance(value, Mapping):
+                raise RuleFormError("correlation properties must be a map", ("correlation", key))
+            try:
+                fields["properties"] = typed_properties(value)
+            except TypedValueError as exc:
+                raise RuleFormError(str(exc), ("correlation", key)) from None
+        elif name in CORRELATION_FIELDS:
+            if name in fields:
+                raise RuleFormError(f"{key!r} repeats {name!r}", ("correlation", key))
+            if value is not None and not isinstance(value, str):
+                raise RuleFormError(f"correlation field {key!r} must be a string", ("correlation", key))
+            fields[name] = value
+        else:
+            raise RuleFormError(f"unknown correlation field {key!r}", ("correlation", key))
+    return CorrelationFilter(**fields)
+
+
+def rule_from_doc(doc: Mapping[str, Any]) -> Rule:
+    """Build a Rule from its rule-file form (after schema validation, so errors here are rare)."""
+    name = doc.get("name")
+    if not isinstance(name, str):
+        raise RuleFormError("a rule needs a string 'name'", ("name",))
+    kinds = [k for k in ("sql", "correlation", "filter") if k in doc]
+    if len(kinds) != 1:
+        raise RuleFormError(
+            f"rule {name!r} needs exactly one of sql, correlation, filter (got {', '.join(kinds) or 'none'})"
+        )
+    kind = kinds[0]
+    flt: Filter
+    if kind == "sql":
+        flt = SqlFilter(str(doc["sql"]))
+    elif kind == "filter":
+        if not isinstance(doc["filter"], bool):
+            raise RuleFormError("filter: must be true or false", ("filter",))
+        flt = TrueFilter() if doc["filter"] else FalseFilter()
+    else:
+        if not isinstance(doc["correlation"], Mapping):
+            raise RuleFormError("correlation: must be a map", ("correlation",))
+        flt = correlation_from_doc(doc["correlation"])
+    action_text = doc.get("action")
+    action: Action = SqlRuleAction(str(action_text)) if action_text is not None else EmptyAction()
+    return Rule(name=name, filter=flt, action=action)
+
+
+# ------------------------------------------------------------------------------------------------
+# Messages (what filters are evaluated against)
+# ------------------------------------------------------------------------------------------------
+
+#: System properties by their SQL (BrokeredMessage) name and the type each carries.
+SYSTEM_PROPERTIES: dict[str, ValueType] = {
+    "MessageId": ValueType.STRING,
+    "CorrelationId": ValueType.STRING,
+    "To": ValueType.STRING,
+    "ReplyTo": ValueType.STRING,
+    "Label": ValueType.STRING,
+    "SessionId": ValueType.STRING,
+    "ReplyToSessionId": ValueType.STRING,
+    "ContentType": ValueType.STRING,
+    "PartitionKey": ValueType.STRING,
+    "ViaPartitionKey": ValueType.STRING,
+    "DeadLetterSource": ValueType.STRING,
+    "SequenceNumber": ValueType.LONG,
+    "EnqueuedSequenceNumber": ValueType.LONG,
+    "Size": ValueType.LONG,
+    "DeliveryCount": ValueType.INT,
+    "EnqueuedTimeUtc": ValueType.TIMESTAMP,
+    "ExpiresAtUtc": ValueType.TIMESTAMP,
+    "ScheduledEnqueueTimeUtc": ValueType.TIMESTAMP,
+    "LockedUntilUtc": ValueType.TIMESTAMP,
+    "LockToken": ValueType.UUID,
+    "ForcePersistence": ValueType.BOOL,
+    "TimeToLive": ValueType.DOUBLE,  # seconds; the broker's TimeSpan
+}
+
+#: Correlation-filter model field → system property name.
+CORRELATION_SYS_NAMES = {
+    "correlation_id": "CorrelationId",
+    "message_id": "MessageId",
+    "to": "To",
+    "reply_to": "ReplyTo",
+    "subject": "Label",
+    "session_id": "SessionId",
+    "reply_to_session_id": "ReplyToSessionId",
+    "content_type": "ContentType",
+}
+
+_SYS_BY_LOWER = {name.lower(): name for name in SYSTEM_PROPERTIES}
+_SYS_BY_LOWER["subject"] = "Label"
+
+
+def system_property_name(name: str) -> str | None:
+    """The canonical BrokeredMessage name for ``name`` (case-insensitive), or None if unknown."""
+    return _SYS_BY_LOWER.get(name.lower())
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message as filters see it: system properties and application (user) properties, typed.
+
+    ``sys`` is keyed by canonical system property name (see SYSTEM_PROPERTIES); an unset system
+    property is simply absent here and reads as null. ``user`` keeps the publisher's key case; a
+    key absent from ``user`` is a *missing* property (UNKNOWN in SQL), a key mapped to a NULL
+    TypedValue is present-with-null.
+    """
+
+    sys: Mapping[str, TypedValue] = field(default_factory=dict)
+    user: Mapping[str, TypedValue] = field(default_factory=dict)
+    body: bytes = b""
+
+    def user_property(self, name: str) -> TypedValue | None:
+        """Case-insensitive lookup; None when the property does not exist."""
+        if name in self.user:
+            return self.user[name]
+        lowered = name.lower()
+        for key, value in self.user.items():
+            if key.lower() == lowered:
+                return value
+        return None
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Message":
+        """Read ``{"sys": {...}, "user": {...}}`` with values in the typed form."""
+        if not isinstance(doc, Mapping):
+            raise TypedValueError('a message is an object {"sys": {...}, "user": {...}}')
+        unknown = set(doc) - {"sys", "user", "body"}
+        if unknown:
+            raise TypedValueError(f"unknown message keys: {', '.join(sorted(unknown))} (expected sys, user)")
+        sys_in = doc.get("sys") or {}
+        user_in = doc.get("user") or {}
+        if not isinstance(sys_in, Mapping) or not isinstance(user_in, Mapping):
+            raise TypedValueError("'sys' and 'user' must be objects")
+        sys_props: dict[str, TypedValue] = {}
+        for key, raw in sys_in.items():
+            canonical = system_property_name(str(key))
+            if canonical is None:
+                raise TypedValueError(f"unknown system property {key!r}")
+            tv = TypedValue.from_typed_form(raw)
+            if tv.type is ValueType.NULL:
+                continue
+            expected = SYSTEM_PROPERTIES[canonical]
+            if tv.type is not expected:
+                tv = _retype_system_value(canonical, expected, tv)
+            sys_props[canonical] = tv
+        user_props = {str(k): TypedValue.from_typed_form(v) for k, v in user_in.items()}
+        body = doc.get("body") or ""
+        return cls(sys=sys_props, user=user_props, body=str(body).encode())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sys": {k: v.to_typed_form() for k, v in self.sys.items()},
+            "user": {k: v.to_typed_form() for k, v in self.user.items()},
+        }
+
+
+def _retype_system_value(name: str, expected: ValueType, tv: TypedValue) -> TypedValue:
+    """System properties have fixed types; accept the obvious plain spellings (e.g. 5 for an int)."""
+    try:
+        if expected in (ValueType.INT, ValueType.LONG, ValueType.DOUBLE) and tv.type in (
+            ValueType.INT,
+            ValueType.LONG,
+            ValueType.DOUBLE,
+        ):
+            return TypedValue(expected, tv.value if expected is ValueType.DOUBLE else int(tv.value))
+        if expected in (ValueType.TIMESTAMP, ValueType.UUID) and tv.type is ValueType.STRING:
+            return TypedValue(expected, tv.value)
+    except TypedValueError:
+        pass
+    raise TypedValueError(f"system property {name} is a {expected.value}, got {tv.describe()}")
