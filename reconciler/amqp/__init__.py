@@ -1,0 +1,1 @@
+"""AMQP 1.0 `$management` client for Service Bus: codec, connection strings, SAS/CBS, operations."""

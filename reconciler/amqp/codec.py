@@ -1,0 +1,561 @@
+"""Model ⇄ AMQP values for the `$management` node: the one place that knows the wire shapes.
+
+Requests (add-rule) are plain maps; enumerate-rules answers with described lists whose codes are
+quoted from the SDKs in spec/protocol.md §0. The filter codes really are 0x0000001370000006..9
+while the rule-description and action codes are 0x0000013700000004..6: not a typo to fix.
+Typed property values cross here and only here (``to_amqp`` / ``from_amqp``), because Service Bus
+compares correlation properties by type as well as value.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid as _uuid
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import proton
+from proton import Described, int32, symbol, timestamp, ulong
+
+from reconciler import model
+from reconciler.errors import SbrulesError
+from reconciler.model import (
+    CORRELATION_FIELDS,
+    CorrelationFilter,
+    EmptyAction,
+    FalseFilter,
+    Rule,
+    SqlFilter,
+    SqlRuleAction,
+    TrueFilter,
+    TypedValue,
+    ValueType,
+)
+
+RULE_DESCRIPTION_CODE = ulong(0x0000013700000004)
+EMPTY_RULE_ACTION_CODE = ulong(0x0000013700000005)
+SQL_RULE_ACTION_CODE = ulong(0x0000013700000006)
+SQL_FILTER_CODE = ulong(0x000001370000006)
+TRUE_FILTER_CODE = ulong(0x000001370000007)
+FALSE_FILTER_CODE = ulong(0x000001370000008)
+CORRELATION_FILTER_CODE = ulong(0x000001370000009)
+
+#: Symbolic names of the same descriptors (AMQP allows either form; the service sends codes).
+_SYMBOLIC = {
+    "com.microsoft:rule-description:list": RULE_DESCRIPTION_CODE,
+    "com.microsoft:empty-rule-action:list": EMPTY_RULE_ACTION_CODE,
+    "com.microsoft:sql-rule-action:list": SQL_RULE_ACTION_CODE,
+    "com.microsoft:sql-filter:list": SQL_FILTER_CODE,
+    "com.microsoft:true-filter:list": TRUE_FILTER_CODE,
+    "com.microsoft:false-filter:list": FALSE_FILTER_CODE,
+    "com.microsoft:correlation-filter:list": CORRELATION_FILTER_CODE,
+}
+
+#: The compatibility level the service reports for SQL filters and actions.
+COMPATIBILITY_LEVEL = 20
+
+#: Correlation-filter wire keys, in the model's CORRELATION_FIELDS (= wire list) order.
+CORRELATION_WIRE_KEYS = (
+    "correlation-id",
+    "message-id",
+    "to",
+    "reply-to",
+    "label",
+    "session-id",
+    "reply-to-session-id",
+    "content-type",
+)
+_WIRE_TO_FIELD = dict(zip(CORRELATION_WIRE_KEYS, CORRELATION_FIELDS))
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_MS = _dt.timedelta(milliseconds=1)
+
+
+class CodecError(SbrulesError):
+    """An AMQP value that does not have the shape the protocol defines (names what and where)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Typed values
+# ------------------------------------------------------------------------------------------------
+
+
+def datetime_to_timestamp(value: _dt.datetime) -> timestamp:
+    """AMQP timestamp (ms since the Unix epoch, UTC); sub-millisecond digits are dropped."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    return timestamp((value - _EPOCH) // _MS)
+
+
+def timestamp_to_datetime(value: int) -> _dt.datetime:
+    return _EPOCH + _dt.timedelta(milliseconds=int(value))
+
+
+def to_amqp(value: TypedValue) -> Any:
+    """The proton-typed Python value that encodes ``value`` with its exact AMQP type."""
+    vtype = value.type
+    if vtype is ValueType.NULL:
+        return None
+    if vtype is ValueType.INT:
+        return int32(value.value)
+    if vtype is ValueType.LONG:
+        return int(value.value)  # proton encodes a plain int as AMQP long
+    if vtype is ValueType.DOUBLE:
+        return float(value.value)
+    if vtype is ValueType.TIMESTAMP:
+        return datetime_to_timestamp(value.value)
+    return value.value  # string, bool, uuid.UUID map one to one
+
+
+#: Lenient readings of AMQP types the model does not have (used for peeked traffic only).
+_WIDENING = {
+    proton.byte: ValueType.INT,
+    proton.short: ValueType.INT,
+    proton.ubyte: ValueType.INT,
+    proton.ushort: ValueType.INT,
+    proton.uint: ValueType.LONG,
+    proton.float32: ValueType.DOUBLE,
+    symbol: ValueType.STRING,
+    proton.char: ValueType.STRING,
+}
+
+
+def from_amqp(value: Any, *, strict: bool = True) -> TypedValue:
+    """The TypedValue for a decoded AMQP value.
+
+    ``strict`` (rules) refuses AMQP types the model cannot represent exactly, because a rule
+    comparing short 3 is not the rule comparing int 3. Non-strict (peeked messages) widens small
+    integer and float types and reads symbols as strings.
+    """
+    kind = type(value)
+    if value is None:
+        return TypedValue(ValueType.NULL)
+    if kind is bool:
+        return TypedValue(ValueType.BOOL, value)
+    if kind is timestamp:
+        return TypedValue(ValueType.TIMESTAMP, timestamp_to_datetime(value))
+    if kind is int32:
+        return TypedValue(ValueType.INT, int(value))
+    if kind is int:
+        return TypedValue(ValueType.LONG, value)
+    if kind is float:
+        return TypedValue(ValueType.DOUBLE, value)
+    if kind is str:
+        return TypedValue(ValueType.STRING, value)
+    if kind is _uuid.UUID:
+        return TypedValue(ValueType.UUID, value)
+    if not strict:
+        widened = _WIDENING.get(kind)
+        if widened is not None:
+            raw: Any = str(value) if widened is ValueType.STRING else value
+            raw = float(raw) if widened is ValueType.DOUBLE else raw
+            return TypedValue(widened, int(raw) if widened in (ValueType.INT, ValueType.LONG) else raw)
+        if kind is ulong and value <= model.INT64_MAX:
+            return TypedValue(ValueType.LONG, int(value))
+    raise CodecError(f"unsupported AMQP value type {kind.__name__} ({value!r:.40})")
+
+
+# ------------------------------------------------------------------------------------------------
+# add-rule request body (maps)
+# ------------------------------------------------------------------------------------------------
+
+
+def _expression_map(expression: str) -> dict[str, Any]:
+    return {"expression": expression}
+
+
+def _filter_request_entry(flt: model.Filter) -> tuple[str, dict[str, Any]]:
+    if isinstance(flt, SqlFilter):
+        return "sql-filter", _expression_map(flt.expression)
+    if isinstance(flt, TrueFilter):
+        return "sql-filter", _expression_map("1=1")
+    if isinstance(flt, FalseFilter):
+        return "sql-filter", _expression_map("1=0")
+    body: dict[str, Any] = {
+        wire: getattr(flt, name) for wire, name in zip(CORRELATION_WIRE_KEYS, CORRELATION_FIELDS)
+    }
+    body["properties"] = {name: to_amqp(value) for name, value in flt.properties}
+    return "correlation-filter", body
+
+
+def encode_add_rule_body(rule: Rule) -> dict[str, Any]:
+    """The add-rule request body in the .NET Track-2 shape (spec §1)."""
+    filter_key, filter_map = _filter_request_entry(rule.filter)
+    action = _expression_map(rule.action.expression) if isinstance(rule.action, SqlRuleAction) else None
+    description = {filter_key: filter_map, "sql-rule-action": action, "rule-name": rule.name}
+    return {"rule-name": rule.name, "rule-description": description}
+
+
+def _require_str(value: Any, where: str) -> str:
+    if type(value) is not str:
+        raise CodecError(f"{where} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _decode_correlation_map(corr: Any, where: str) -> CorrelationFilter:
+    if not isinstance(corr, Mapping):
+        raise CodecError(f"{where} must be a map")
+    fields: dict[str, Any] = {}
+    for key, value in corr.items():
+        if key == "properties":
+            if value is None:
+                continue
+            if not isinstance(value, Mapping):
+                raise CodecError(f"{where}.properties must be a map")
+            props = {}
+            for pkey, pvalue in value.items():
+                name = _require_str(str(pkey) if type(pkey) is symbol else pkey, f"{where}.properties key")
+                try:
+                    props[name] = from_amqp(pvalue)
+                except CodecError as exc:
+                    raise CodecError(f"{where}.properties[{name!r}]: {exc}") from None
+            fields["properties"] = tuple(props.items())
+        elif key in _WIRE_TO_FIELD:
+            if value is not None:
+                fields[_WIRE_TO_FIELD[key]] = _require_str(value, f"{where}.{key}")
+        else:
+            raise CodecError(f"{where}: unknown key {key!r}")
+    flt = CorrelationFilter(**fields)
+    if flt.is_empty():
+        raise CodecError(f"{where} must set at least one field or property")
+    return flt
+
+
+def _decode_expression_map(value: Any, where: str) -> str:
+    if not isinstance(value, Mapping) or "expression" not in value:
+        raise CodecError(f"{where} must be a map with an 'expression'")
+    return _require_str(value["expression"], f"{where}.expression")
+
+
+def decode_add_rule_body(body: Any) -> Rule:
+    """Read an add-rule request body in any SDK's shape (.NET Track 1/2, Java, JS).
+
+    ``1=1`` and ``1=0`` stay SQL filters: the request carries only the expression, and the spec
+    leaves open whether the service turns them into true/false filters ([U] in spec §1).
+    """
+    if not isinstance(body, Mapping):
+        raise CodecError("add-rule body must be a map")
+    name = _require_str(body.get("rule-name"), "add-rule 'rule-name'")
+    description = body.get("rule-description")
+    where = f"add-rule {name!r} rule-description"
+    if not isinstance(description, Mapping):
+        raise CodecError(f"{where} must be a map")
+    kinds = [k for k in ("sql-filter", "correlation-filter") if description.get(k) is not None]
+    if len(kinds) != 1:
+        raise CodecError(f"{where} needs exactly one of sql-filter, correlation-filter")
+    flt: model.Filter
+    if kinds[0] == "sql-filter":
+        flt = SqlFilter(_decode_expression_map(description["sql-filter"], f"{where}.sql-filter"))
+    else:
+        flt = _decode_correlation_map(description["correlation-filter"], f"{where}.correlation-filter")
+    raw_action = description.get("sql-rule-action")
+    action: model.Action = EmptyAction()
+    if raw_action is not None:
+        action = SqlRuleAction(_decode_expression_map(raw_action, f"{where}.sql-rule-action"))
+    inner_name = description.get("rule-name")
+    if inner_name is not None and inner_name != name:
+        raise CodecError(f"{where}.rule-name {inner_name!r} differs from rule-name {name!r}")
+    return Rule(name=name, filter=flt, action=action)
+
+
+# ------------------------------------------------------------------------------------------------
+# enumerate-rules response (described lists)
+# ------------------------------------------------------------------------------------------------
+
+
+def _sql_list(expression: str) -> list[Any]:
+    return [expression, int32(COMPATIBILITY_LEVEL)]
+
+
+def encode_filter(flt: model.Filter) -> Described:
+    if isinstance(flt, SqlFilter):
+        return Described(SQL_FILTER_CODE, _sql_list(flt.expression))
+    if isinstance(flt, TrueFilter):
+        return Described(TRUE_FILTER_CODE, [])
+    if isinstance(flt, FalseFilter):
+        return Described(FALSE_FILTER_CODE, [])
+    values: list[Any] = [getattr(flt, name) for name in CORRELATION_FIELDS]
+    values.append({name: to_amqp(value) for name, value in flt.properties})
+    return Described(CORRELATION_FILTER_CODE, values)
+
+
+def encode_action(action: model.Action) -> Described:
+    if isinstance(action, SqlRuleAction):
+        return Described(SQL_RULE_ACTION_CODE, _sql_list(action.expression))
+    return Described(EMPTY_RULE_ACTION_CODE, [])
+
+
+def encode_rule_description(rule: Rule, created_at: _dt.datetime | None = None) -> Described:
+    """The described list ``0x0000013700000004`` [filter, action, name, created-at?] (spec §3)."""
+    values: list[Any] = [encode_filter(rule.filter), encode_action(rule.action), rule.name]
+    if created_at is not None:
+        values.append(datetime_to_timestamp(created_at))
+    return Described(RULE_DESCRIPTION_CODE, values)
+
+
+def _descriptor(value: Any, where: str) -> tuple[ulong, list[Any]]:
+    if not isinstance(value, Described):
+        raise CodecError(f"{where}: expected a described list, got {type(value).__name__}")
+    code = value.descriptor
+    if isinstance(code, str):
+        code = _SYMBOLIC.get(str(code), code)
+    if not isinstance(value.value, list):
+        raise CodecError(f"{where}: described value is {type(value.value).__name__}, not a list")
+    return code, value.value
+
+
+def _code_text(code: Any) -> str:
+    return f"0x{int(code):016x}" if isinstance(code, int) else repr(code)
+
+
+def _decode_filter(value: Any, where: str) -> model.Filter:
+    code, fields = _descriptor(value, where)
+    if code == SQL_FILTER_CODE:
+        if not fields:
+            raise CodecError(f"{where}: sql-filter list has no expression")
+        return SqlFilter(_require_str(fields[0], f"{where}[0] (expression)"))
+    if code == TRUE_FILTER_CODE:
+        return TrueFilter()
+    if code == FALSE_FILTER_CODE:
+        return FalseFilter()
+    if code == CORRELATION_FILTER_CODE:
+        if len(fields) > 9:
+            raise CodecError(f"{where}: correlation-filter list has {len(fields)} fields, at most 9")
+        system: dict[str, str] = {}
+        for index, (name, raw) in enumerate(zip(CORRELATION_FIELDS, fields)):
+            if raw is not None:
+                system[name] = _require_str(raw, f"{where}[{index}] ({CORRELATION_WIRE_KEYS[index]})")
+        props_raw = fields[8] if len(fields) == 9 else None
+        props: dict[str, TypedValue] = {}
+        if props_raw is not None:
+            if not isinstance(props_raw, Mapping):
+                raise CodecError(f"{where}[8] (properties) must be a map, got {type(props_raw).__name__}")
+            for key, raw in props_raw.items():
+                key_text = _require_str(str(key) if type(key) is symbol else key, f"{where}[8] key")
+                try:
+                    props[key_text] = from_amqp(raw)
+                except CodecError as exc:
+                    raise CodecError(f"{where}[8] (properties) {key_text!r}: {exc}") from None
+        return CorrelationFilter(**system, properties=tuple(props.items()))
+    raise CodecError(f"{where}: unknown filter descriptor {_code_text(code)}")
+
+
+def _decode_action(value: Any, where: str) -> model.Action:
+    if value is None:
+        return EmptyAction()
+    code, fields = _descriptor(value, where)
+    if code == EMPTY_RULE_ACTION_CODE:
+        return EmptyAction()
+    if code == SQL_RULE_ACTION_CODE:
+        if not fields:
+            raise CodecError(f"{where}: sql-rule-action list has no expression")
+        return SqlRuleAction(_require_str(fields[0], f"{where}[0] (expression)"))
+    raise CodecError(f"{where}: unknown action descriptor {_code_text(code)}")
+
+
+@dataclass(frozen=True)
+class RuleDescription:
+    """A decoded rule-description: the rule and the service's created-at, when sent."""
+
+    rule: Rule
+    created_at: _dt.datetime | None = field(default=None, compare=False)
+
+
+def decode_rule_description_full(value: Any, label: str = "rule") -> RuleDescription:
+    """Decode a rule-description, keeping created-at. ``label`` names the rule in errors until
+    the name (element 2) is known."""
+    code, fields = _descriptor(value, f"{label}: rule-description")
+    if code != RULE_DESCRIPTION_CODE:
+        raise CodecError(f"{label}: rule-description has unknown descriptor {_code_text(code)}")
+    if not 3 <= len(fields) <= 4:
+        raise CodecError(f"{label}: rule-description list has {len(fields)} elements, expected 3 or 4")
+    name = fields[2]
+    if type(name) is not str:
+        raise CodecError(f"{label}: rule-description[2] (name) must be a string, got {type(name).__name__}")
+    where = f"rule {name!r}: rule-description"
+    flt = _decode_filter(fields[0], f"{where}[0] (filter)")
+    action = _decode_action(fields[1], f"{where}[1] (action)")
+    created_at = None
+    if len(fields) == 4 and fields[3] is not None:
+        if not isinstance(fields[3], int) or isinstance(fields[3], bool):
+            raise CodecError(f"{where}[3] (created-at) must be a timestamp")
+        created_at = timestamp_to_datetime(fields[3])
+    return RuleDescription(Rule(name=name, filter=flt, action=action), created_at)
+
+
+def decode_rule_description(value: Any) -> Rule:
+    """The Rule in an enumerate-rules ``rule-description`` (3- or 4-element list)."""
+    return decode_rule_description_full(value).rule
+
+
+def encode_enumerate_rules_body(rules: list[tuple[Rule, _dt.datetime | None]]) -> dict[str, Any]:
+    """The 200 response body of enumerate-rules: ``{"rules": [{"rule-description": …}, …]}``."""
+    return {"rules": [{"rule-description": encode_rule_description(r, at)} for r, at in rules]}
+
+
+def decode_enumerate_rules_body(body: Any, offset: int = 0) -> list[Rule]:
+    """Rules from an enumerate-rules 200 body; ``offset`` numbers entries in error messages."""
+    if not isinstance(body, Mapping) or not isinstance(body.get("rules"), list):
+        raise CodecError("enumerate-rules response has no 'rules' list")
+    rules = []
+    for index, entry in enumerate(body["rules"]):
+        label = f"rule #{offset + index}"
+        if not isinstance(entry, Mapping) or "rule-description" not in entry:
+            raise CodecError(f"{label}: entry is not a map with a 'rule-description'")
+        rules.append(decode_rule_description_full(entry["rule-description"], label).rule)
+    return rules
+
+
+# ------------------------------------------------------------------------------------------------
+# Whole messages (peek-message, schedule-message, receive-by-sequence-number payloads)
+# ------------------------------------------------------------------------------------------------
+
+#: System property → proton.Message attribute (properties / header sections).
+_MESSAGE_ATTRS = {
+    "MessageId": "id",
+    "CorrelationId": "correlation_id",
+    "To": "address",
+    "ReplyTo": "reply_to",
+    "Label": "subject",
+    "SessionId": "group_id",
+    "ReplyToSessionId": "reply_to_group_id",
+    "ContentType": "content_type",
+}
+
+#: System property → message annotation (spec §6/§7).
+ANNOTATIONS = {
+    "SequenceNumber": "x-opt-sequence-number",
+    "EnqueuedTimeUtc": "x-opt-enqueued-time",
+    "ScheduledEnqueueTimeUtc": "x-opt-scheduled-enqueue-time",
+    "EnqueuedSequenceNumber": "x-opt-enqueue-sequence-number",
+    "LockedUntilUtc": "x-opt-locked-until",
+    "PartitionKey": "x-opt-partition-key",
+    "ViaPartitionKey": "x-opt-via-partition-key",
+    "DeadLetterSource": "x-opt-deadletter-source",
+    "LockToken": "x-opt-lock-token",
+}
+_ANNOTATION_TO_SYS = {v: k for k, v in ANNOTATIONS.items()}
+
+
+@dataclass(frozen=True)
+class DecodedMessage:
+    """A decoded AMQP message: the model view plus every message annotation (str keys)."""
+
+    message: model.Message
+    annotations: Mapping[str, Any]
+    size: int
+
+
+def encode_message(message: model.Message, annotations: Mapping[str, Any] | None = None) -> bytes:
+    """Encode a model message as AMQP sections; ``annotations`` adds or overrides annotations.
+
+    Size and ForcePersistence have no AMQP field and are not carried.
+    """
+    msg = proton.Message(body=bytes(message.body), inferred=True)
+    ann: dict[symbol, Any] = {}
+    for name, value in message.sys.items():
+        if name in _MESSAGE_ATTRS:
+            setattr(msg, _MESSAGE_ATTRS[name], value.value)
+        elif name in ANNOTATIONS:
+            ann[symbol(ANNOTATIONS[name])] = to_amqp(value)
+        elif name == "TimeToLive":
+            msg.ttl = value.value
+        elif name == "ExpiresAtUtc":
+            msg.expiry_time = (value.value - _EPOCH).total_seconds()
+        elif name == "DeliveryCount":
+            msg.delivery_count = value.value
+    for key, value in (annotations or {}).items():
+        ann[symbol(key)] = value
+    if ann:
+        msg.annotations = ann
+    if message.user:
+        msg.properties = {key: to_amqp(value) for key, value in message.user.items()}
+    return bytes(msg.encode())
+
+
+def _body_bytes(body: Any) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode()
+    data = proton.Data()
+    data.put_object(body)
+    return bytes(data.encode())
+
+
+def _plain(value: Any) -> Any:
+    return bytes(value) if isinstance(value, memoryview) else value
+
+
+def _check_sections(raw: bytes) -> None:
+    """proton.Message.decode accepts truncated input silently; walk the sections first."""
+    data = proton.Data()
+    offset = 0
+    try:
+        while offset < len(raw):
+            offset += data.decode(raw[offset:])
+    except proton.DataException as exc:
+        raise CodecError(f"undecodable AMQP message ({len(raw)} bytes) at byte {offset}: {exc}") from None
+
+
+def decode_message(payload: bytes | memoryview) -> DecodedMessage:
+    """Decode an AMQP-encoded message into the model view (lenient about property types)."""
+    raw = bytes(payload)
+    _check_sections(raw)
+    msg = proton.Message()
+    try:
+        msg.decode(raw)
+    except proton.MessageException as exc:
+        raise CodecError(f"undecodable AMQP message ({len(raw)} bytes): {exc}") from None
+    sys_props: dict[str, TypedValue] = {}
+    for name, attr in _MESSAGE_ATTRS.items():
+        value = getattr(msg, attr)
+        if value is not None:
+            sys_props[name] = TypedValue(ValueType.STRING, str(value))
+    if msg.ttl:
+        sys_props["TimeToLive"] = TypedValue(ValueType.DOUBLE, float(msg.ttl))
+    if msg.expiry_time:
+        sys_props["ExpiresAtUtc"] = TypedValue(
+            ValueType.TIMESTAMP, _EPOCH + _dt.timedelta(seconds=float(msg.expiry_time))
+        )
+    sys_props["DeliveryCount"] = TypedValue(ValueType.INT, int(msg.delivery_count or 0))
+    annotations = {str(k): _plain(v) for k, v in (msg.annotations or {}).items()}
+    for key, value in annotations.items():
+        sys_name = _ANNOTATION_TO_SYS.get(key)
+        if sys_name is None or value is None:
+            continue
+        expected = model.SYSTEM_PROPERTIES[sys_name]
+        try:
+            tv = from_amqp(value, strict=False)
+            if tv.type is not expected:
+                tv = TypedValue(expected, tv.value)
+        except (CodecError, model.TypedValueError) as exc:
+            raise CodecError(f"message annotation {key}: {exc}") from None
+        sys_props[sys_name] = tv
+    user: dict[str, TypedValue] = {}
+    for key, value in (msg.properties or {}).items():
+        try:
+            user[str(key)] = from_amqp(value, strict=False)
+        except CodecError as exc:
+            raise CodecError(f"application property {key!r}: {exc}") from None
+    decoded = model.Message(sys=sys_props, user=user, body=_body_bytes(msg.body))
+    return DecodedMessage(decoded, annotations, len(raw))
+
+
+def encode_value(value: Any) -> bytes:
+    """AMQP-encode one value (used by tests and the emulator to check byte-level round trips)."""
+    data = proton.Data()
+    data.put_object(value)
+    return bytes(data.encode())
+
+
+def decode_value(payload: bytes) -> Any:
+    data = proton.Data()
+    data.decode(payload)
+    data.rewind()
+    if not data.next():
+        raise CodecError("empty AMQP payload")
+    return data.get_object()
+
