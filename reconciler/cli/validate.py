@@ -1,0 +1,86 @@
+"""``sbrules validate``: schema, SQL and limit checks with no network; optionally the traffic impact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from reconciler import diagnostics as diag
+from reconciler.cli.common import connection_option
+from reconciler.lint import lint
+from reconciler.spec import load
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "github", "markdown"]),
+    default="text",
+    show_default=True,
+    help="text: located messages with a caret under SQL; json: stable document; github: Actions annotations.",
+)
+@click.option("--traffic", type=click.Path(exists=True), help="Parquet sample (from `sbrules sample`): report the impact on it.")
+@click.option(
+    "--against",
+    default="live",
+    show_default=True,
+    help="With --traffic: compare with the live rules ('live') or with the 'before' side of a PLAN.json.",
+)
+@click.option("--spark-master", envvar="SPARK_REMOTE", help="Spark master URL (default local[*]; $SPARK_REMOTE).")
+@connection_option
+def validate(
+    paths: tuple[Path, ...],
+    fmt: str,
+    traffic: str | None,
+    against: str,
+    spark_master: str | None,
+    connection_string: str | None,
+) -> None:
+    """Check rule files (default: ./rules) offline. Exit 0 valid, 1 invalid, 2 usage error."""
+    if not paths:
+        if not Path("rules").is_dir():
+            raise click.UsageError("no PATH given and no ./rules directory here")
+        paths = (Path("rules"),)
+    result = load(paths)
+    findings = list(result.diagnostics)
+    findings.extend(lint(result.state))
+    findings.sort(key=diag.sort_key)
+    tally = diag.counts(findings)
+    summary = {
+        "files": result.files,
+        "topics": len(result.state.topics),
+        "subscriptions": sum(1 for _ in result.state.subscriptions()),
+        "rules": sum(len(s.rules or ()) for _, s in result.state.subscriptions()),
+    }
+    if fmt == "json":
+        click.echo(diag.render_json(findings, summary))
+    elif fmt == "github":
+        if findings:
+            click.echo(diag.render_github(findings))
+    elif fmt == "markdown":
+        click.echo(diag.render_markdown(findings))
+    else:
+        if findings:
+            click.echo(diag.render_text(findings), err=tally["error"] > 0)
+        verdict = "invalid" if tally["error"] else "valid"
+        click.echo(
+            f"{verdict}: {summary['files']} files, {summary['subscriptions']} subscriptions, {summary['rules']} rules; "
+            f"{tally['error']} errors, {tally['warning']} warnings, {tally['info']} notes",
+            err=tally["error"] > 0,
+        )
+    if tally["error"]:
+        raise SystemExit(1)
+    if traffic:
+        from reconciler.traffic.impact import impact_report, render_report
+
+        report = impact_report(
+            result.state,
+            dataset=traffic,
+            against=against,
+            spark_master=spark_master,
+            connection_string=connection_string,
+        )
+        click.echo(render_report(report, "text" if fmt == "github" else fmt))

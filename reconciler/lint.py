@@ -1,0 +1,173 @@
+"""Offline checks of a DesiredState: what the broker would reject, and what is legal but risky.
+
+No network: these run on every pull request. SQL is checked by ``reconciler.sql`` (the same parser
+the emulator and planner use), so validate rejects exactly what rule creation would reject.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import replace
+from typing import Callable, Iterator
+
+from reconciler.diagnostics import Diagnostic, SqlContext
+from reconciler.model import (
+    DEFAULT_RULE_NAME,
+    CorrelationFilter,
+    DesiredState,
+    FalseFilter,
+    Origin,
+    Rule,
+    SqlFilter,
+    SqlRuleAction,
+    Subscription,
+    Topic,
+    TrueFilter,
+)
+
+RULE_NAME_MAX = 50
+RULE_NAME_FORBIDDEN = "/\\@?#*"
+SQL_TEXT_MAX = 1024
+SQL_FILTERS_PER_TOPIC = 2000
+CORRELATION_FILTERS_PER_TOPIC = 100_000
+
+
+def _sql_checker() -> tuple[Callable, Callable, type] | None:
+    """The SQL package's parsers, or None while it is not part of this build."""
+    try:
+        sql = importlib.import_module("reconciler.sql")
+        return sql.parse_filter, sql.parse_action, sql.SqlError
+    except (ImportError, AttributeError):
+        return None
+
+
+def lint(state: DesiredState) -> list[Diagnostic]:
+    """Every finding about ``state``; errors make the files invalid, warnings and info do not."""
+    checker = _sql_checker()
+    out: list[Diagnostic] = []
+    if checker is None:
+        out.append(
+            Diagnostic(
+                "warning",
+                "sql-unchecked",
+                "SQL syntax was not checked: the reconciler.sql package is not available in this build",
+            )
+        )
+    for topic in state.topics:
+        out.extend(_topic_limits(topic))
+        for sub in topic.subscriptions:
+            out.extend(_subscription(topic, sub))
+            for rule in sub.rules or ():
+                out.extend(_rule(rule, checker))
+    return out
+
+
+def _subscription(topic: Topic, sub: Subscription) -> Iterator[Diagnostic]:
+    where = f"{topic.name}/{sub.name}"
+    if sub.rules is None:
+        yield Diagnostic("info", "unmanaged", f"{where} has no 'rules' key: sbrules leaves its rules alone", sub.origin)
+        return
+    if not sub.rules:
+        if not sub.allow_empty:
+            yield Diagnostic(
+                "error",
+                "empty-subscription",
+                f"{where} declares no rules, so it would receive nothing; add rules or set allow_empty: true",
+                sub.origin,
+            )
+        return
+    if sub.rule(DEFAULT_RULE_NAME) is None:
+        yield Diagnostic(
+            "info",
+            "default-removed",
+            f"{where} does not declare $Default: the plan removes it after the declared rules exist",
+            sub.origin,
+        )
+
+
+def _topic_limits(topic: Topic) -> Iterator[Diagnostic]:
+    sql = corr = 0
+    for _, sub in [(topic, s) for s in topic.subscriptions]:
+        for rule in sub.rules or ():
+            if isinstance(rule.filter, (SqlFilter, TrueFilter, FalseFilter)):
+                sql += 1
+            else:
+                corr += 1
+    if sql > SQL_FILTERS_PER_TOPIC:
+        yield Diagnostic(
+            "error", "topic-limit", f"topic {topic.name} has {sql} SQL filters; Service Bus allows {SQL_FILTERS_PER_TOPIC}", topic.origin
+        )
+    if corr > CORRELATION_FILTERS_PER_TOPIC:
+        yield Diagnostic(
+            "error",
+            "topic-limit",
+            f"topic {topic.name} has {corr} correlation filters; Service Bus allows {CORRELATION_FILTERS_PER_TOPIC}",
+            topic.origin,
+        )
+
+
+def _rule(rule: Rule, checker) -> Iterator[Diagnostic]:
+    yield from _rule_name(rule)
+    if isinstance(rule.filter, CorrelationFilter):
+        yield from _correlation(rule)
+    if isinstance(rule.filter, SqlFilter):
+        yield from _sql_text(rule.filter.expression, rule, rule.filter_origin, "filter", checker)
+    if isinstance(rule.action, SqlRuleAction):
+        yield from _sql_text(rule.action.expression, rule, rule.action_origin, "action", checker)
+
+
+def _rule_name(rule: Rule) -> Iterator[Diagnostic]:
+    name = rule.name
+    if not name.strip():
+        yield Diagnostic("error", "rule-name", "rule name is empty", rule.origin)
+    elif len(name) > RULE_NAME_MAX:
+        yield Diagnostic("error", "rule-name", f"rule name {name!r} is {len(name)} characters; the limit is {RULE_NAME_MAX}", rule.origin)
+    bad = sorted({c for c in name if c in RULE_NAME_FORBIDDEN})
+    if bad:
+        yield Diagnostic(
+            "error", "rule-name", f"rule name {name!r} contains {' '.join(bad)}; these are not allowed: / \\ @ ? # *", rule.origin
+        )
+
+
+def _correlation(rule: Rule) -> Iterator[Diagnostic]:
+    flt = rule.filter
+    if flt.is_empty():
+        yield Diagnostic("error", "empty-correlation", f"rule {rule.name!r}: a correlation filter needs at least one field", rule.origin)
+
+
+def _sql_text(text: str, rule: Rule, origin: Origin | None, kind: str, checker) -> Iterator[Diagnostic]:
+    if not text.strip():
+        yield Diagnostic("error", "sql-syntax", f"rule {rule.name!r}: the {kind} is empty", origin or rule.origin)
+        return
+    if len(text) > SQL_TEXT_MAX:
+        yield Diagnostic(
+            "error",
+            "sql-length",
+            f"rule {rule.name!r}: the {kind} is {len(text)} characters; Service Bus allows {SQL_TEXT_MAX}",
+            origin or rule.origin,
+        )
+        return
+    if checker is None:
+        return
+    parse_filter, parse_action, sql_error = checker
+    try:
+        (parse_filter if kind == "filter" else parse_action)(text)
+    except sql_error as exc:
+        line, column = getattr(exc, "line", 1) or 1, getattr(exc, "column", 1) or 1
+        message = getattr(exc, "message", None) or str(exc)
+        yield Diagnostic(
+            "error",
+            "sql-syntax",
+            f"rule {rule.name!r}: invalid SQL {kind}: {message}",
+            _point_into(origin or rule.origin, line, column),
+            sql=SqlContext(text, line, column),
+        )
+
+
+def _point_into(origin: Origin | None, line: int, column: int) -> Origin | None:
+    """Map a line/column inside the SQL text onto the file (exact for one-line and block scalars)."""
+    if origin is None:
+        return None
+    if line == 1:
+        return replace(origin, column=origin.column + column - 1)
+    return Origin(origin.file, origin.line + line - 1, origin.column + column - 1)
