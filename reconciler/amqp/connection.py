@@ -1,0 +1,173 @@
+"""Service Bus connection strings and the transport they allow.
+
+Keys are case-insensitive ``Key=Value`` pairs separated by ``;`` (as in the .NET SDK). Secrets
+never leave this object in text form: ``repr``/``str`` redact them and error messages name keys,
+never values. Transport: TLS (``amqps``, port 5671, certificate and host name verified) for every
+endpoint; plain AMQP only when ``UseDevelopmentEmulator=true`` and the host is loopback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+from dataclasses import dataclass, field
+
+from reconciler.errors import SbrulesError
+
+TLS_PORT = 5671
+PLAIN_PORT = 5672
+
+_KEYS = {
+    "endpoint": "endpoint",
+    "entitypath": "entity_path",
+    "sharedaccesskeyname": "key_name",
+    "sharedaccesskey": "key",
+    "sharedaccesssignature": "signature",
+    "usedevelopmentemulator": "use_emulator",
+}
+
+
+class ConnectionStringError(SbrulesError):
+    """A connection string that cannot be used; the message never contains secret values."""
+
+
+class TransportRefused(SbrulesError):
+    """The endpoint would need an insecure transport the rules do not allow."""
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback IP address (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Transport:
+    """Where and how to connect: ``scheme`` is ``amqps`` (TLS, verified) or ``amqp`` (emulator)."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "amqps"
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ConnectionString:
+    """A parsed connection string. Secrets are excluded from repr and equality."""
+
+    host: str
+    port: int | None = None
+    entity_path: str | None = None
+    key_name: str | None = None
+    key: str | None = field(default=None, repr=False, compare=False)
+    signature: str | None = field(default=None, repr=False, compare=False)
+    use_emulator: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> "ConnectionString":
+        """Parse ``text``; raises ConnectionStringError naming the offending key or segment."""
+        if not isinstance(text, str) or not text.strip():
+            raise ConnectionStringError("the connection string is empty")
+        values: dict[str, str] = {}
+        for index, segment in enumerate(text.split(";"), start=1):
+            if not segment.strip():
+                continue
+            key, sep, value = segment.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise ConnectionStringError(f"connection string segment {index} is not Key=Value")
+            attr = _KEYS.get(key.lower())
+            if attr is None:
+                continue  # other SDK settings (TransportType, ...) do not concern us
+            value = value.strip()
+            if not value:
+                raise ConnectionStringError(f"connection string key {key} has an empty value")
+            if attr in values:
+                raise ConnectionStringError(f"connection string key {key} is given twice")
+            values[attr] = value
+        if "endpoint" not in values:
+            raise ConnectionStringError("connection string has no Endpoint (Endpoint=sb://<namespace>.servicebus.windows.net/)")
+        host, port = _parse_endpoint(values.pop("endpoint"))
+        emulator_text = values.pop("use_emulator", "false").lower()
+        if emulator_text not in ("true", "false"):
+            raise ConnectionStringError("UseDevelopmentEmulator must be true or false")
+        if "signature" in values and ("key_name" in values or "key" in values):
+            raise ConnectionStringError(
+                "use either SharedAccessSignature or SharedAccessKeyName/SharedAccessKey, not both"
+            )
+        if ("key_name" in values) != ("key" in values):
+            missing = "SharedAccessKey" if "key_name" in values else "SharedAccessKeyName"
+            raise ConnectionStringError(f"connection string has no {missing} (both key name and key are needed)")
+        if "signature" in values and not values["signature"].startswith("SharedAccessSignature "):
+            raise ConnectionStringError("SharedAccessSignature must start with 'SharedAccessSignature sr='")
+        entity = values.pop("entity_path", None)
+        return cls(
+            host=host,
+            port=port,
+            entity_path=entity.strip("/") if entity else None,
+            use_emulator=emulator_text == "true",
+            **values,
+        )
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.key or self.signature)
+
+    @property
+    def endpoint(self) -> str:
+        """``sb://host[:port]/`` (the scheme is always sb, as in the SDKs)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"sb://{host}{f':{self.port}' if self.port else ''}/"
+
+    def audience(self, entity: str) -> str:
+        """The CBS audience of ``entity``, e.g. ``sb://ns/topic/Subscriptions/s/$management`` (NET2:
+        the endpoint URI, custom port kept, joined with the entity path)."""
+        return f"{self.endpoint}{entity.strip('/')}"
+
+    def transport(self) -> Transport:
+        """TLS for every endpoint; plain AMQP only for the development emulator on loopback."""
+        if self.use_emulator:
+            if not is_loopback(self.host):
+                raise TransportRefused(
+                    f"UseDevelopmentEmulator=true is only allowed for a loopback host, not {self.host!r}: "
+                    "remote endpoints always use TLS"
+                )
+            return Transport("amqp", self.host, self.port or PLAIN_PORT)
+        return Transport("amqps", self.host, self.port or TLS_PORT)
+
+    def __str__(self) -> str:
+        auth = "SharedAccessKey=***" if self.key else "SharedAccessSignature=***" if self.signature else "no credentials"
+        parts = [f"Endpoint={self.endpoint}"]
+        if self.key_name:
+            parts.append(f"SharedAccessKeyName={self.key_name}")
+        parts.append(auth)
+        if self.entity_path:
+            parts.append(f"EntityPath={self.entity_path}")
+        if self.use_emulator:
+            parts.append("UseDevelopmentEmulator=true")
+        return ";".join(parts)
+
+
+def _parse_endpoint(text: str) -> tuple[str, int | None]:
+    parsed = urllib.parse.urlsplit(text if "://" in text else f"sb://{text}")
+    try:
+        host, port = parsed.hostname, parsed.port
+    except ValueError:
+        raise ConnectionStringError("Endpoint has an invalid port") from None
+    if not host:
+        raise ConnectionStringError("Endpoint has no host name (expected sb://<namespace>.servicebus.windows.net/)")
+    if parsed.username or parsed.password:
+        raise ConnectionStringError("Endpoint must not contain user information")
+    return host, port

@@ -1,0 +1,166 @@
+"""Errors of the `$management` client, mapped from response status and error condition.
+
+The mapping follows the SDKs (spec/protocol.md §4): the condition decides when present, the
+status code otherwise. ``transient`` says whether a retry may succeed (busy, timeout, internal,
+dropped connection); everything else surfaces at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.errors import SbrulesError
+
+
+class ManagementError(SbrulesError):
+    """A failed management operation: status code, AMQP error condition and service description."""
+
+    transient = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        condition: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.condition = condition
+        self.description = description
+
+
+class NotFoundError(ManagementError):
+    """The entity, rule, message or session does not exist (404)."""
+
+
+class AlreadyExistsError(ManagementError):
+    """A rule of that name already exists (409)."""
+
+
+class UnauthorizedError(ManagementError):
+    """The token was refused or lacks the right claims (401)."""
+
+
+class BadRequestError(ManagementError):
+    """The service rejected the request's arguments (400)."""
+
+
+class NotSupportedError(ManagementError):
+    """The service does not implement the operation (501)."""
+
+
+class LockLostError(ManagementError):
+    """A message or session lock expired or was stolen (410)."""
+
+
+class QuotaExceededError(ManagementError):
+    """A namespace or entity quota would be exceeded (403)."""
+
+
+class ServerBusyError(ManagementError):
+    """The service is throttling (503); retried with backoff."""
+
+    transient = True
+
+
+class OperationTimeoutError(ManagementError):
+    """The service or the client gave up waiting (408 or no response in time)."""
+
+    transient = True
+
+
+class InternalError(ManagementError):
+    """An unexpected service failure (500 or an unknown status); retried."""
+
+    transient = True
+
+
+class ConnectionLostError(ManagementError):
+    """The AMQP connection or link dropped before a response arrived; retried after reconnecting."""
+
+    transient = True
+
+
+class AuthenticationError(UnauthorizedError):
+    """CBS put-token was refused."""
+
+
+#: Error condition → status code (NET2 AmqpExceptionHelper / JSCORE ConditionStatusMapper).
+CONDITION_STATUS = {
+    "com.microsoft:timeout": 408,
+    "amqp:not-found": 404,
+    "amqp:not-implemented": 501,
+    "com.microsoft:entity-already-exists": 409,
+    "com.microsoft:message-lock-lost": 410,
+    "com.microsoft:session-lock-lost": 410,
+    "com.microsoft:store-lock-lost": 410,
+    "com.microsoft:session-cannot-be-locked": 410,
+    "com.microsoft:partition-not-owned": 410,
+    "amqp:link:stolen": 410,
+    "amqp:resource-limit-exceeded": 403,
+    "amqp:link:message-size-exceeded": 403,
+    "com.microsoft:no-matching-subscription": 500,
+    "amqp:not-allowed": 400,
+    "com.microsoft:argument-error": 400,
+    "com.microsoft:argument-out-of-range": 400,
+    "com.microsoft:entity-disabled": 400,
+    "amqp:unauthorized-access": 401,
+    "com.microsoft:publisher-revoked": 401,
+    "com.microsoft:auth-failed": 401,
+    "com.microsoft:server-busy": 503,
+    "com.microsoft:message-not-found": 404,
+    "com.microsoft:session-not-found": 404,
+}
+
+_STATUS_CLASS: dict[int, type[ManagementError]] = {
+    400: BadRequestError,
+    401: UnauthorizedError,
+    403: QuotaExceededError,
+    404: NotFoundError,
+    408: OperationTimeoutError,
+    409: AlreadyExistsError,
+    410: LockLostError,
+    500: InternalError,
+    501: NotSupportedError,
+    503: ServerBusyError,
+}
+
+
+def error_for(
+    status: int | None, condition: str | None, description: str | None, context: str
+) -> ManagementError:
+    """The exception for a non-success response; ``context`` names the operation and entity."""
+    condition = str(condition) if condition is not None else None
+    effective = CONDITION_STATUS.get((condition or "").lower())
+    if effective is None:
+        effective = status
+    cls = _STATUS_CLASS.get(effective or 0, InternalError)
+    detail = description or "no description"
+    codes = ", ".join(str(x) for x in (status, condition) if x is not None) or "no status"
+    return cls(f"{context}: {detail} ({codes})", status=status, condition=condition, description=description)
+
+
+def response_status(properties: dict[str, Any] | None) -> tuple[int | None, str | None, str | None]:
+    """(status, description, condition) from response application-properties, either spelling."""
+    props = {str(k): v for k, v in (properties or {}).items()}
+
+    def first(*names: str) -> Any:
+        for name in names:
+            if props.get(name) is not None:
+                return props[name]
+        return None
+
+    raw_status = first("statusCode", "status-code")
+    try:
+        status = int(raw_status) if raw_status is not None else None
+    except (TypeError, ValueError):
+        status = None
+    description = first("statusDescription", "status-description")
+    condition = first("errorCondition", "error-condition")
+    return (
+        status,
+        str(description) if description is not None else None,
+        str(condition) if condition is not None else None,
+    )
