@@ -1,0 +1,1 @@
+"""The Service Bus SQL language: parser, AST, canonical printer, evaluator, actions, routing."""
