@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+import fastjsonschema
 import jsonschema
 import yaml
 
@@ -56,9 +57,16 @@ class SpecErrors(SbrulesError):
 
 @lru_cache(maxsize=1)
 def _validator() -> jsonschema.protocols.Validator:
+    """The thorough validator: reports every violation, used once a file is known to be invalid."""
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema)
+
+
+@lru_cache(maxsize=1)
+def _fast_check():
+    """A compiled validator (about 15x faster) that answers "valid?" for the common, valid case."""
+    return fastjsonschema.compile(_validator().schema)
 
 
 def rules_schema() -> dict:
@@ -213,6 +221,11 @@ def _describe(value: Any) -> str:
 
 
 def _schema_diagnostics(doc: Any, loc: _Located) -> list[Diagnostic]:
+    try:
+        _fast_check()(doc)
+        return []
+    except fastjsonschema.JsonSchemaException:
+        pass
     out: list[Diagnostic] = []
     for err in _validator().iter_errors(doc):
         out.extend(_explain(err, loc))

@@ -1,0 +1,42 @@
+"""Helpers for rule-file tests: write files into a temp dir and run the CLI in-process."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from reconciler.cli import main
+
+
+@pytest.fixture
+def write(tmp_path: Path):
+    """write(name, text) -> Path: a dedented rule file in a fresh directory."""
+
+    def _write(name: str, text: str | bytes) -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+        return path
+
+    return _write
+
+
+@pytest.fixture
+def run(capsys):
+    """run(*args) -> (exit code, stdout, stderr) of `sbrules` run in this process."""
+
+    def _run(*args: str) -> tuple[int, str, str]:
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return _run

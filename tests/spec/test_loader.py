@@ -1,0 +1,223 @@
+"""spec.load: the rule-file format, merging, and every located error class."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler import spec
+from reconciler.model import (
+    CorrelationFilter,
+    FalseFilter,
+    SqlFilter,
+    SqlRuleAction,
+    TrueFilter,
+    TypedValue,
+    ValueType,
+)
+
+ISSUE_EXAMPLE = """
+topic: orders
+subscriptions:
+  billing:
+    rules:
+      - name: high-value
+        sql: "amount > 1000 AND currency = 'EUR'"
+        action: "SET sys.Label = 'priority'"
+      - name: refunds
+        correlation: {subject: refund, properties: {tier: {int: 3}, region: eu}}
+      - {name: $Default, filter: true}
+  audit: {}            # no `rules:` key: not managed here
+"""
+
+FLOW_EXAMPLE = """
+{topic: orders, subscriptions: {billing: {rules: [
+  {name: high-value, sql: "amount > 1000 AND currency = 'EUR'", action: "SET sys.Label = 'priority'"},
+  {name: refunds, correlation: {subject: refund, properties: {tier: {int: 3}, region: eu}}},
+  {name: $Default, filter: true}]}, audit: {}}}
+"""
+
+
+def errors(result: spec.LoadResult) -> list[tuple[str, int, int, str]]:
+    return sorted(
+        (d.origin.file.rsplit("/", 1)[-1], d.origin.line, d.origin.column, d.code)
+        for d in result.diagnostics
+        if d.severity == "error"
+    )
+
+
+@pytest.mark.parametrize("text", [ISSUE_EXAMPLE, FLOW_EXAMPLE], ids=["block", "flow"])
+def test_issue_example_is_accepted_as_written(write, text):
+    state = spec.load_paths([write("orders.yaml", text)])
+    topic = state.topic("orders")
+    billing = topic.subscription("billing")
+    assert [r.name for r in billing.rules] == ["high-value", "refunds", "$Default"]
+    high, refunds, default = billing.rules
+    assert high.filter == SqlFilter("amount > 1000 AND currency = 'EUR'")
+    assert high.action == SqlRuleAction("SET sys.Label = 'priority'")
+    assert refunds.filter == CorrelationFilter(
+        subject="refund", properties={"tier": TypedValue(ValueType.INT, 3), "region": TypedValue(ValueType.STRING, "eu")}
+    )
+    assert default.filter == TrueFilter()
+    assert topic.subscription("audit").rules is None
+
+
+def test_typed_values_keep_their_amqp_type(write):
+    path = write(
+        "t.yaml",
+        """
+        topic: t
+        subscriptions:
+          s:
+            rules:
+              - name: r
+                correlation:
+                  label: x
+                  properties:
+                    a: {int: 3}
+                    b: {long: 3}
+                    c: 3
+                    d: 1.5
+                    e: {double: 2}
+                    f: {string: '3'}
+                    g: {bool: true}
+                    h: {uuid: 6f1d3b8e-52a5-4a43-9ad6-3d7d8f0f1a2b}
+                    i: {timestamp: 2026-01-01T00:00:00Z}
+                    j: null
+                    k: false
+              - {name: never, filter: false}
+        """,
+    )
+    rule = spec.load_paths([path]).topic("t").subscription("s").rules[0]
+    props = rule.filter.property_map
+    assert rule.filter.subject == "x"  # label is an alias of subject
+    assert {k: v.type.value for k, v in props.items()} == {
+        "a": "int", "b": "long", "c": "long", "d": "double", "e": "double", "f": "string",
+        "g": "bool", "h": "uuid", "i": "timestamp", "j": "null", "k": "bool",
+    }
+    assert props["a"] != props["b"]  # int 3 is not long 3
+    assert spec.load_paths([path]).topic("t").subscription("s").rules[1].filter == FalseFilter()
+
+
+def test_directory_is_merged_and_hidden_files_skipped(write, tmp_path):
+    write("a.yaml", "topic: orders\nsubscriptions:\n  billing:\n    rules:\n      - {name: r, filter: true}\n")
+    write("sub/b.yml", "topic: Orders\nsubscriptions:\n  shipping: {}\n")
+    write(".hidden/c.yaml", "not: [valid")
+    write("notes.txt", "ignored")
+    state = spec.load_paths([tmp_path])
+    assert [t.name for t in state.topics] == ["orders"]
+    assert [s.name for s in state.topics[0].subscriptions] == ["billing", "shipping"]
+
+
+def test_malformed_yaml_is_located(write):
+    path = write("bad.yaml", "topic: orders\nsubscriptions:\n  billing: [unclosed\n")
+    result = spec.load([path])
+    assert errors(result) == [("bad.yaml", 4, 1, "yaml")]
+    assert "malformed YAML" in result.diagnostics[0].message
+
+
+def test_every_schema_violation_is_reported(write):
+    path = write(
+        "s.yaml",
+        """
+        topic: orders
+        colour: blue
+        subscriptions:
+          billing:
+            rules:
+              - name: a
+                sql: 1=1
+                bogus: 3
+              - name: b
+                correlation: {subject: x, properties: {tier: {int: 99999999999}, r: {colour: 1}}}
+              - name: c
+                sql: "a = 1"
+                filter: true
+              - name: d
+              - sql: "x = 1"
+              - name: e
+                filter: maybe
+          shipping:
+            rules: []
+            extra: 1
+        """,
+    )
+    result = spec.load([path])
+    assert errors(result) == [
+        ("s.yaml", 2, 1, "unknown-key"),
+        ("s.yaml", 8, 9, "unknown-key"),
+        ("s.yaml", 10, 54, "typed-value"),
+        ("s.yaml", 10, 77, "typed-value"),
+        ("s.yaml", 11, 9, "filter-kind"),
+        ("s.yaml", 14, 9, "filter-kind"),
+        ("s.yaml", 15, 9, "missing-key"),
+        ("s.yaml", 17, 17, "type"),
+        ("s.yaml", 20, 5, "unknown-key"),
+    ]
+    messages = " | ".join(d.message for d in result.diagnostics)
+    assert "unknown key 'colour'" in messages
+    assert "use {long: 99999999999}" in messages
+    assert "unknown value type 'colour'" in messages
+    assert "needs exactly one of sql, correlation, filter (it has sql, filter)" in messages
+    assert "must be true or false, not the string 'maybe'" in messages
+
+
+def test_duplicates_name_both_locations(write, tmp_path):
+    write(
+        "a.yaml",
+        """
+        topic: orders
+        subscriptions:
+          billing:
+            rules:
+              - {name: r1, filter: true}
+              - {name: R1, filter: false}
+        """,
+    )
+    write("b.yaml", "topic: orders\nsubscriptions:\n  Billing: {}\n")
+    result = spec.load([tmp_path])
+    found = {d.code: d for d in result.diagnostics}
+    dup_rule = found["duplicate-rule"]
+    assert (dup_rule.origin.line, dup_rule.origin.column) == (6, 9)
+    assert [(o.line, o.column) for o in dup_rule.related] == [(5, 9)]
+    dup_sub = found["duplicate-subscription"]
+    assert dup_sub.origin.file.endswith("b.yaml") and dup_sub.origin.line == 3
+    assert dup_sub.related[0].file.endswith("a.yaml") and dup_sub.related[0].line == 3
+    with pytest.raises(spec.SpecErrors) as raised:
+        spec.load_paths([tmp_path])
+    assert "declared twice" in str(raised.value)
+
+
+def test_duplicate_key_in_one_mapping(write):
+    path = write("d.yaml", "topic: a\ntopic: b\n")
+    result = spec.load([path])
+    (diag,) = result.diagnostics
+    assert (diag.code, diag.origin.line, diag.related[0].line) == ("duplicate-key", 2, 1)
+
+
+@pytest.mark.parametrize(
+    "content, code, line",
+    [
+        (b"topic: \xff\xfe\n", "encoding", 1),
+        (b"", "empty", 1),
+        (b"# only a comment\n", "empty", 1),
+        (b"topic: a\n---\ntopic: b\n", "multi-document", 3),
+        (b"- just\n- a list\n", "type", 1),
+        (b"topic: !!binary aGVsbG8=\n", "yaml", 1),
+        (b"subscriptions: {}\n", "missing-key", 1),
+    ],
+)
+def test_other_file_level_errors(write, content, code, line):
+    result = spec.load([write("x.yaml", content)])
+    assert [(d.code, d.origin.line) for d in result.diagnostics] == [(code, line)]
+
+
+def test_alias_bomb_is_refused(write):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [*a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}]" for i in range(1, 9)]
+    result = spec.load([write("bomb.yaml", "\n".join(lines) + "\n")])
+    assert [d.code for d in result.diagnostics] == ["yaml"]
+
+
+def test_no_rule_files_is_an_error(tmp_path):
+    result = spec.load([tmp_path])
+    assert [d.code for d in result.diagnostics] == ["no-files"]

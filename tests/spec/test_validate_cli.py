@@ -1,0 +1,165 @@
+"""`sbrules validate` end to end: exit codes, formats, golden JSON, fuzzing, no JVM."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).with_name("golden") / "validate.json"
+
+GOLDEN_RULES = {
+    "rules/orders.yaml": """\
+topic: orders
+subscriptions:
+  billing:
+    rules:
+      - name: high-value
+        sql: "amount > 1000 AND AND currency = 'EUR'"
+      - name: refunds
+        correlation: {subject: refund, properties: {tier: 3}}
+  audit: {}
+  empty:
+    rules: []
+""",
+    "rules/payments.yaml": """\
+topic: payments
+subscriptions:
+  fraud:
+    rules:
+      - {name: "bad/name", filter: true}
+      - {name: $Default, filter: true}
+    colour: red
+""",
+}
+
+
+def test_example_rules_validate_clean(run, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code, out, err = run("validate", "rules/")
+    assert code == 0, out + err
+    assert "valid:" in out and "0 errors" in out and "warning" not in out.split("valid:")[0]
+
+
+def test_default_path_is_rules_dir(run, monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO)
+    assert run("validate")[0] == 0
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run("validate")
+    assert code == 2 and "no ./rules directory" in err
+
+
+def test_missing_path_is_a_usage_error(run, tmp_path):
+    assert run("validate", tmp_path / "nope")[0] == 2
+
+
+def _golden_tree(tmp_path: Path) -> None:
+    for name, text in GOLDEN_RULES.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_json_output_matches_golden(run, monkeypatch, tmp_path):
+    _golden_tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run("validate", "rules", "--format", "json")
+    assert code == 1
+    doc = json.loads(out)
+    if os.environ.get("SBRULES_UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(doc, indent=2) + "\n")
+    assert doc == json.loads(GOLDEN.read_text())
+
+
+def test_text_output_has_location_and_caret(run, monkeypatch, tmp_path):
+    _golden_tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("validate", "rules")
+    assert code == 1
+    lines = err.splitlines()
+    head = next(i for i, line in enumerate(lines) if "sql-syntax" in line)
+    assert lines[head].startswith("rules/orders.yaml:5:")
+    assert lines[head + 1].strip() == "amount > 1000 AND AND currency = 'EUR'"
+    caret = lines[head + 2]
+    assert caret.strip() == "^" and caret.index("^") == lines[head + 1].index("AND AND") + 4
+    assert "payments.yaml:7:5: error[unknown-key]" in err
+    assert lines[-1].startswith("invalid:")
+
+
+def test_github_annotations(run, monkeypatch, tmp_path):
+    _golden_tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run("validate", "rules", "--format", "github")
+    assert code == 1
+    assert "::error file=rules/payments.yaml,line=7,col=5::[unknown-key] unknown key 'colour'" in out
+    assert "::warning file=rules/orders.yaml,line=8,col=59::[ambiguous-integer]" in out
+
+
+yaml_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20)
+)
+yaml_values = st.recursive(
+    yaml_scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(
+            st.sampled_from(["topic", "subscriptions", "rules", "name", "sql", "correlation", "filter", "action", "properties", "int", "s", "x"]),
+            children,
+            max_size=4,
+        ),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=yaml_values)
+def test_fuzz_random_documents_never_crash(run, tmp_path_factory, doc):
+    import yaml
+
+    path = tmp_path_factory.mktemp("fz") / "f.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, out, err = run("validate", path, "--format", "json")
+    report = json.loads(out)
+    assert code == (0 if report["valid"] else 1)
+    assert "Traceback" not in err
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+def test_fuzz_random_bytes_exit_1_with_a_message(run, tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("fz") / "f.yaml"
+    path.write_bytes(data)
+    code, out, err = run("validate", path)
+    assert code in (0, 1)
+    if code == 1:
+        assert "error[" in err
+    assert "Traceback" not in err
+
+
+def test_cli_import_and_validate_do_not_load_pyspark():
+    script = (
+        "import sys\n"
+        "from reconciler.cli import main\n"
+        "try:\n"
+        "    main(['validate', 'rules', '--format', 'json'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'pyspark' not in sys.modules, 'pyspark imported'\n"
+        "assert 'proton' not in sys.modules, 'proton imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_python_dash_m_entry_point():
+    done = subprocess.run([sys.executable, "-m", "reconciler", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and "sbrules" in done.stdout
