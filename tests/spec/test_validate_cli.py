@@ -163,3 +163,14 @@ def test_cli_import_and_validate_do_not_load_pyspark():
 def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "reconciler", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and "sbrules" in done.stdout
+
+
+def test_readme_rule_file_example_is_valid(run, tmp_path):
+    readme = (REPO / "README.md").read_text()
+    example = readme.split("## Rule files", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "example.yaml"
+    path.write_text(example)
+    code, out, err = run("validate", path, "--format", "json")
+    report = json.loads(out)
+    assert code == 0, report
+    assert report["summary"]["subscriptions"] == 5 and report["summary"]["rules"] == 6
