@@ -208,6 +208,13 @@ def _show(value: str | None) -> str:
     return "unset" if value is None else repr(value)
 
 
+def same_rule(a: Rule, b: Rule) -> bool:
+    """Whether two rules are equal once normalised (what the planner would call unchanged)."""
+    return a.name.casefold() == b.name.casefold() and (
+        signature(a, a.name, strict=False).key() == signature(b, b.name, strict=False).key()
+    )
+
+
 def fingerprint(rules: Iterable[Rule]) -> str:
     """sha256 of the canonical live rule set: what apply re-reads and compares."""
     entries = sorted(
@@ -270,6 +277,7 @@ class SubscriptionPlan:
     topic: str
     subscription: str
     fingerprint: str
+    target_fingerprint: str
     unchanged: int
     rules_after: int
     allow_empty: bool = False
@@ -284,6 +292,7 @@ class SubscriptionPlan:
             "topic": self.topic,
             "subscription": self.subscription,
             "fingerprint": self.fingerprint,
+            "target_fingerprint": self.target_fingerprint,
             "unchanged": self.unchanged,
             "rules_after": self.rules_after,
             "allow_empty": self.allow_empty,
@@ -349,6 +358,7 @@ class Plan:
                         topic=entry["topic"],
                         subscription=entry["subscription"],
                         fingerprint=entry["fingerprint"],
+                        target_fingerprint=entry["target_fingerprint"],
                         unchanged=entry["unchanged"],
                         rules_after=entry["rules_after"],
                         allow_empty=entry.get("allow_empty", False),
@@ -441,6 +451,7 @@ def plan_subscription(
         topic=topic,
         subscription=subscription,
         fingerprint=fingerprint(live),
+        target_fingerprint=fingerprint(declared),
         unchanged=unchanged,
         rules_after=len(want),
         allow_empty=allow_empty,

@@ -1,0 +1,206 @@
+"""``sbrules plan | apply | drift | export | demo``: the GitOps loop (thin: options, output, exit codes)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import click
+
+from reconciler.apply import DIRECT, GAPLESS, ApplyOptions, apply_plan, render_report
+from reconciler.cli.common import connection_option, format_option, require_connection_string
+from reconciler.errors import SbrulesError
+from reconciler.model import DesiredState
+from reconciler.observe import observe
+from reconciler.plan import RENDERERS, Plan, PlanError, compute_plan, render_drift_json, render_drift_text, render_json
+
+EXIT_CHANGES = 2
+
+
+def load_desired(paths: tuple[Path, ...]) -> DesiredState:
+    """The rule files (default ./rules), refused when schema or lint finds an error."""
+    from reconciler.lint import lint
+    from reconciler.spec import SpecErrors, load_paths
+
+    if not paths:
+        if not Path("rules").is_dir():
+            raise click.UsageError("no PATH given and no ./rules directory here")
+        paths = (Path("rules"),)
+    state = load_paths(paths)
+    errors = [d for d in lint(state) if d.severity == "error"]
+    if errors:
+        raise SpecErrors(errors)
+    return state
+
+
+@contextlib.contextmanager
+def management_client(connection_string: str | None) -> Iterator:
+    from reconciler.amqp.client import ManagementClient
+
+    with ManagementClient(require_connection_string(connection_string)) as client:
+        yield client
+
+
+def current_plan(client, desired: DesiredState) -> Plan:
+    return compute_plan(desired, observe(client, desired))
+
+
+paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+
+
+@click.command()
+@paths_argument
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also save the plan as JSON (for apply).")
+@format_option("text", "json", "markdown")
+@click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes (0 none, 1 error).")
+@connection_option
+def plan(paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, connection_string: str | None) -> None:
+    """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it."""
+    desired = load_desired(paths)
+    with management_client(connection_string) as client:
+        the_plan = current_plan(client, desired)
+    if out:
+        out.write_text(render_json(the_plan) + "\n", encoding="utf-8")
+    click.echo(RENDERERS[fmt](the_plan))
+    if out and fmt == "text":
+        click.echo(f"Saved the plan to {out}; apply it with `sbrules apply {out}`.", err=True)
+    if detailed_exitcode and the_plan.has_changes:
+        raise SystemExit(EXIT_CHANGES)
+
+
+def _read_plan_file(path: Path) -> Plan:
+    import json
+
+    try:
+        return Plan.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except ValueError as exc:
+        raise PlanError(f"{path}: not a JSON plan file ({exc})") from None
+
+
+@click.command()
+@click.argument("sources", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("--auto-approve", is_flag=True, help="Apply changes computed from rule files without asking.")
+@click.option(
+    "--replace-strategy",
+    type=click.Choice([GAPLESS, DIRECT]),
+    default=GAPLESS,
+    show_default=True,
+    help="gapless: new version under a temporary name first (no moment without the rule); direct: remove, then add.",
+)
+@click.option("--parallel", type=click.IntRange(1, 256), default=8, show_default=True, help="Subscriptions applied at once.")
+@click.option("--max-rate", type=click.FloatRange(min=0.1), help="At most this many requests per second.")
+@click.option("--journal", type=click.Path(dir_okay=False, path_type=Path), help="Append a JSON line per request and outcome.")
+@click.option("--fail-fast", is_flag=True, help="Stop every subscription after the first failure.")
+@connection_option
+def apply(
+    sources: tuple[Path, ...],
+    auto_approve: bool,
+    replace_strategy: str,
+    parallel: int,
+    max_rate: float | None,
+    journal: Path | None,
+    fail_fast: bool,
+    connection_string: str | None,
+) -> None:
+    """Apply a saved PLAN.json exactly, or plan PATH... (default ./rules) and apply after confirmation."""
+    saved = len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json"
+    desired = None if saved else load_desired(sources)
+    with management_client(connection_string) as client:
+        if saved:
+            the_plan = _read_plan_file(sources[0])
+        else:
+            assert desired is not None
+            the_plan = current_plan(client, desired)
+            click.echo(RENDERERS["text"](the_plan))
+            if not the_plan.has_changes:
+                return
+            _confirm(auto_approve)
+        if replace_strategy == GAPLESS:
+            for warning in the_plan.warnings:
+                click.echo(f"warning: {warning}", err=True)
+        with contextlib.ExitStack() as stack:
+            journal_file = stack.enter_context(journal.open("a", encoding="utf-8")) if journal else None
+            on_change = stack.enter_context(_progress(len(the_plan.changes)))
+            options = ApplyOptions(
+                strategy=replace_strategy,
+                parallel=parallel,
+                max_rate=max_rate,
+                fail_fast=fail_fast,
+                journal=journal_file,
+                on_change=on_change,
+            )
+            report = apply_plan(client, the_plan, options)
+    click.echo(render_report(report))
+    if not report.ok:
+        raise SystemExit(1)
+
+
+def _confirm(auto_approve: bool) -> None:
+    if auto_approve:
+        return
+    if not sys.stdin.isatty():
+        raise SbrulesError(
+            "refusing to apply without confirmation: input is not a terminal. Pass --auto-approve, "
+            "or save a reviewed plan with `sbrules plan --out plan.json` and run `sbrules apply plan.json`"
+        )
+    if not click.confirm("Apply these changes?", default=False):
+        raise SbrulesError("apply cancelled: nothing was changed")
+
+
+@contextlib.contextmanager
+def _progress(total: int) -> Iterator:
+    """A rich progress bar on a terminal (stderr); no output otherwise."""
+    if not total or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("applying", total=total)
+        yield lambda change: progress.advance(task)
+
+
+@click.command()
+@paths_argument
+@format_option("text", "json")
+@connection_option
+def drift(paths: tuple[Path, ...], fmt: str, connection_string: str | None) -> None:
+    """Report live rules that differ from the files. Exit 0 in sync, 2 drift, 1 error."""
+    desired = load_desired(paths)
+    with management_client(connection_string) as client:
+        the_plan = current_plan(client, desired)
+    click.echo(render_drift_json(the_plan) if fmt == "json" else render_drift_text(the_plan))
+    if the_plan.has_changes:
+        raise SystemExit(EXIT_CHANGES)
+
+
+@click.command()
+@click.option("--topic", required=True, help="The topic whose subscriptions to export.")
+@click.option("--subscription", "subscriptions", multiple=True, help="A subscription to export (repeatable).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Write <topic>.yaml here (default: stdout).")
+@connection_option
+def export(topic: str, subscriptions: tuple[str, ...], out: Path | None, connection_string: str | None) -> None:
+    """Write the live rules of a topic's subscriptions as a rule file."""
+    from reconciler.export import export_topic, to_yaml, write_export
+
+    with management_client(connection_string) as client:
+        doc, warnings = export_topic(client, topic, subscriptions)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if out:
+        click.echo(f"wrote {write_export(doc, out)}", err=True)
+    else:
+        click.echo(to_yaml(doc), nl=False)
+
+
+@click.command()
+@click.option("--rules", "rules_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), help="Rule files (default: the project's rules/).")
+def demo(rules_dir: Path | None) -> None:
+    """Plan → apply → drift against a local in-process emulator, narrated. Needs no Azure."""
+    from reconciler.demo import run_demo
+
+    if not run_demo(rules_dir, click.echo):
+        raise SystemExit(1)

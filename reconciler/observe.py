@@ -1,0 +1,80 @@
+"""Read the live rules of every managed subscription: all at once, bounded, over one connection.
+
+The management client pipelines requests from many threads over a single AMQP connection, so a
+thread pool of ``concurrency`` workers is enough to keep the link full. Every failure is collected
+and reported together, each naming its topic/subscription.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol, Sequence
+
+from reconciler.amqp.errors import ManagementError, NotFoundError
+from reconciler.errors import SbrulesError
+from reconciler.model import DesiredState, Rule
+from reconciler.plan import ActualState, managed_subscriptions
+
+DEFAULT_CONCURRENCY = 32
+
+
+class RuleReader(Protocol):
+    def list_rules(self, topic: str, subscription: str) -> list[Rule]: ...
+
+
+class ObserveError(SbrulesError):
+    """One or more declared subscriptions could not be read; the message lists each."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        head = "cannot read the live rules of " + (
+            "1 subscription" if len(problems) == 1 else f"{len(problems)} subscriptions"
+        )
+        super().__init__(head + ":\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def explain(topic: str, subscription: str, exc: ManagementError) -> str:
+    """A one-line, secret-free description of why ``topic/subscription`` could not be read."""
+    where = f"{topic}/{subscription}"
+    text = (exc.description or str(exc) or "").lower()
+    if "auto-forward" in text or "autoforward" in text:
+        return (
+            f"{where}: auto-forwarding is enabled on this subscription, and the service refuses to "
+            "enumerate its rules there; declare it without rules (unmanaged) or disable forwarding"
+        )
+    if isinstance(exc, NotFoundError):
+        return f"{where}: topic {topic!r} or subscription {subscription!r} does not exist in the namespace"
+    return f"{where}: {exc}"
+
+
+def read_subscription(client: RuleReader, topic: str, subscription: str) -> tuple[Rule, ...]:
+    """The live rules of one subscription, or an ObserveError naming it."""
+    try:
+        return tuple(client.list_rules(topic, subscription))
+    except ManagementError as exc:
+        raise ObserveError([explain(topic, subscription, exc)]) from None
+
+
+def observe_subscriptions(
+    client: RuleReader, targets: Sequence[tuple[str, str]], *, concurrency: int = DEFAULT_CONCURRENCY
+) -> dict[tuple[str, str], tuple[Rule, ...]]:
+    """Read ``targets`` concurrently; raise one ObserveError listing every failure."""
+    if not targets:
+        return {}
+    actual: dict[tuple[str, str], tuple[Rule, ...]] = {}
+    problems: list[str] = []
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(targets))), thread_name_prefix="observe") as pool:
+        futures = {target: pool.submit(read_subscription, client, *target) for target in targets}
+        for target, future in futures.items():
+            try:
+                actual[target] = future.result()
+            except ObserveError as exc:
+                problems += exc.problems
+    if problems:
+        raise ObserveError(problems)
+    return actual
+
+
+def observe(client: RuleReader, desired: DesiredState, *, concurrency: int = DEFAULT_CONCURRENCY) -> ActualState:
+    """The live rules of every managed subscription declared in ``desired``."""
+    return observe_subscriptions(client, managed_subscriptions(desired), concurrency=concurrency)
