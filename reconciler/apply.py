@@ -211,6 +211,7 @@ class _Runner:
 
     def _read(self) -> tuple[Rule, ...]:
         for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
+            self.pacer.wait()
             try:
                 return tuple(self.client.list_rules(self.sp.topic, self.sp.subscription))
             except ManagementError as exc:

@@ -1,0 +1,94 @@
+"""Fixtures for the reconciler tests: an in-memory rule store with fault hooks, and rule builders."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Callable
+
+import pytest
+
+from reconciler.amqp.errors import AlreadyExistsError, ConnectionLostError, NotFoundError
+from reconciler.model import CorrelationFilter, DesiredState, Rule, Subscription, Topic, TrueFilter
+
+
+def corr(name: str, subject: str, **props) -> Rule:
+    return Rule(name, CorrelationFilter(subject=subject, properties=props))
+
+
+def desired_of(rules_by_sub: dict[tuple[str, str], list[Rule] | None]) -> DesiredState:
+    topics: dict[str, list[Subscription]] = {}
+    for (topic, sub), rules in rules_by_sub.items():
+        topics.setdefault(topic, []).append(Subscription(sub, None if rules is None else tuple(rules)))
+    return DesiredState(tuple(Topic(t, tuple(subs)) for t, subs in topics.items()))
+
+
+class FakeClient:
+    """The three rule operations of ManagementClient over dicts, with a hook that can inject faults.
+
+    ``fault(op, topic, sub, name, phase)`` runs before ("before") and after ("after") the change
+    takes effect and may return an exception to raise — after the change that models a lost response.
+    ``min_rules`` records the fewest rules each subscription ever had (the empty-subscription watcher).
+    """
+
+    def __init__(self, state: dict[tuple[str, str], list[Rule]]):
+        self.subs = {key: {r.name.casefold(): r for r in rules} for key, rules in state.items()}
+        self.ops: list[tuple[str, str, str, str]] = []
+        self.fault: Callable[..., Exception | None] = lambda *a: None
+        self.min_rules = {key: len(rules) for key, rules in self.subs.items()}
+        self.lock = threading.Lock()
+
+    def _sub(self, topic: str, sub: str) -> dict[str, Rule]:
+        try:
+            return self.subs[(topic, sub)]
+        except KeyError:
+            raise NotFoundError(f"{topic}/{sub}: the messaging entity could not be found", status=404) from None
+
+    def _hook(self, *args) -> None:
+        exc = self.fault(*args)
+        if exc is not None:
+            raise exc
+
+    def list_rules(self, topic: str, sub: str) -> list[Rule]:
+        self._hook("list", topic, sub, None, "before")
+        with self.lock:
+            return list(self._sub(topic, sub).values())
+
+    def add_rule(self, topic: str, sub: str, rule: Rule) -> None:
+        self._hook("add", topic, sub, rule.name, "before")
+        with self.lock:
+            rules = self._sub(topic, sub)
+            if rule.name.casefold() in rules:
+                raise AlreadyExistsError(f"rule {rule.name} already exists", status=409)
+            rules[rule.name.casefold()] = rule
+            self.ops.append(("add", topic, sub, rule.name))
+        self._hook("add", topic, sub, rule.name, "after")
+
+    def remove_rule(self, topic: str, sub: str, name: str) -> None:
+        self._hook("remove", topic, sub, name, "before")
+        with self.lock:
+            rules = self._sub(topic, sub)
+            if rules.pop(name.casefold(), None) is None:
+                raise NotFoundError(f"rule {name} could not be found", status=404)
+            self.ops.append(("remove", topic, sub, name))
+            self.min_rules[(topic, sub)] = min(self.min_rules[(topic, sub)], len(rules))
+        self._hook("remove", topic, sub, name, "after")
+
+    def rules(self, topic: str, sub: str) -> dict[str, Rule]:
+        return {r.name: r for r in self.subs[(topic, sub)].values()}
+
+
+def lost_response() -> Exception:
+    return ConnectionLostError("connection dropped before the response")
+
+
+@pytest.fixture
+def kit() -> SimpleNamespace:
+    """The helpers above, as a fixture (test modules cannot import conftest under importlib mode)."""
+    return SimpleNamespace(
+        corr=corr,
+        desired_of=desired_of,
+        FakeClient=FakeClient,
+        lost_response=lost_response,
+        DEFAULT=Rule("$Default", TrueFilter()),
+    )
