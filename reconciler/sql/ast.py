@@ -157,7 +157,7 @@ PREDICATE_TYPES = (Comparison, Like, In, IsNull, Exists, And, Or, Not)
 
 
 #: Fields of each node class that hold child nodes (a node or a tuple of nodes).
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {
+CHILD_FIELDS: dict[type, tuple[str, ...]] = {
     Literal: (),
     Property: (),
     Function: ("args",),
@@ -180,7 +180,7 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {
 def children(node: Node) -> tuple[Node, ...]:
     """The direct child nodes of ``node`` in source order (for generic walks)."""
     out: list[Node] = []
-    for name in _CHILD_FIELDS[type(node)]:
+    for name in CHILD_FIELDS[type(node)]:
         value = getattr(node, name)
         if isinstance(value, tuple):
             out.extend(value)

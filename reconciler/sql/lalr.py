@@ -1,0 +1,177 @@
+"""A fast scanner and LALR(1) driver over the tables lark builds from ``grammar.lark``.
+
+Lark analyses the grammar and owns the parse table and the reduce callbacks (our transformer);
+its general-purpose lexer and parser loop cost more than the whole rest of a parse, so this module
+runs the same table with one combined regular expression and a tight shift/reduce loop. The
+terminal definitions still come from the ``.lark`` file, so there is one grammar.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterator
+
+from lark import Lark
+from lark.lexer import PatternStr
+
+
+class Tok:
+    """A token: terminal name, text and 1-based position."""
+
+    __slots__ = ("type", "value", "line", "column")
+
+    def __init__(self, type_: str, value: str, line: int, column: int):
+        self.type, self.value, self.line, self.column = type_, value, line, column
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"Tok({self.type}, {self.value!r}, {self.line}:{self.column})"
+
+
+class UnexpectedChar(Exception):
+    """No terminal matches at ``pos`` (converted to a SqlError by the parser)."""
+
+    def __init__(self, pos: int, line: int, column: int):
+        super().__init__(pos)
+        self.pos, self.line, self.column = pos, line, column
+
+
+class UnexpectedTok(Exception):
+    """The parse table has no action for ``token`` in the current state."""
+
+    def __init__(self, token: Tok, expected: set[str]):
+        super().__init__(token.value)
+        self.token, self.expected = token, expected
+
+
+class Scanner:
+    """Turns text into Tok objects using the terminals of a lark grammar.
+
+    Case-insensitive string terminals that look like identifiers are keywords: the identifier
+    terminal matches them and a dictionary re-types the token. ``identifier_check`` runs on every
+    remaining identifier (reserved words).
+    """
+
+    def __init__(self, lark: Lark, identifier: str, identifier_check: Callable[[Tok], None]):
+        ignore = set(lark.ignore_tokens)
+        ident_re = re.compile(next(t for t in lark.terminals if t.name == identifier).pattern.to_regexp())
+        self.keywords: dict[str, str] = {}
+        alternatives = []
+        whitespace = []
+        for term in lark.terminals:
+            pattern = term.pattern
+            if term.name in ignore:
+                whitespace.append(pattern.to_regexp())
+                continue
+            if isinstance(pattern, PatternStr) and "i" in pattern.flags and ident_re.fullmatch(pattern.value):
+                self.keywords[pattern.value.upper()] = term.name
+                continue
+            alternatives.append(term)
+        alternatives.sort(key=lambda t: (-t.priority, -min(t.pattern.max_width, 1000)))
+        body = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in alternatives)
+        skip = "(?>(?:" + "|".join(whitespace) + ")*)"  # atomic: no backtracking into whitespace
+        self._regex = re.compile(skip + "(?:" + body + ")")
+        self._skip = re.compile(skip)
+        self.identifier = identifier
+        self.identifier_check = identifier_check
+
+    def scan(self, text: str) -> Iterator[Tok]:
+        match = self._regex.match
+        keywords = self.keywords
+        ident = self.identifier
+        check = self.identifier_check
+        multiline = "\n" in text
+        pos, end = 0, len(text)
+        line, line_start = 1, 0
+        while pos < end:
+            m = match(text, pos)
+            if m is None:
+                start = self._skip.match(text, pos).end()
+                if start == end:
+                    return
+                if multiline:
+                    line += text.count("\n", pos, start)
+                    line_start = text.rfind("\n", 0, start) + 1
+                raise UnexpectedChar(start, line, start - line_start + 1)
+            kind = m.lastgroup
+            start = m.start(kind)
+            if multiline and text.count("\n", pos, start):
+                line += text.count("\n", pos, start)
+                line_start = text.rfind("\n", 0, start) + 1
+            value = m.group(kind)
+            if kind == ident:
+                keyword = keywords.get(value.upper())
+                if keyword is not None:
+                    kind = keyword
+            tok = Tok(kind, value, line, start - line_start + 1)
+            if kind == ident:
+                check(tok)
+            yield tok
+            pos = m.end()
+            if multiline and "\n" in value:
+                line += value.count("\n")
+                line_start = text.rfind("\n", 0, pos) + 1
+
+
+class Driver:
+    """Runs lark's LALR(1) table for one start symbol with lark's reduce callbacks."""
+
+    def __init__(self, lark: Lark, start: str):
+        parse_table = lark.parser.parser.parser.parse_table
+        callbacks = lark._callbacks
+        self.start_state = parse_table.start_states[start]
+        self.end_state = parse_table.end_states[start]
+        self.table: dict[int, dict[str, tuple[bool, Any]]] = {}
+        for state, actions in parse_table.states.items():
+            row = {}
+            for symbol, (action, arg) in actions.items():
+                if action.name == "Shift":
+                    row[symbol] = (True, arg)
+                else:
+                    row[symbol] = (False, (len(arg.expansion), arg.origin.name, callbacks[arg]))
+            self.table[state] = row
+
+    def parse(self, tokens: Iterator[Tok], end_position: tuple[int, int]) -> Any:
+        table = self.table
+        states = [self.start_state]
+        values: list[Any] = []
+        for token in tokens:
+            self._feed(table, states, values, token)
+        end_token = Tok("$END", "", *end_position)
+        return self._feed(table, states, values, end_token, self.end_state)
+
+    @staticmethod
+    def _feed(table, states, values, token: Tok, end_state: int | None = None) -> Any:
+        kind = token.type
+        while True:
+            row = table[states[-1]]
+            entry = row.get(kind)
+            if entry is None:
+                raise UnexpectedTok(token, {s for s in row if s.isupper()})
+            shift, arg = entry
+            if shift:
+                states.append(arg)
+                values.append(token)
+                return None
+            size, origin, callback = arg
+            if size:
+                children = values[-size:]
+                del states[-size:]
+                del values[-size:]
+            else:
+                children = []
+            value = callback(children)
+            states.append(table[states[-1]][origin][1])
+            values.append(value)
+            if end_state is not None and states[-1] == end_state:
+                return value
+
+
+def end_position(text: str) -> tuple[int, int]:
+    """Line and column just past the end of ``text``."""
+    return text.count("\n") + 1, len(text) - (text.rfind("\n") + 1) + 1
+
+
+__all__ = ["Driver", "Scanner", "Tok", "UnexpectedChar", "UnexpectedTok", "end_position"]

@@ -1,0 +1,743 @@
+"""Service Bus filters as native Spark Columns (sql-language.md §10.3).
+
+Spark's own ``=``, ``IN``, ``LIKE``, ``/`` and ``+`` cast silently, return NULL where Service Bus
+returns FALSE or fails, and change with ``spark.sql.ansi.enabled``. So nothing here lets Spark
+coerce: every Service Bus value is compiled to a :class:`Val` — a *type tag* plus one typed
+column per representation (``s`` string, ``l`` int/long/timestamp-micros, ``d`` double, ``b``
+bool) — and every operator is a ``CASE`` over the operand tags that mirrors the C# operator table.
+Tags known at translate time (literals, system properties) prune the ``CASE`` before Spark sees
+it. Predicates compile to a :class:`Pred`: a nullable boolean (NULL = UNKNOWN) plus an error
+column; errors are data (the message is a dead-letter candidate), never ``raise_error``, so one
+bad message cannot fail a job. Integer overflow uses ``try_*`` functions and division guards
+replace a zero divisor before dividing, so results do not depend on ANSI mode.
+
+What does not translate natively (a LIKE pattern or ESCAPE that is not a constant, a constant
+pattern of a type whose .NET text form is not reproduced here) raises :class:`Untranslatable`;
+:func:`rule_columns` then evaluates that one rule with the Python evaluator in a UDF and says so.
+
+Known approximation: ``string + double`` and ``double LIKE …`` format the double like .NET
+(shortest round-trip digits, ``E+XX`` exponent outside 1e-5 ≤ |x| < 1e15) from Spark's own
+shortest text; the JVM's ``Double.toString`` before JDK 19 occasionally prints one digit more than
+the shortest round-trip form (e.g. ``4.9E-324``), and then the text differs from .NET's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from reconciler.model import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    SYSTEM_PROPERTIES,
+    CorrelationFilter,
+    FalseFilter,
+    Rule,
+    SqlFilter,
+    TrueFilter,
+    TypedValue,
+    ValueType,
+)
+from reconciler.sql import ast
+from reconciler.traffic.rows import SYS_COLUMNS, micros_since_epoch
+
+PROPS = "props"
+MISSING = "missing"
+USER_TAGS = frozenset(t.value for t in ValueType) | {MISSING}
+INTEGRAL = frozenset({"int", "long"})
+NUMERIC = frozenset({"int", "long", "double"})
+MAX_CONCAT = 32767
+
+_FIELD_TYPES = {"tag": "string", "s": "string", "l": "bigint", "d": "double", "b": "boolean", "err": "string"}
+
+
+class Untranslatable(Exception):
+    """A construct with no native Spark translation; the rule is evaluated by a Python UDF instead."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Compiled values and predicates
+# ------------------------------------------------------------------------------------------------
+
+Cond = bool | Column
+
+
+@dataclass(frozen=True)
+class Val:
+    """A compiled Service Bus value: possible tags (static), the tag column, typed value columns."""
+
+    tags: frozenset[str]
+    tag: Column | None = None  # None when ``tags`` has one element
+    s: Column | None = None
+    l: Column | None = None
+    d: Column | None = None
+    b: Column | None = None
+    err: Column | None = None
+    #: A constant from the filter text (lets IN use one hashed ``isin``).
+    const: bool = False
+
+    def tag_col(self) -> Column:
+        return self.tag if self.tag is not None else F.lit(next(iter(self.tags)))
+
+    def is_(self, tags: Iterable[str]) -> Cond:
+        """Whether this value's tag is one of ``tags``: statically when the tag sets decide it."""
+        wanted = self.tags & frozenset(tags)
+        if not wanted:
+            return False
+        if self.tags <= wanted:
+            return True
+        return self.tag.isin(*sorted(wanted))
+
+    def field(self, name: str) -> Column:
+        column = getattr(self, name)
+        return column if column is not None else F.lit(None).cast(_FIELD_TYPES[name])
+
+
+@dataclass(frozen=True)
+class Pred:
+    """A compiled predicate: ``v`` is TRUE / FALSE / NULL (= UNKNOWN); ``err`` NULL = no error."""
+
+    v: Column
+    err: Column | None = None
+
+
+def _all(*conds: Cond) -> Cond:
+    out: Cond = True
+    for cond in conds:
+        if cond is False:
+            return False
+        if cond is not True:
+            out = cond if out is True else out & cond
+    return out
+
+
+def _err(*errs: Column | None) -> Column | None:
+    """The first error in evaluation order (``coalesce`` of the ones that can happen)."""
+    present = [e for e in errs if e is not None]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else F.coalesce(*present)
+
+
+@dataclass
+class _Branch:
+    cond: Cond
+    tags: frozenset[str]
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def _chain(branches: list[tuple[Cond, Column | None]], typ: str) -> Column | None:
+    """``CASE WHEN c1 THEN v1 … END``; None when every value is None (the field never exists)."""
+    if all(v is None for _, v in branches):
+        return None
+    out = None
+    for cond, value in branches:
+        value = value if value is not None else F.lit(None).cast(typ)
+        if cond is True:
+            return value if out is None else out.otherwise(value)
+        out = F.when(cond, value) if out is None else out.when(cond, value)
+    return out
+
+
+def _case(branches: Iterable[_Branch]) -> Val:
+    """Build a Val from ordered branches, pruning static conditions (first match wins)."""
+    live: list[_Branch] = []
+    for br in branches:
+        if br.cond is False:
+            continue
+        live.append(br)
+        if br.cond is True:
+            break
+    if not live:
+        return Val(frozenset({MISSING}))
+    tags = frozenset().union(*(br.tags for br in live))
+    cols: dict[str, Column | None] = {}
+    for name in ("s", "l", "d", "b", "err"):
+        cols[name] = _chain([(br.cond, br.fields.get(name)) for br in live], _FIELD_TYPES[name])
+    tag = None
+    if len(tags) > 1:
+        tag_values = []
+        for br in live:
+            t = br.fields.get("tag")
+            if t is None:
+                (only,) = br.tags
+                t = F.lit(only)
+            tag_values.append((br.cond, t))
+        tag = _chain(tag_values, "string")
+    return Val(tags, tag, **cols)
+
+
+def _pred_case(branches: list[tuple[Cond, Column | None, Column | None]]) -> Pred:
+    """Ordered (condition, value, error) branches → Pred (pruned like :func:`_case`)."""
+    live = []
+    for cond, value, err in branches:
+        if cond is False:
+            continue
+        live.append((cond, value, err))
+        if cond is True:
+            break
+    v = _chain([(c, v) for c, v, _ in live], "boolean")
+    e = _chain([(c, e) for c, _, e in live], "string")
+    return Pred(v if v is not None else F.lit(None).cast("boolean"), e)
+
+
+# ------------------------------------------------------------------------------------------------
+# Leaves
+# ------------------------------------------------------------------------------------------------
+
+
+def literal(value: TypedValue | ast.Literal) -> Val:
+    """A constant (or a substituted @parameter) as a Val with a static tag."""
+    vtype, raw = value.type, value.value
+    tags = frozenset({vtype.value})
+    if vtype is ValueType.NULL:
+        return Val(tags, const=True)
+    if vtype in (ValueType.STRING, ValueType.UUID):
+        return Val(tags, s=F.lit(str(raw)), const=True)
+    if vtype in (ValueType.LONG, ValueType.INT):
+        return Val(tags, l=F.lit(int(raw)).cast("bigint"), const=True)
+    if vtype is ValueType.DOUBLE:
+        return Val(tags, d=F.lit(float(raw)).cast("double"), const=True)
+    if vtype is ValueType.BOOL:
+        return Val(tags, b=F.lit(bool(raw)), const=True)
+    return Val(tags, l=F.lit(micros_since_epoch(raw)).cast("bigint"), const=True)
+
+
+def _lookup(key: Column) -> Val:
+    cell = F.try_element_at(F.col(PROPS), key)
+    return Val(
+        USER_TAGS,
+        F.coalesce(cell.getField("t"), F.lit(MISSING)),
+        s=cell.getField("s"),
+        l=cell.getField("l"),
+        d=cell.getField("d"),
+        b=cell.getField("b"),
+    )
+
+
+def user_property(name: str) -> Val:
+    """``props[lower(name)]``: a NULL struct is MISSING (tag ``missing``)."""
+    return _lookup(F.lit(name.lower()))
+
+
+def system_property(name: str) -> Val:
+    """A typed system-property column; NULL there is a real null (system properties always exist)."""
+    column = F.col(SYS_COLUMNS[name])
+    vtype = SYSTEM_PROPERTIES[name].value
+    tag = F.when(column.isNull(), F.lit("null")).otherwise(F.lit(vtype))
+    tags = frozenset({"null", vtype})
+    if vtype in ("string", "uuid"):
+        return Val(tags, tag, s=column)
+    if vtype in ("long", "int"):
+        return Val(tags, tag, l=column.cast("bigint"))
+    if vtype == "double":
+        return Val(tags, tag, d=column)
+    if vtype == "bool":
+        return Val(tags, tag, b=column)
+    return Val(tags, tag, l=F.unix_micros(column))
+
+
+# ------------------------------------------------------------------------------------------------
+# Text form of values (.NET Convert.ToString, invariant culture)
+# ------------------------------------------------------------------------------------------------
+
+
+def dotnet_double_text(d: Column) -> Column:
+    """``double.ToString()`` of .NET (shortest round-trip digits, ``E+XX`` outside [1e-5, 1e15))."""
+    java = F.abs(d).cast("string")  # "123.45", "1.0E20", "1.234E-5"
+    mantissa = F.regexp_extract(java, r"^([0-9.]+)", 1)
+    exp_text = F.regexp_extract(java, r"E(-?[0-9]+)$", 1)
+    exponent = F.when(exp_text == "", F.lit(0)).otherwise(exp_text.try_cast("int"))
+    int_part = F.substring_index(mantissa, ".", 1)
+    all_digits = F.concat(int_part, F.substring_index(mantissa, ".", -1))
+    no_lead = F.regexp_replace(all_digits, "^0+", "")
+    digits = F.regexp_replace(no_lead, "0+$", "")
+    e = F.length(int_part) + exponent - 1 - (F.length(all_digits) - F.length(no_lead))
+    n = F.length(digits)
+    scientific = F.concat(
+        F.substring(digits, 1, 1),
+        F.when(n > 1, F.concat(F.lit("."), F.substring(digits, 2, 400))).otherwise(F.lit("")),
+        F.lit("E"),
+        F.when(e < 0, F.lit("-")).otherwise(F.lit("+")),
+        F.lpad(F.abs(e).cast("string"), 2, "0"),
+    )
+    fixed = (
+        F.when(e < 0, F.concat(F.lit("0."), F.repeat(F.lit("0"), -e - 1), digits))
+        .when(n <= e + 1, F.concat(digits, F.repeat(F.lit("0"), e + 1 - n)))
+        .otherwise(F.concat(F.substring(digits, 1, e + 1), F.lit("."), F.substring(digits, e + 2, 400)))
+    )
+    body = F.when((e >= 15) | (e < -4), scientific).otherwise(fixed)
+    return (
+        F.when(F.isnan(d), F.lit("NaN"))
+        .when(d == F.lit(float("inf")), F.lit("Infinity"))
+        .when(d == F.lit(float("-inf")), F.lit("-Infinity"))
+        .when(d == 0, F.lit("0"))
+        .otherwise(F.concat(F.when(d < 0, F.lit("-")).otherwise(F.lit("")), body))
+    )
+
+
+def text_of(value: Val) -> Column:
+    """The .NET text form of a known (non-missing) value: what ``+`` and LIKE see."""
+    branches = [
+        (value.is_({"string", "uuid"}), value.s),
+        (value.is_({"null"}), F.lit("")),
+        (value.is_({"bool"}), F.when(value.b, F.lit("True")).otherwise(F.lit("False"))),
+        (value.is_(INTEGRAL), value.l.cast("string") if value.l is not None else None),
+        (value.is_({"double"}), dotnet_double_text(value.d) if value.d is not None else None),
+        (
+            value.is_({"timestamp"}),
+            F.date_format(F.timestamp_micros(value.l), "MM/dd/yyyy HH:mm:ss") if value.l is not None else None,
+        ),
+    ]
+    out = _chain([(c, v) for c, v in branches if c is not False], "string")
+    return out if out is not None else F.lit(None).cast("string")
+
+
+# ------------------------------------------------------------------------------------------------
+# Operators
+# ------------------------------------------------------------------------------------------------
+
+
+def _as_double(value: Val) -> Column:
+    if value.tags & NUMERIC <= {"double"}:
+        return value.d
+    if not value.tags & {"double"}:
+        return value.l.cast("double")
+    return F.when(value.tag == "double", value.d).otherwise(value.l.cast("double"))
+
+
+def _mismatch(op: str, a: Val, b: Val) -> Column:
+    return F.concat(F.lit("type mismatch: "), a.tag_col(), F.lit(f" {op} "), b.tag_col())
+
+
+def _numeric_branches(op: str, a: Val, b: Val) -> list[_Branch]:
+    """int⊕int → int (checked), integral → long (checked), else double."""
+    branches: list[_Branch] = []
+    both_int = _all(a.is_({"int"}), b.is_({"int"}))
+    both_integral = _all(a.is_(INTEGRAL), b.is_(INTEGRAL))
+    both_numeric = _all(a.is_(NUMERIC), b.is_(NUMERIC))
+    if both_int is not False:
+        value, err = _integral_op(op, a.l, b.l, INT32_MIN, INT32_MAX, wide=True)
+        branches.append(_Branch(both_int, frozenset({"int"}), {"l": value, "err": err}))
+    if both_integral is not False:
+        value, err = _integral_op(op, a.l, b.l, INT64_MIN, INT64_MAX, wide=False)
+        branches.append(_Branch(both_integral, frozenset({"long"}), {"l": value, "err": err}))
+    if both_numeric is not False and (a.tags | b.tags) & {"double"}:
+        branches.append(_Branch(both_numeric, frozenset({"double"}), {"d": _double_op(op, _as_double(a), _as_double(b))}))
+    return branches
+
+
+def _integral_op(op: str, x: Column, y: Column, low: int, high: int, wide: bool) -> tuple[Column, Column]:
+    """Checked C# integer arithmetic. ``wide``: operands are Int32 held in a bigint (cannot overflow it)."""
+    overflow = F.lit(f"arithmetic overflow in {op}")
+    if op in ("/", "%"):
+        zero = y == 0
+        min_div = (x == low) & (y == -1)
+        safe_y = F.when(zero | min_div, F.lit(1).cast("bigint")).otherwise(y)
+        if op == "/":
+            value = F.call_function("div", x, safe_y)
+            err = F.when(zero, F.lit("division by zero")).when(min_div, overflow)
+        else:
+            value = F.when(min_div, F.lit(0).cast("bigint")).otherwise(x % safe_y)
+            err = F.when(zero, F.lit("division by zero"))
+        return value, err
+    if wide:
+        value = {"+": x + y, "-": x - y, "*": x * y}[op]
+        return value, F.when((value < low) | (value > high), overflow)
+    value = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[op](x, y)
+    return value, F.when(value.isNull(), overflow)
+
+
+def _double_op(op: str, x: Column, y: Column) -> Column:
+    """IEEE double arithmetic; Spark returns NULL / raises on ``/ 0``, C# gives ±Infinity / NaN."""
+    if op in ("+", "-", "*"):
+        return {"+": x + y, "-": x - y, "*": x * y}[op]
+    zero = y == 0
+    safe_y = F.when(zero, F.lit(1.0)).otherwise(y)
+    if op == "%":
+        return F.when(zero | F.isnan(y), F.lit(float("nan"))).otherwise(x % safe_y)
+    y_negative = F.when(zero, y.cast("string").startswith("-")).otherwise(y < 0)  # -0.0 counts
+    signed_inf = F.when((x > 0) != y_negative, F.lit(float("inf"))).otherwise(F.lit(float("-inf")))
+    return F.when(zero, F.when((x == 0) | F.isnan(x), F.lit(float("nan"))).otherwise(signed_inf)).otherwise(x / safe_y)
+
+
+def arithmetic(op: str, a: Val, b: Val) -> Val:
+    """``+ - * / %`` (§5.5): MISSING first, then string concatenation, numbers, null, errors."""
+    branches = [_Branch(_any_missing(a, b), frozenset({MISSING}))]
+    if op == "+":
+        either_string = _or(a.is_({"string"}), b.is_({"string"}))
+        if either_string is not False:
+            text = F.concat(text_of(a), text_of(b))
+            branches.append(
+                _Branch(
+                    either_string,
+                    frozenset({"string"}),
+                    {"s": text, "err": F.when(F.length(text) > MAX_CONCAT, F.lit("string longer than 32767"))},
+                )
+            )
+    branches += _numeric_branches(op, a, b)
+    null_number = _or(_all(a.is_({"null"}), b.is_(NUMERIC)), _all(a.is_(NUMERIC), b.is_({"null"})))
+    branches.append(_Branch(null_number, frozenset({"null"})))
+    branches.append(_Branch(True, frozenset({MISSING}), {"err": _mismatch(op, a, b)}))
+    result = _case(branches)
+    return _with_err(result, _err(a.err, b.err, result.err))
+
+
+def negate(a: Val) -> Val:
+    """Unary minus: numbers (checked), MISSING stays MISSING, anything else is an error."""
+    branches = [_Branch(a.is_({MISSING}), frozenset({MISSING}))]
+    if a.is_({"int"}) is not False:
+        branches.append(
+            _Branch(a.is_({"int"}), frozenset({"int"}), {"l": -a.l, "err": F.when(a.l == INT32_MIN, F.lit("arithmetic overflow in -"))})
+        )
+    if a.is_({"long"}) is not False:
+        value = F.try_subtract(F.lit(0).cast("bigint"), a.l)
+        branches.append(_Branch(a.is_({"long"}), frozenset({"long"}), {"l": value, "err": F.when(value.isNull(), F.lit("arithmetic overflow in -"))}))
+    if a.is_({"double"}) is not False:
+        branches.append(_Branch(a.is_({"double"}), frozenset({"double"}), {"d": -a.d}))
+    branches.append(_Branch(True, frozenset({MISSING}), {"err": F.concat(F.lit("cannot negate "), a.tag_col())}))
+    result = _case(branches)
+    return _with_err(result, _err(a.err, result.err))
+
+
+def _with_err(value: Val, err: Column | None) -> Val:
+    return Val(value.tags, value.tag, value.s, value.l, value.d, value.b, err, value.const)
+
+
+def _or(*conds: Cond) -> Cond:
+    out: Cond = False
+    for cond in conds:
+        if cond is True:
+            return True
+        if cond is not False:
+            out = cond if out is False else out | cond
+    return out
+
+
+def _any_missing(a: Val, b: Val) -> Cond:
+    return _or(a.is_({MISSING}), b.is_({MISSING}))
+
+
+_COMPARE: dict[str, Callable[[Column, Column], Column]] = {
+    "=": lambda x, y: x == y,
+    "<>": lambda x, y: x != y,
+    "<": lambda x, y: x < y,
+    "<=": lambda x, y: x <= y,
+    ">": lambda x, y: x > y,
+    ">=": lambda x, y: x >= y,
+}
+
+
+def compare(op: str, a: Val, b: Val) -> Pred:
+    """``= <> < <= > >=`` per the C# table of §5.4 (null semantics, no coercion, NaN never equal)."""
+    equality = op in ("=", "<>")
+    cmp = _COMPARE[op]
+    branches: list[tuple[Cond, Column | None, Column | None]] = [
+        (_any_missing(a, b), None, None),
+        (_all(a.is_({"null"}), b.is_({"null"})), F.lit(op == "="), None),
+    ]
+    if equality:
+        ne = F.lit(op == "<>")
+        branches.append((_or(a.is_({"null"}), b.is_({"null"})), ne, None))
+    else:
+        null_num = _or(_all(a.is_({"null"}), b.is_(NUMERIC)), _all(a.is_(NUMERIC), b.is_({"null"})))
+        branches.append((null_num, F.lit(False), None))
+    both_integral = _all(a.is_(INTEGRAL), b.is_(INTEGRAL))
+    if both_integral is not False:
+        branches.append((both_integral, cmp(a.l, b.l), None))
+    both_numeric = _all(a.is_(NUMERIC), b.is_(NUMERIC))
+    if both_numeric is not False and (a.tags | b.tags) & {"double"}:
+        x, y = _as_double(a), _as_double(b)
+        branches.append((both_numeric, F.when(F.isnan(x) | F.isnan(y), F.lit(op == "<>")).otherwise(cmp(x, y)), None))
+    if equality:
+        for tags, column in (({"string"}, "s"), ({"bool"}, "b"), ({"uuid"}, "s")):
+            both = _all(a.is_(tags), b.is_(tags))
+            if both is not False:
+                branches.append((both, cmp(getattr(a, column), getattr(b, column)), None))
+    both_ts = _all(a.is_({"timestamp"}), b.is_({"timestamp"}))
+    if both_ts is not False:
+        branches.append((both_ts, cmp(a.l, b.l), None))
+    branches.append((True, None, _mismatch(op, a, b)))
+    result = _pred_case(branches)
+    return Pred(result.v, _err(a.err, b.err, result.err))
+
+
+def in_list(value: Val, items: list[Val], negated: bool) -> Pred:
+    """Ordered ``CASE`` of Service Bus ``=`` (§5.7): FALSE, not NULL, when no item matches."""
+    item_errs = [i.err for i in items]
+    x = _with_err(value, None)
+    fast = _in_fast_path(x, items)
+    if fast is not None:
+        result = fast
+    else:
+        branches: list[tuple[Cond, Column | None, Column | None]] = [(x.is_({MISSING}), None, None)]
+        for item in items:
+            eq = compare("=", x, _with_err(item, None))
+            if eq.err is not None:
+                branches.append((eq.err.isNotNull(), None, eq.err))
+            branches.append((F.coalesce(eq.v, F.lit(False)), F.lit(True), None))
+        branches.append((True, F.lit(False), None))
+        result = _pred_case(branches)
+    v = ~result.v if negated else result.v
+    return Pred(v, _err(value.err, *item_errs, result.err))
+
+
+def _in_fast_path(x: Val, items: list[Val]) -> Pred | None:
+    """All items string literals (or all long literals): one hashed ``isin`` instead of a CASE chain."""
+    for kind, column in (("string", "s"), ("long", "l")):
+        if not all(i.tags == {kind} and i.err is None and i.const for i in items):
+            continue
+        same = {"string"} if kind == "string" else INTEGRAL
+        values = [getattr(i, column) for i in items]
+        branches: list[tuple[Cond, Column | None, Column | None]] = [
+            (x.is_({MISSING}), None, None),
+            (x.is_(same), getattr(x, column).isin(*values), None),
+            (x.is_({"null"}), F.lit(False), None),
+        ]
+        if kind == "long" and x.is_({"double"}) is not False:
+            doubles = [v.cast("double") for v in values]
+            branches.append((x.is_({"double"}), x.d.isin(*doubles) & ~F.isnan(x.d), None))
+        branches.append((True, None, _mismatch("=", x, items[0])))
+        return _pred_case(branches)
+    return None
+
+
+def like(value: Val, pattern: str, escape: str | None, negated: bool) -> Pred:
+    """LIKE with a constant pattern: an anchored Java regex with ``(?d)`` built here (§5.6)."""
+    regex, units = like_regex(pattern, escape)
+    text = text_of(value)
+    if units:
+        text = F.regexp_replace(text, "([\\x{10000}-\\x{10FFFF}])", "$1\uffff")
+    matched = text.rlike(regex)
+    result = _pred_case([(value.is_({MISSING}), None, None), (True, matched, None)])
+    v = ~result.v if negated else result.v
+    return Pred(v, value.err)
+
+
+def like_regex(pattern: str, escape: str | None) -> tuple[str, bool]:
+    """The Java regex equivalent to the .NET one the engine builds, and whether ``_`` occurs.
+
+    ``_`` matches one UTF-16 code unit in .NET but one code point in Java; when the pattern has an
+    unescaped ``_`` the value's astral characters are widened to two regex characters (the
+    character and U+FFFF) and so are the pattern's, which restores code-unit counting.
+    """
+    esc = escape[0] if escape else None
+    if esc is not None and ord(esc) > 0xFFFF:
+        raise Untranslatable("LIKE escape character outside the Basic Multilingual Plane")
+    units = False
+    escaping = False
+    for ch in pattern:
+        if escaping:
+            escaping = False
+        elif ch == esc:
+            escaping = True
+        elif ch == "_":
+            units = True
+    parts = ["(?d)^"]
+    escaping = False
+    for ch in pattern:
+        if escaping:
+            parts.append(_regex_literal(ch, units))
+            escaping = False
+        elif ch == esc:
+            escaping = True
+        elif ch == "%":
+            parts.append(".*")
+        elif ch == "_":
+            parts.append(".")
+        else:
+            parts.append(_regex_literal(ch, units))
+    parts.append("$")
+    return "".join(parts), units
+
+
+def _regex_literal(ch: str, units: bool) -> str:
+    code = ord(ch)
+    if ch.isascii() and ch.isalnum():
+        return ch
+    if code < 0x80:
+        return "\\" + ch
+    if code > 0xFFFF and units:
+        return f"\\x{{{code:X}}}\\x{{FFFF}}"
+    return f"\\x{{{code:X}}}"
+
+
+# ------------------------------------------------------------------------------------------------
+# The walker
+# ------------------------------------------------------------------------------------------------
+
+
+def _constant_text(node: ast.Expr | None) -> str | None:
+    """The .NET text of a constant LIKE operand, or :class:`Untranslatable`."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Literal):
+        if node.type is ValueType.STRING:
+            return node.value
+        if node.type is ValueType.NULL:
+            return ""
+        if node.type in (ValueType.LONG, ValueType.INT):
+            return str(node.value)
+        if node.type is ValueType.BOOL:
+            return "True" if node.value else "False"
+        if node.type is ValueType.UUID:
+            return str(node.value)
+    raise Untranslatable("LIKE pattern/escape that is not a string, integer or bool constant")
+
+
+class _Translator:
+    def value(self, node: ast.Expr) -> Val:
+        if isinstance(node, ast.Literal):
+            return literal(node)
+        if isinstance(node, ast.Property):
+            return system_property(node.name) if node.scope == "sys" else user_property(node.name)
+        if isinstance(node, ast.Unary):
+            return negate(self.value(node.operand))
+        if isinstance(node, ast.Binary):
+            return arithmetic(node.op, self.value(node.left), self.value(node.right))
+        if isinstance(node, ast.Function):
+            return self.function(node)
+        raise TypeError(f"not an expression node: {node!r}")
+
+    def function(self, node: ast.Function) -> Val:
+        if node.name == "newid":
+            return Val(frozenset({"uuid"}), s=F.expr("uuid()"))
+        (arg,) = node.args
+        if isinstance(arg, ast.Literal) and arg.type is ValueType.STRING:
+            return user_property(arg.value)
+        name = self.value(arg)
+        found = _lookup(F.lower(name.s) if name.s is not None else F.lit(None).cast("string"))
+        bad = name.is_(USER_TAGS - {"string"})
+        err = None if bad is False else F.when(bad, F.concat(F.lit("property() needs a string, got "), name.tag_col()))
+        return _with_err(found, _err(name.err, err))
+
+    def predicate(self, node: ast.Predicate) -> Pred:
+        if isinstance(node, ast.Comparison):
+            return compare(node.op, self.value(node.left), self.value(node.right))
+        if isinstance(node, ast.And):
+            left, right = self.predicate(node.left), self.predicate(node.right)
+            v = F.when(left.v == F.lit(False), F.lit(False)).otherwise(left.v & right.v)
+            later = None if right.err is None else F.when(F.coalesce(left.v, F.lit(True)), right.err)
+            return Pred(v, _err(left.err, later))
+        if isinstance(node, ast.Or):
+            left, right = self.predicate(node.left), self.predicate(node.right)
+            v = F.when(left.v == F.lit(True), F.lit(True)).otherwise(left.v | right.v)
+            later = None if right.err is None else F.when(~F.coalesce(left.v, F.lit(False)), right.err)
+            return Pred(v, _err(left.err, later))
+        if isinstance(node, ast.Not):
+            inner = self.predicate(node.operand)
+            return Pred(~inner.v, inner.err)
+        if isinstance(node, ast.IsNull):
+            if node.prop.scope == "sys":
+                isnull = F.col(SYS_COLUMNS[node.prop.name]).isNull()
+            else:
+                cell = F.try_element_at(F.col(PROPS), F.lit(node.prop.name.lower()))
+                isnull = cell.isNull() | (cell.getField("t") == "null")
+            return Pred(~isnull if node.negated else isnull)
+        if isinstance(node, ast.Exists):
+            if node.prop.scope == "sys":
+                return Pred(F.lit(True))
+            return Pred(F.map_contains_key(F.col(PROPS), F.lit(node.prop.name.lower())))
+        if isinstance(node, ast.In):
+            return in_list(self.value(node.value), [self.value(i) for i in node.items], node.negated)
+        if isinstance(node, ast.Like):
+            pattern = _constant_text(node.pattern)
+            escape = _constant_text(node.escape)
+            return like(self.value(node.value), pattern, escape, node.negated)
+        raise TypeError(f"not a predicate node: {node!r}")
+
+
+def to_spark(node: ast.Predicate | ast.Expr) -> tuple[Column, Column]:
+    """Translate an AST node: (predicate or typed-value struct, error) — error NULL = no error.
+
+    A predicate yields a nullable boolean (NULL = UNKNOWN); an expression yields
+    ``struct<t, s, l, d, b>`` with ``t = 'missing'`` for an absent property.
+    Raises :class:`Untranslatable` for constructs without a native translation.
+    """
+    tr = _Translator()
+    if isinstance(node, ast.PREDICATE_TYPES):
+        pred = tr.predicate(node)
+        return pred.v, _err_col(pred.err)
+    val = tr.value(node)
+    struct = F.struct(
+        val.tag_col().alias("t"),
+        val.field("s").alias("s"),
+        val.field("l").alias("l"),
+        val.field("d").alias("d"),
+        val.field("b").alias("b"),
+    )
+    return struct, _err_col(val.err)
+
+
+def _err_col(err: Column | None) -> Column:
+    return err if err is not None else F.lit(None).cast("string")
+
+
+# ------------------------------------------------------------------------------------------------
+# Correlation filters and whole rules
+# ------------------------------------------------------------------------------------------------
+
+
+def correlation_match(flt: CorrelationFilter) -> Column:
+    """AND of exact, type-strict ``object.Equals`` matches; never UNKNOWN, never an error (§5.10)."""
+    from reconciler.model import CORRELATION_SYS_NAMES
+
+    conds = [F.col(SYS_COLUMNS[CORRELATION_SYS_NAMES[f]]) == F.lit(v) for f, v in flt.system_fields().items()]
+    for name, tv in flt.properties:
+        cell = F.try_element_at(F.col(PROPS), F.lit(name.lower()))
+        same_type = cell.getField("t") == F.lit(tv.type.value)
+        if tv.type is ValueType.NULL:
+            conds.append(same_type)
+            continue
+        lit = literal(tv)
+        column = {"string": "s", "uuid": "s", "long": "l", "int": "l", "timestamp": "l", "double": "d", "bool": "b"}[
+            tv.type.value
+        ]
+        conds.append(same_type & (cell.getField(column) == getattr(lit, column)))
+    out = F.lit(True)
+    for cond in conds:
+        out = out & F.coalesce(cond, F.lit(False))
+    return out
+
+
+@dataclass(frozen=True)
+class RuleColumns:
+    """A rule compiled for Spark: ``matched`` (boolean, never NULL), ``error`` (NULL = none)."""
+
+    matched: Column
+    error: Column
+    #: Why this rule runs in a Python UDF instead of natively (None = native).
+    fallback: str | None = None
+
+
+def filter_columns(flt: Any, parameters: Mapping[str, TypedValue] | None = None) -> tuple[Column, Column]:
+    """(match, error) of a model filter; raises Untranslatable (or SqlError for bad SQL)."""
+    if isinstance(flt, TrueFilter):
+        return F.lit(True), F.lit(None).cast("string")
+    if isinstance(flt, FalseFilter):
+        return F.lit(False), F.lit(None).cast("string")
+    if isinstance(flt, CorrelationFilter):
+        return correlation_match(flt), F.lit(None).cast("string")
+    if isinstance(flt, SqlFilter):
+        from reconciler.sql import parse_filter
+
+        pred, err = to_spark(parse_filter(flt.expression, parameters))
+        return F.coalesce(pred, F.lit(False)) & err.isNull(), err
+    raise TypeError(f"not a filter: {flt!r}")
+
+
+def rule_columns(rule: Rule) -> RuleColumns:
+    """The rule's match/error columns: native when possible, otherwise a reported Python UDF."""
+    try:
+        matched, error = filter_columns(rule.filter)
+        return RuleColumns(matched, error)
+    except Untranslatable as exc:
+        from reconciler.traffic.fallback import python_rule_columns
+
+        matched, error = python_rule_columns(rule)
+        return RuleColumns(matched, error, fallback=str(exc))
