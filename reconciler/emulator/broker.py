@@ -1,0 +1,461 @@
+"""What happens to messages: routing through subscription rules, locks, settlement, schedules, sessions.
+
+The broker works on wire messages (``proton.Message`` / their encoded bytes) and the namespace's
+stores; the AMQP server calls it from its event loop and tests may call it from any thread (it
+takes the namespace lock). Routing follows the service: one copy when any action-less rule
+matches, one copy per matching rule with an action (action applied, ``RuleName`` set by
+``reconciler.sql.route_rules``), and a filter evaluation error dead-letters the message in that
+subscription (``EnableDeadLetteringOnFilterEvaluationExceptions`` defaults to true).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import proton
+from proton import symbol
+
+from reconciler import model, sql
+from reconciler.amqp import codec
+from reconciler.emulator.namespace import (
+    ACTIVE,
+    DEFERRED,
+    LOCK_DURATION,
+    MAX_DELIVERY_COUNT,
+    MESSAGE_STATE_CODES,
+    SCHEDULED,
+    Address,
+    MessageStore,
+    Namespace,
+    OperationError,
+    Queue,
+    SessionInfo,
+    StoredMessage,
+    Subscription,
+    Topic,
+    bad_request,
+    utcnow,
+)
+from reconciler.model import TypedValue, ValueType
+
+FILTER_ERROR_REASON = "FilterEvaluationException"
+MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
+_SCHEDULED_ANNOTATION = symbol("x-opt-scheduled-enqueue-time")
+
+
+def decode(payload: bytes) -> proton.Message:
+    msg = proton.Message()
+    msg.decode(payload)
+    return msg
+
+
+def _to_datetime(value: Any) -> _dt.datetime | None:
+    if isinstance(value, _dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return codec.timestamp_to_datetime(int(value))
+    return None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class RouteStats:
+    delivered_copies: int
+    dead_lettered: int
+
+
+class Broker:
+    """Message operations over a Namespace (thread-safe through the namespace lock)."""
+
+    def __init__(self, namespace: Namespace, lock_duration: _dt.timedelta = LOCK_DURATION) -> None:
+        self.namespace = namespace
+        self.lock_duration = lock_duration
+        self.filter_errors = 0
+
+    # -- sending -----------------------------------------------------------------------------
+    def publish(self, address: Address, message: proton.Message | bytes, now: _dt.datetime | None = None) -> list[int]:
+        """Accept a message sent to a queue or topic; returns sequence numbers assigned to scheduled ones."""
+        now = now or utcnow()
+        payload = bytes(message) if isinstance(message, (bytes, bytearray, memoryview)) else bytes(message.encode())
+        msg = decode(payload) if isinstance(message, (bytes, bytearray, memoryview)) else message
+        scheduled = _to_datetime((msg.annotations or {}).get(_SCHEDULED_ANNOTATION))
+        with self.namespace.lock:
+            if address.subscription is not None or address.dead_letter:
+                raise OperationError(400, "amqp:not-allowed", f"cannot send to '{address.node}'")
+            entity = self.namespace.entity(address)
+            if scheduled is not None and scheduled > now:
+                stored = entity.store.enqueue(
+                    payload,
+                    session_id=_str_or_none(msg.group_id),
+                    message_id=_str_or_none(msg.id),
+                    scheduled_time=scheduled,
+                    now=now,
+                )
+                self.namespace.touch()
+                return [stored.sequence_number]
+            self._arrive(entity, payload, msg, now)
+            self.namespace.touch()
+            return []
+
+    def _arrive(self, entity: Topic | Queue | Subscription, payload: bytes, msg: proton.Message, now: _dt.datetime) -> None:
+        if isinstance(entity, Topic):
+            self.route(entity, payload, msg, now)
+        else:
+            entity.store.enqueue(payload, session_id=_str_or_none(msg.group_id), message_id=_str_or_none(msg.id), now=now)
+
+    def route(self, topic: Topic, payload: bytes, msg: proton.Message, now: _dt.datetime) -> RouteStats:
+        """Offer one message to every subscription of ``topic``."""
+        view = self.view(payload, now)
+        copies = dead = 0
+        for sub in topic.subscriptions.values():
+            rules = [entry.rule for entry in sub.rules.values()]
+            result = sql.route_rules(rules, view)
+            errors = [(name, out.error) for name, out in result.rule_results if out.error is not None]
+            if errors:
+                sub.filter_errors += 1
+                self.filter_errors += 1
+                description = "; ".join(f"rule {name!r}: {error}" for name, error in errors)
+                self._dead_letter_new(sub, payload, msg, FILTER_ERROR_REASON, description, now)
+                dead += 1
+            for rule_name, copy in result.copies:
+                body = payload if rule_name is None else self._apply_copy(payload, copy)
+                sub.store.enqueue(
+                    body,
+                    session_id=_str_or_none(copy.sys.get("SessionId").value if "SessionId" in copy.sys else None),
+                    message_id=_str_or_none(msg.id),
+                    now=now,
+                )
+                copies += 1
+        return RouteStats(copies, dead)
+
+    def view(self, payload: bytes, now: _dt.datetime) -> model.Message:
+        """The model message filters see, with broker-assigned Size and EnqueuedTimeUtc."""
+        decoded = codec.decode_message(payload).message
+        sys_props = dict(decoded.sys)
+        sys_props["Size"] = TypedValue(ValueType.LONG, len(payload))
+        sys_props["EnqueuedTimeUtc"] = TypedValue(ValueType.TIMESTAMP, now)
+        return model.Message(sys=sys_props, user=decoded.user, body=decoded.body)
+
+    @staticmethod
+    def _apply_copy(payload: bytes, copy: model.Message) -> bytes:
+        """Write a rule action's result (application and settable system properties) onto the wire message."""
+        msg = decode(payload)
+        msg.properties = {key: codec.to_amqp(value) for key, value in copy.user.items()}
+        for name, attr in codec._MESSAGE_ATTRS.items():
+            value = copy.sys.get(name)
+            setattr(msg, attr, None if value is None or value.type is ValueType.NULL else str(value.value))
+        ttl = copy.sys.get("TimeToLive")
+        if ttl is not None and ttl.type is ValueType.DOUBLE:
+            msg.ttl = float(ttl.value)
+        return bytes(msg.encode())
+
+    def _dead_letter_new(
+        self, sub: Subscription, payload: bytes, msg: proton.Message, reason: str, description: str, now: _dt.datetime
+    ) -> None:
+        stored = sub.dead_letters.enqueue(
+            payload, session_id=_str_or_none(msg.group_id), message_id=_str_or_none(msg.id), now=now
+        )
+        stored.dead_letter_reason = reason
+        stored.dead_letter_description = description
+
+    # -- schedules -----------------------------------------------------------------------------
+    def schedule(self, address: Address, payloads: Iterable[bytes], now: _dt.datetime | None = None) -> list[int]:
+        """schedule-message: each payload carries x-opt-scheduled-enqueue-time; returns sequence numbers."""
+        now = now or utcnow()
+        numbers = []
+        with self.namespace.lock:
+            entity = self.namespace.entity(address)
+            if isinstance(entity, Subscription):
+                raise OperationError(400, "amqp:not-allowed", "messages cannot be scheduled on a subscription")
+            for payload in payloads:
+                msg = decode(payload)
+                when = _to_datetime((msg.annotations or {}).get(_SCHEDULED_ANNOTATION)) or now
+                stored = entity.store.enqueue(
+                    payload,
+                    session_id=_str_or_none(msg.group_id),
+                    message_id=_str_or_none(msg.id),
+                    scheduled_time=when if when > now else now + _dt.timedelta(microseconds=1),
+                    now=now,
+                )
+                numbers.append(stored.sequence_number)
+            self.namespace.touch()
+        return numbers
+
+    def cancel_scheduled(self, address: Address, numbers: Iterable[int]) -> None:
+        with self.namespace.lock:
+            store = self.namespace.entity(address).store
+            for number in numbers:
+                stored = store.messages.get(int(number))
+                if stored is None or stored.state != SCHEDULED:
+                    raise OperationError(
+                        404, "com.microsoft:message-not-found", f"scheduled message {number} was not found"
+                    )
+            for number in numbers:
+                store.remove(int(number))
+            self.namespace.touch()
+
+    def tick(self, now: _dt.datetime | None = None) -> bool:
+        """Enqueue due scheduled messages and release expired locks; True when anything changed."""
+        now = now or utcnow()
+        changed = False
+        with self.namespace.lock:
+            for topic in list(self.namespace.topics.values()):
+                for stored in topic.store.due_scheduled(now):
+                    topic.store.remove(stored.sequence_number)
+                    self.route(topic, stored.payload, decode(stored.payload), now)
+                    changed = True
+            for store in self.namespace.stores(include_topics=False):
+                for stored in store.due_scheduled(now):
+                    stored.state = ACTIVE
+                    stored.scheduled_time = None
+                    changed = True
+                if store.expire_locks(now):
+                    changed = True
+            if changed:
+                self.namespace.touch()
+        return changed
+
+    # -- receiving -----------------------------------------------------------------------------
+    def receive(
+        self, store: MessageStore, *, peek_lock: bool, session_id: str | None = None, sessionful: bool = False,
+        now: _dt.datetime | None = None,
+    ) -> tuple[StoredMessage, bytes] | None:
+        """Take the next visible message: lock it (peek-lock) or remove it (receive-and-delete)."""
+        now = now or utcnow()
+        with self.namespace.lock:
+            while True:
+                stored = store.next_visible(now, session_id, sessionful)
+                if stored is None:
+                    return None
+                if stored.delivery_count >= MAX_DELIVERY_COUNT and not store.path.endswith("$DeadLetterQueue"):
+                    self._move_to_dead_letters(store, stored, MAX_DELIVERY_REASON, "delivery count exceeded", now)
+                    continue
+                if peek_lock:
+                    store.lock(stored, now, self.lock_duration)
+                else:
+                    store.remove(stored.sequence_number)
+                    stored.delivery_count += 1
+                self.namespace.touch()
+                return stored, self.wire(stored, store, delivered=True)
+
+    def wire(self, stored: StoredMessage, store: MessageStore, *, delivered: bool) -> bytes:
+        """The message as it leaves the broker, with broker annotations (spec §6)."""
+        msg = decode(stored.payload)
+        ann = dict(msg.annotations or {})
+        ann[symbol("x-opt-sequence-number")] = int(stored.sequence_number)
+        ann[symbol("x-opt-enqueued-time")] = codec.datetime_to_timestamp(stored.enqueued_time)
+        if stored.locked_until is not None:
+            ann[symbol("x-opt-locked-until")] = codec.datetime_to_timestamp(stored.locked_until)
+        if stored.scheduled_time is not None:
+            ann[_SCHEDULED_ANNOTATION] = codec.datetime_to_timestamp(stored.scheduled_time)
+        if stored.state != ACTIVE:
+            ann[symbol("x-opt-message-state")] = proton.int32(MESSAGE_STATE_CODES[stored.state])
+        if stored.dead_letter_source is not None:
+            ann[symbol("x-opt-deadletter-source")] = stored.dead_letter_source
+        msg.annotations = ann
+        props = dict(msg.properties or {})
+        if stored.dead_letter_reason is not None:
+            props["DeadLetterReason"] = stored.dead_letter_reason
+        if stored.dead_letter_description is not None:
+            props["DeadLetterErrorDescription"] = stored.dead_letter_description
+        props.update(stored.modified_properties)
+        if props:
+            msg.properties = props
+        msg.delivery_count = max(stored.delivery_count - 1, 0) if delivered else stored.delivery_count
+        return bytes(msg.encode())
+
+    def peek(
+        self, store: MessageStore, from_sequence: int, count: int, session_id: str | None = None
+    ) -> list[bytes]:
+        with self.namespace.lock:
+            out = []
+            for number in sorted(store.messages):
+                if number < from_sequence:
+                    continue
+                stored = store.messages[number]
+                if session_id is not None and stored.session_id != session_id:
+                    continue
+                out.append(self.wire(stored, store, delivered=False))
+                if len(out) >= count:
+                    break
+            return out
+
+    # -- settlement ----------------------------------------------------------------------------
+    def complete(self, store: MessageStore, token: uuid.UUID) -> None:
+        with self.namespace.lock:
+            stored = store.locked_message(token)
+            store.remove(stored.sequence_number)
+            self.namespace.touch()
+
+    def abandon(self, store: MessageStore, token: uuid.UUID, properties: dict | None = None) -> None:
+        with self.namespace.lock:
+            stored = store.locked_message(token)
+            stored.modified_properties.update(properties or {})
+            store.unlock(stored)
+            self.namespace.touch()
+
+    def defer(self, store: MessageStore, token: uuid.UUID, properties: dict | None = None) -> None:
+        with self.namespace.lock:
+            stored = store.locked_message(token)
+            stored.modified_properties.update(properties or {})
+            store.unlock(stored)
+            stored.state = DEFERRED
+            self.namespace.touch()
+
+    def dead_letter(
+        self, store: MessageStore, token: uuid.UUID, reason: str | None, description: str | None,
+        properties: dict | None = None,
+    ) -> None:
+        with self.namespace.lock:
+            stored = store.locked_message(token)
+            stored.modified_properties.update(properties or {})
+            self._move_to_dead_letters(store, stored, reason, description, utcnow())
+            self.namespace.touch()
+
+    def _move_to_dead_letters(
+        self, store: MessageStore, stored: StoredMessage, reason: str | None, description: str | None,
+        now: _dt.datetime,
+    ) -> None:
+        target = self._dead_letter_store(store)
+        if target is None:
+            raise OperationError(400, "amqp:not-allowed", "messages in a dead-letter queue cannot be dead-lettered")
+        store.remove(stored.sequence_number)
+        moved = target.enqueue(stored.payload, session_id=stored.session_id, message_id=stored.message_id, now=now)
+        moved.delivery_count = stored.delivery_count
+        moved.modified_properties = dict(stored.modified_properties)
+        moved.dead_letter_reason = reason
+        moved.dead_letter_description = description
+
+    def _dead_letter_store(self, store: MessageStore) -> MessageStore | None:
+        if store.path.endswith("/$DeadLetterQueue"):
+            return None
+        for candidate in self.namespace.stores():
+            if candidate.path == store.path + "/$DeadLetterQueue":
+                return candidate
+        return None
+
+    def renew_lock(self, store: MessageStore, tokens: Iterable[uuid.UUID]) -> list[_dt.datetime]:
+        now = utcnow()
+        with self.namespace.lock:
+            expirations = []
+            for token in tokens:
+                stored = store.locked_message(token, now)
+                stored.locked_until = now + self.lock_duration
+                expirations.append(stored.locked_until)
+            return expirations
+
+    def receive_by_sequence(
+        self, store: MessageStore, numbers: Iterable[int], peek_lock: bool, session_id: str | None = None
+    ) -> list[tuple[bytes, uuid.UUID | None]]:
+        """receive-by-sequence-number: deferred messages, locked (or removed in receive-and-delete)."""
+        now = utcnow()
+        with self.namespace.lock:
+            found = []
+            for number in numbers:
+                stored = store.messages.get(int(number))
+                if stored is None or stored.state != DEFERRED or (session_id is not None and stored.session_id != session_id):
+                    raise OperationError(
+                        404, "com.microsoft:message-not-found", f"deferred message {number} was not found"
+                    )
+                found.append(stored)
+            out = []
+            for stored in found:
+                if peek_lock:
+                    token = store.lock(stored, now, self.lock_duration)
+                    out.append((self.wire(stored, store, delivered=True), token))
+                else:
+                    store.remove(stored.sequence_number)
+                    stored.delivery_count += 1
+                    out.append((self.wire(stored, store, delivered=True), None))
+            self.namespace.touch()
+            return out
+
+    def update_disposition(
+        self, store: MessageStore, tokens: Iterable[uuid.UUID], status: str, reason: str | None = None,
+        description: str | None = None, properties: dict | None = None,
+    ) -> None:
+        action = status.lower()
+        for token in tokens:
+            if action == "completed":
+                self.complete(store, token)
+            elif action == "abandoned":
+                self.abandon(store, token, properties)
+            elif action in ("defered", "deferred"):
+                self.defer(store, token, properties)
+            elif action == "suspended":
+                self.dead_letter(store, token, reason, description, properties)
+            else:
+                raise bad_request(f"unknown disposition-status {status!r}")
+
+    # -- sessions ------------------------------------------------------------------------------
+    def accept_session(self, store: MessageStore, session_id: str | None, owner: object) -> tuple[str, _dt.datetime] | None:
+        """Lock a session for a receiver link: the named one, or the first unlocked one with messages."""
+        now = utcnow()
+        with self.namespace.lock:
+            if session_id is None:
+                candidates = [
+                    m.session_id for m in store.messages.values() if m.session_id is not None and m.visible(now)
+                ]
+                session_id = next((s for s in candidates if not store.sessions[s].locked(now)), None)
+                if session_id is None:
+                    return None
+            info = store.sessions.setdefault(session_id, SessionInfo())
+            if info.locked(now) and info.lock_owner is not owner:
+                raise OperationError(
+                    410, "com.microsoft:session-cannot-be-locked",
+                    f"The requested session '{session_id}' cannot be accepted. It may be locked by another receiver.",
+                )
+            info.lock_owner = owner
+            info.locked_until = now + self.lock_duration
+            return session_id, info.locked_until
+
+    def release_session(self, store: MessageStore, session_id: str, owner: object) -> None:
+        with self.namespace.lock:
+            info = store.sessions.get(session_id)
+            if info is not None and info.lock_owner is owner:
+                info.lock_owner = None
+                info.locked_until = None
+            for stored in store.messages.values():
+                if stored.session_id == session_id and stored.lock_token is not None:
+                    store.unlock(stored)
+
+    def renew_session_lock(self, store: MessageStore, session_id: str) -> _dt.datetime:
+        now = utcnow()
+        with self.namespace.lock:
+            info = self._locked_session(store, session_id, now)
+            info.locked_until = now + self.lock_duration
+            return info.locked_until
+
+    def _locked_session(self, store: MessageStore, session_id: str, now: _dt.datetime) -> SessionInfo:
+        info = store.sessions.get(session_id)
+        if info is None or not info.locked(now):
+            raise OperationError(
+                410, "com.microsoft:session-lock-lost",
+                f"The session lock has expired on the MessageSession '{session_id}'. Accept a new MessageSession.",
+            )
+        return info
+
+    def set_session_state(self, store: MessageStore, session_id: str, state: bytes | None) -> None:
+        with self.namespace.lock:
+            info = self._locked_session(store, session_id, utcnow())
+            info.state = state
+            info.updated = utcnow()
+            self.namespace.touch()
+
+    def get_session_state(self, store: MessageStore, session_id: str) -> bytes | None:
+        with self.namespace.lock:
+            return self._locked_session(store, session_id, utcnow()).state
+
+    def list_sessions(self, store: MessageStore, skip: int, top: int) -> list[str]:
+        """Sessions with state or messages (the service's "active" sessions), in first-seen order."""
+        with self.namespace.lock:
+            live = {m.session_id for m in store.messages.values() if m.session_id is not None}
+            ids = [sid for sid, info in store.sessions.items() if sid in live or info.state is not None]
+            return ids[skip: skip + top]
+

@@ -1,0 +1,101 @@
+"""Injected faults for reliability tests: latency, server-busy answers, dropped connections, refused CBS.
+
+Off by default. Set them from a faults file (YAML or JSON, keys = the field names below) or at
+run time through ``Emulator.faults``; the server reads the current values on every request, so a
+test can switch a fault on and off while clients stay connected. Randomness comes from a seeded
+RNG so a failing reliability test replays the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from reconciler.errors import SbrulesError
+
+
+class FaultsFileError(SbrulesError):
+    """A faults file that cannot be read or names unknown faults."""
+
+
+@dataclass
+class Faults:
+    """Current fault settings (mutable; thread-safe enough for flag and number updates)."""
+
+    #: Seconds added before every management response.
+    latency: float = 0.0
+    #: Fraction (0..1) of management requests answered 503 com.microsoft:server-busy.
+    busy_fraction: float = 0.0
+    #: Close each connection after this many operations (management requests + transfers); None = never.
+    close_after_ops: int | None = None
+    #: Answer every CBS put-token with 401 (authentication outage).
+    refuse_cbs: bool = False
+    seed: int = 0
+    _rng: random.Random = field(init=False, repr=False, compare=False)
+    _lock: threading.Lock = field(init=False, repr=False, compare=False, default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.validate()
+        self._rng = random.Random(self.seed)
+
+    def validate(self) -> None:
+        if not 0.0 <= float(self.busy_fraction) <= 1.0:
+            raise FaultsFileError(f"busy_fraction must be between 0 and 1, got {self.busy_fraction}")
+        if float(self.latency) < 0:
+            raise FaultsFileError(f"latency must be >= 0 seconds, got {self.latency}")
+        if self.close_after_ops is not None and int(self.close_after_ops) < 1:
+            raise FaultsFileError(f"close_after_ops must be >= 1, got {self.close_after_ops}")
+
+    def reseed(self, seed: int) -> None:
+        with self._lock:
+            self.seed = seed
+            self._rng = random.Random(seed)
+
+    def server_busy(self) -> bool:
+        """Draw whether this management request is answered 503."""
+        if self.busy_fraction <= 0:
+            return False
+        with self._lock:
+            return self._rng.random() < self.busy_fraction
+
+    def update(self, **settings: Any) -> None:
+        """Change several faults at once (unknown names are an error)."""
+        known = {f.name for f in fields(self) if not f.name.startswith("_")}
+        unknown = set(settings) - known
+        if unknown:
+            raise FaultsFileError(f"unknown faults: {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+        for name, value in settings.items():
+            if name == "seed":
+                self.reseed(int(value))
+            else:
+                setattr(self, name, value)
+        self.validate()
+
+    def clear(self) -> None:
+        self.update(latency=0.0, busy_fraction=0.0, close_after_ops=None, refuse_cbs=False)
+
+    @classmethod
+    def from_mapping(cls, doc: Mapping[str, Any]) -> "Faults":
+        faults = cls()
+        faults.update(**dict(doc))
+        return faults
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "Faults":
+        """Read a YAML or JSON faults file (JSON is YAML)."""
+        try:
+            doc = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise FaultsFileError(f"cannot read faults file {path}: {exc}") from None
+        if not isinstance(doc, Mapping):
+            raise FaultsFileError(f"faults file {path} must hold a map of fault settings")
+        try:
+            return cls.from_mapping(doc)
+        except (TypeError, ValueError) as exc:
+            raise FaultsFileError(f"faults file {path}: {exc}") from None

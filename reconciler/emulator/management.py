@@ -1,0 +1,345 @@
+"""The `$management` node: every operation of spec/protocol.md, request map in, response out.
+
+Pure request → response functions over the namespace and broker; the AMQP server only moves
+messages. Responses carry ``statusCode`` (int), ``statusDescription`` and, on errors,
+``errorCondition`` (symbol) exactly as the service does; bodies are maps with string keys.
+Anything unexpected in a request (wrong body type, missing or mistyped field, oversize value)
+becomes a 400 with a description naming the field, never an exception in the loop.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import proton
+from proton import Array, Data, symbol
+
+from reconciler import model, sql
+from reconciler.amqp import codec
+from reconciler.emulator.broker import Broker
+from reconciler.emulator.namespace import (
+    Address,
+    MessageStore,
+    Namespace,
+    OperationError,
+    Subscription,
+    bad_request,
+)
+
+OPERATION_PREFIX = "com.microsoft:"
+#: Service limits the emulator enforces (spec §8).
+MAX_RULE_NAME = 50
+MAX_SQL_FILTERS_PER_TOPIC = 2000
+MAX_PAGE = 2**31 - 1
+
+
+@dataclass
+class Response:
+    status: int
+    body: Any = None
+    description: str = ""
+    condition: str | None = None
+
+    @classmethod
+    def error(cls, exc: OperationError) -> "Response":
+        return cls(exc.status, None, exc.description, exc.condition)
+
+    def application_properties(self) -> dict[str, Any]:
+        props: dict[str, Any] = {
+            "statusCode": proton.int32(self.status),
+            "statusDescription": self.description or _REASONS.get(self.status, ""),
+        }
+        if self.condition:
+            props["errorCondition"] = symbol(self.condition)
+        return props
+
+
+_REASONS = {200: "OK", 202: "Accepted", 204: "No Content"}
+
+
+# ------------------------------------------------------------------------------------------------
+# request field readers
+# ------------------------------------------------------------------------------------------------
+
+
+def _get(body: Mapping[Any, Any], key: str, required: bool = True) -> Any:
+    if key in body:
+        return body[key]
+    if required:
+        raise bad_request(f"request body lacks '{key}'")
+    return None
+
+
+def _int(body: Mapping[Any, Any], key: str, required: bool = True, default: int | None = None) -> int | None:
+    value = _get(body, key, required)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_request(f"'{key}' must be an integer, got {type(value).__name__}")
+    return int(value)
+
+
+def _str(body: Mapping[Any, Any], key: str, required: bool = True, limit: int = 4096) -> str | None:
+    value = _get(body, key, required)
+    if value is None:
+        if required:
+            raise bad_request(f"'{key}' must not be null")
+        return None
+    if not isinstance(value, str):
+        raise bad_request(f"'{key}' must be a string, got {type(value).__name__}")
+    if len(value) > limit:
+        raise bad_request(f"'{key}' is longer than {limit} characters")
+    return str(value)
+
+
+def _elements(body: Mapping[Any, Any], key: str) -> list[Any]:
+    value = _get(body, key)
+    if isinstance(value, Array):
+        return list(value.elements)
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise bad_request(f"'{key}' must be an array, got {type(value).__name__}")
+
+
+def _uuids(body: Mapping[Any, Any], key: str) -> list[uuid.UUID]:
+    out = []
+    for item in _elements(body, key):
+        if isinstance(item, uuid.UUID):
+            out.append(item)
+        elif isinstance(item, (bytes, memoryview)) and len(bytes(item)) == 16:
+            out.append(uuid.UUID(bytes_le=bytes(item)))
+        else:
+            raise bad_request(f"'{key}' must hold lock tokens (uuid), got {type(item).__name__}")
+    return out
+
+
+def _longs(body: Mapping[Any, Any], key: str) -> list[int]:
+    out = []
+    for item in _elements(body, key):
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise bad_request(f"'{key}' must hold sequence numbers (long), got {type(item).__name__}")
+        out.append(int(item))
+    return out
+
+
+def _binary(value: Any, key: str) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise bad_request(f"'{key}' must be binary, got {type(value).__name__}")
+
+
+def _array(kind: int, values: list[Any]) -> Array:
+    return Array(proton.UNDESCRIBED, kind, *values)
+
+
+# ------------------------------------------------------------------------------------------------
+# the node
+# ------------------------------------------------------------------------------------------------
+
+
+class ManagementNode:
+    """Answers `$management` requests for any entity of one namespace."""
+
+    def __init__(self, namespace: Namespace, broker: Broker) -> None:
+        self.namespace = namespace
+        self.broker = broker
+        self._ops: dict[str, Callable[[Address, Mapping[Any, Any]], Response]] = {
+            "enumerate-rules": self.enumerate_rules,
+            "add-rule": self.add_rule,
+            "remove-rule": self.remove_rule,
+            "peek-message": self.peek_message,
+            "renew-lock": self.renew_lock,
+            "schedule-message": self.schedule_message,
+            "cancel-scheduled-message": self.cancel_scheduled_message,
+            "renew-session-lock": self.renew_session_lock,
+            "set-session-state": self.set_session_state,
+            "get-session-state": self.get_session_state,
+            "get-message-sessions": self.get_message_sessions,
+            "receive-by-sequence-number": self.receive_by_sequence_number,
+            "update-disposition": self.update_disposition,
+        }
+
+    def handle(self, address: Address, operation: Any, body: Any) -> Response:
+        """One request → one response; never raises."""
+        try:
+            if not isinstance(operation, str):
+                raise bad_request("the request has no 'operation' application property")
+            name = operation[len(OPERATION_PREFIX):] if operation.startswith(OPERATION_PREFIX) else None
+            handler = self._ops.get(name) if name else None
+            if handler is None:
+                return Response(501, None, f"operation {operation[:200]!r} is not supported", "amqp:not-implemented")
+            if not isinstance(body, Mapping):
+                raise bad_request(f"the request body must be a map, got {type(body).__name__}")
+            return handler(address, body)
+        except OperationError as exc:
+            return Response.error(exc)
+        except codec.CodecError as exc:
+            return Response(400, None, str(exc), "com.microsoft:argument-error")
+        except (TypeError, ValueError, OverflowError, model.TypedValueError) as exc:
+            return Response(400, None, f"malformed request: {exc}", "com.microsoft:argument-error")
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _subscription(self, address: Address) -> Subscription:
+        if address.subscription is None or address.dead_letter:
+            raise OperationError(
+                400, "amqp:not-allowed", f"rules exist only on subscriptions, not on '{address.entity_path}'"
+            )
+        return self.namespace.subscription(address.topic or "", address.subscription)
+
+    def _store(self, address: Address) -> MessageStore:
+        return self.namespace.store(address)
+
+    # -- rules -------------------------------------------------------------------------------
+    def enumerate_rules(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        top = _int(body, "top")
+        skip = _int(body, "skip")
+        if top < 0 or skip < 0:
+            raise bad_request("'top' and 'skip' must not be negative")
+        sub = self._subscription(address)
+        with self.namespace.lock:
+            entries = list(sub.rules.values())[skip: skip + top]
+        if not entries:
+            return Response(204, None, "No Content")
+        return Response(200, codec.encode_enumerate_rules_body([(e.rule, e.created_at) for e in entries]))
+
+    def add_rule(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        rule = codec.decode_add_rule_body(body)
+        _check_rule_name(rule.name)
+        if isinstance(rule.filter, model.SqlFilter):
+            _validate_sql(rule.name, "filter", rule.filter.expression, sql.parse_filter)
+        if isinstance(rule.action, model.SqlRuleAction):
+            _validate_sql(rule.name, "action", rule.action.expression, sql.parse_action)
+        sub = self._subscription(address)
+        with self.namespace.lock:
+            if isinstance(rule.filter, model.SqlFilter):
+                topic = self.namespace.topic(address.topic or "")
+                count = sum(
+                    isinstance(e.rule.filter, model.SqlFilter) for s in topic.subscriptions.values() for e in s.rules.values()
+                )
+                if count >= MAX_SQL_FILTERS_PER_TOPIC:
+                    raise OperationError(
+                        403, "amqp:resource-limit-exceeded",
+                        f"The maximum number of SQL filters per topic ({MAX_SQL_FILTERS_PER_TOPIC}) has been reached.",
+                    )
+            self.namespace.add_rule(address.topic or "", sub.name, rule)
+        return Response(200)
+
+    def remove_rule(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        name = _str(body, "rule-name", limit=1024)
+        sub = self._subscription(address)
+        self.namespace.remove_rule(address.topic or "", sub.name, name)
+        return Response(200)
+
+    # -- messages ------------------------------------------------------------------------------
+    def peek_message(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        start = _int(body, "from-sequence-number")
+        count = _int(body, "message-count")
+        session_id = _str(body, "session-id", required=False)
+        if count <= 0:
+            raise bad_request("'message-count' must be positive")
+        payloads = self.broker.peek(self._store(address), start, min(count, 10000), session_id)
+        if not payloads:
+            return Response(204, None, "No Content")
+        return Response(200, {"messages": [{"message": p} for p in payloads]})
+
+    def renew_lock(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        expirations = self.broker.renew_lock(self._store(address), _uuids(body, "lock-tokens"))
+        stamps = [codec.datetime_to_timestamp(t) for t in expirations]
+        return Response(200, {"expirations": _array(Data.TIMESTAMP, stamps)})
+
+    def schedule_message(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        payloads = []
+        entries = _get(body, "messages")
+        if not isinstance(entries, (list, tuple)):
+            raise bad_request("'messages' must be a list of maps")
+        for entry in entries:
+            if not isinstance(entry, Mapping):
+                raise bad_request("each scheduled message must be a map")
+            payload = _binary(_get(entry, "message"), "message")
+            try:
+                proton.Message().decode(payload)
+            except (proton.MessageException, proton.DataException) as exc:
+                raise bad_request(f"'message' is not an AMQP message: {exc}") from None
+            payloads.append(payload)
+        numbers = self.broker.schedule(address, payloads)
+        return Response(200, {"sequence-numbers": _array(Data.LONG, numbers)})
+
+    def cancel_scheduled_message(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        self.broker.cancel_scheduled(address, _longs(body, "sequence-numbers"))
+        return Response(200)
+
+    def receive_by_sequence_number(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        numbers = _longs(body, "sequence-numbers")
+        mode = _int(body, "receiver-settle-mode", required=False, default=1)
+        session_id = _str(body, "session-id", required=False)
+        found = self.broker.receive_by_sequence(self._store(address), numbers, mode != 0, session_id)
+        messages = []
+        for payload, token in found:
+            entry: dict[str, Any] = {"message": payload}
+            if token is not None:
+                entry["lock-token"] = token
+            messages.append(entry)
+        return Response(200, {"messages": messages})
+
+    def update_disposition(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        tokens = _uuids(body, "lock-tokens")
+        status = _str(body, "disposition-status")
+        reason = _str(body, "deadletter-reason", required=False)
+        description = _str(body, "deadletter-description", required=False)
+        modify = _get(body, "properties-to-modify", required=False)
+        if modify is not None and not isinstance(modify, Mapping):
+            raise bad_request("'properties-to-modify' must be a map")
+        properties = {str(k): v for k, v in (modify or {}).items()}
+        self.broker.update_disposition(self._store(address), tokens, status, reason, description, properties)
+        return Response(200)
+
+    # -- sessions ------------------------------------------------------------------------------
+    def renew_session_lock(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        until = self.broker.renew_session_lock(self._store(address), _str(body, "session-id", limit=128))
+        return Response(200, {"expiration": codec.datetime_to_timestamp(until)})
+
+    def set_session_state(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        session_id = _str(body, "session-id", limit=128)
+        state = _binary(_get(body, "session-state", required=False), "session-state")
+        self.broker.set_session_state(self._store(address), session_id, state)
+        return Response(200)
+
+    def get_session_state(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        state = self.broker.get_session_state(self._store(address), _str(body, "session-id", limit=128))
+        return Response(200, {"session-state": state})
+
+    def get_message_sessions(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        skip = _int(body, "skip", required=False, default=0)
+        top = _int(body, "top", required=False, default=MAX_PAGE)
+        updated = _get(body, "last-updated-time", required=False)
+        if updated is not None and not isinstance(updated, (int, _dt.datetime)):
+            raise bad_request("'last-updated-time' must be a timestamp")
+        if skip < 0 or top < 0:
+            raise bad_request("'top' and 'skip' must not be negative")
+        ids = self.broker.list_sessions(self._store(address), skip, top)
+        if not ids:
+            return Response(204, None, "No Content", "com.microsoft:session-not-found")
+        return Response(200, {"skip": proton.int32(skip + len(ids)), "sessions-ids": _array(Data.STRING, ids)})
+
+
+def _check_rule_name(name: str) -> None:
+    if not name.strip() or len(name) > MAX_RULE_NAME:
+        raise bad_request(f"rule name must be 1 to {MAX_RULE_NAME} characters, got {len(name)}")
+    bad = sorted({ch for ch in name if ch in "/\\@?#*"})
+    if bad:
+        raise bad_request(f"rule name {name!r} contains characters not allowed in a rule name: {' '.join(bad)}")
+
+
+def _validate_sql(rule: str, kind: str, text: str, parse: Callable[[str], Any]) -> None:
+    try:
+        parse(text)
+    except sql.SqlError as exc:
+        where = f" at line {exc.line}, column {exc.column}" if getattr(exc, "line", None) else ""
+        raise OperationError(
+            400, "com.microsoft:argument-error", f"rule {rule!r}: invalid SQL {kind}{where}: {exc.message}"
+        ) from None

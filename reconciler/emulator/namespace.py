@@ -1,0 +1,424 @@
+"""The emulator's namespace: topics, subscriptions, rules, queues and their message stores.
+
+One lock guards the whole namespace: the AMQP loop and the test API (other threads) both mutate
+it, and a namespace holds little enough that finer locking would buy nothing but bugs. Messages
+are kept as AMQP-encoded bytes exactly as a sender sent them (plus the copy's rule changes), so
+``peek-message`` and receivers hand back real wire messages; broker annotations (sequence
+number, enqueued time, lock) are added when a message leaves.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+from reconciler import model
+from reconciler.errors import SbrulesError
+from reconciler.model import DEFAULT_RULE_NAME, EmptyAction, Rule, TrueFilter
+
+#: Service Bus defaults: lock duration 60 s, max delivery count 10.
+LOCK_DURATION = _dt.timedelta(seconds=60)
+MAX_DELIVERY_COUNT = 10
+#: Entity and rule names are at most 50 characters in the service (spec §8); paths are longer.
+MAX_NAME_LENGTH = 260
+
+ACTIVE, DEFERRED, SCHEDULED = "active", "deferred", "scheduled"
+MESSAGE_STATE_CODES = {ACTIVE: 0, DEFERRED: 1, SCHEDULED: 2}
+
+
+def utcnow() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+class OperationError(SbrulesError):
+    """A request the namespace refuses, with the status and AMQP condition the service uses."""
+
+    def __init__(self, status: int, condition: str, description: str):
+        super().__init__(description)
+        self.status = status
+        self.condition = condition
+        self.description = description
+
+
+def not_found(description: str) -> OperationError:
+    return OperationError(404, "amqp:not-found", description)
+
+
+def lock_lost(description: str) -> OperationError:
+    return OperationError(410, "com.microsoft:message-lock-lost", description)
+
+
+def bad_request(description: str) -> OperationError:
+    return OperationError(400, "com.microsoft:argument-error", description)
+
+
+@dataclass
+class StoredMessage:
+    """One message in an entity's store; ``payload`` is the AMQP encoding without broker annotations."""
+
+    sequence_number: int
+    enqueued_time: _dt.datetime
+    payload: bytes
+    session_id: str | None = None
+    message_id: str | None = None
+    state: str = ACTIVE
+    scheduled_time: _dt.datetime | None = None
+    delivery_count: int = 0
+    lock_token: uuid.UUID | None = None
+    locked_until: _dt.datetime | None = None
+    dead_letter_source: str | None = None
+    dead_letter_reason: str | None = None
+    dead_letter_description: str | None = None
+    #: Application properties to set on the next delivery (update-disposition properties-to-modify).
+    modified_properties: dict = field(default_factory=dict)
+
+    def visible(self, now: _dt.datetime) -> bool:
+        """Receivable now: active and not locked by anyone."""
+        if self.state != ACTIVE:
+            return False
+        return self.locked_until is None or self.locked_until <= now
+
+
+@dataclass
+class SessionInfo:
+    state: bytes | None = None
+    lock_owner: object | None = None
+    locked_until: _dt.datetime | None = None
+    updated: _dt.datetime = field(default_factory=utcnow)
+
+    def locked(self, now: _dt.datetime) -> bool:
+        return self.lock_owner is not None and self.locked_until is not None and self.locked_until > now
+
+
+class MessageStore:
+    """Messages of one entity (a queue, a subscription, a dead-letter queue, a topic's schedule)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.next_sequence = 1
+        self.messages: dict[int, StoredMessage] = {}
+        self.locks: dict[uuid.UUID, int] = {}
+        self.sessions: dict[str, SessionInfo] = {}
+
+    # -- enqueue ------------------------------------------------------------------------------
+    def enqueue(
+        self,
+        payload: bytes,
+        *,
+        session_id: str | None = None,
+        message_id: str | None = None,
+        scheduled_time: _dt.datetime | None = None,
+        now: _dt.datetime | None = None,
+    ) -> StoredMessage:
+        now = now or utcnow()
+        stored = StoredMessage(
+            sequence_number=self.next_sequence,
+            enqueued_time=now,
+            payload=payload,
+            session_id=session_id,
+            message_id=message_id,
+        )
+        if scheduled_time is not None and scheduled_time > now:
+            stored.state = SCHEDULED
+            stored.scheduled_time = scheduled_time
+        self.next_sequence += 1
+        self.messages[stored.sequence_number] = stored
+        if session_id is not None:
+            self.sessions.setdefault(session_id, SessionInfo())
+        return stored
+
+    def due_scheduled(self, now: _dt.datetime) -> list[StoredMessage]:
+        return [m for m in self.messages.values() if m.state == SCHEDULED and m.scheduled_time <= now]
+
+    # -- receive ------------------------------------------------------------------------------
+    def next_visible(self, now: _dt.datetime, session_id: str | None = None, sessionful: bool = False) -> StoredMessage | None:
+        for stored in self.messages.values():
+            if not stored.visible(now):
+                continue
+            if sessionful and stored.session_id != session_id:
+                continue
+            if not sessionful and stored.session_id is not None and self._session_locked(stored.session_id, now):
+                continue
+            return stored
+        return None
+
+    def _session_locked(self, session_id: str, now: _dt.datetime) -> bool:
+        info = self.sessions.get(session_id)
+        return info is not None and info.locked(now)
+
+    def lock(self, stored: StoredMessage, now: _dt.datetime, duration: _dt.timedelta = LOCK_DURATION) -> uuid.UUID:
+        token = uuid.uuid4()
+        stored.lock_token = token
+        stored.locked_until = now + duration
+        stored.delivery_count += 1
+        self.locks[token] = stored.sequence_number
+        return token
+
+    def locked_message(self, token: uuid.UUID, now: _dt.datetime | None = None) -> StoredMessage:
+        now = now or utcnow()
+        seq = self.locks.get(token)
+        stored = self.messages.get(seq) if seq is not None else None
+        if stored is None or stored.lock_token != token or stored.locked_until is None or stored.locked_until <= now:
+            raise lock_lost(
+                "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
+            )
+        return stored
+
+    def unlock(self, stored: StoredMessage) -> None:
+        if stored.lock_token is not None:
+            self.locks.pop(stored.lock_token, None)
+        stored.lock_token = None
+        stored.locked_until = None
+
+    def remove(self, sequence_number: int) -> StoredMessage | None:
+        stored = self.messages.pop(sequence_number, None)
+        if stored is not None:
+            self.unlock(stored)
+        return stored
+
+    def expire_locks(self, now: _dt.datetime) -> list[StoredMessage]:
+        expired = [m for m in self.messages.values() if m.locked_until is not None and m.locked_until <= now]
+        for stored in expired:
+            self.unlock(stored)
+        return expired
+
+    def active_count(self) -> int:
+        return sum(1 for m in self.messages.values() if m.state == ACTIVE)
+
+
+@dataclass
+class RuleEntry:
+    rule: Rule
+    created_at: _dt.datetime
+
+
+class Subscription:
+    def __init__(self, topic: str, name: str) -> None:
+        self.name = name
+        self.path = f"{topic}/Subscriptions/{name}"
+        self.rules: dict[str, RuleEntry] = {}
+        self.store = MessageStore(self.path)
+        self.dead_letters = MessageStore(self.path + "/$DeadLetterQueue")
+        self.filter_errors = 0
+
+
+class Topic:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.path = name
+        self.subscriptions: dict[str, Subscription] = {}
+        #: Scheduled messages sent to the topic wait here, with the topic's own sequence numbers.
+        self.store = MessageStore(name)
+
+
+class Queue:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.path = name
+        self.store = MessageStore(name)
+        self.dead_letters = MessageStore(name + "/$DeadLetterQueue")
+
+
+@dataclass(frozen=True)
+class Address:
+    """A parsed link address: the entity and which node of it (messages, dead letters, $management)."""
+
+    entity_path: str  # "topic", "topic/Subscriptions/sub", "queue"
+    topic: str | None
+    subscription: str | None
+    queue_or_topic: str
+    dead_letter: bool = False
+    management: bool = False
+
+    @property
+    def node(self) -> str:
+        suffix = "/$DeadLetterQueue" if self.dead_letter else ""
+        return self.entity_path + suffix + ("/$management" if self.management else "")
+
+
+def address_path(address: str) -> str:
+    """The path part of a link address or audience: ``amqps://host:port/a/b`` → ``a/b``."""
+    text = address.strip()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+        text = text.split("/", 1)[1] if "/" in text else ""
+    return text.strip("/")
+
+
+def parse_address(address: str) -> Address:
+    """Parse an entity address; raises OperationError(404) for shapes Service Bus does not have."""
+    parts = [p for p in address_path(address).split("/") if p]
+    management = bool(parts) and parts[-1].lower() == "$management"
+    if management:
+        parts = parts[:-1]
+    dead_letter = bool(parts) and parts[-1].lower() == "$deadletterqueue"
+    if dead_letter:
+        parts = parts[:-1]
+    if len(parts) == 1:
+        return Address(parts[0], None, None, parts[0], dead_letter, management)
+    if len(parts) == 3 and parts[1].lower() == "subscriptions":
+        return Address(f"{parts[0]}/Subscriptions/{parts[2]}", parts[0], parts[2], parts[0], dead_letter, management)
+    raise not_found(f"The messaging entity '{address}' could not be found.")
+
+
+class Namespace:
+    """A Service Bus namespace in memory. Every public method is thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.topics: dict[str, Topic] = {}
+        self.queues: dict[str, Queue] = {}
+        self.changes = 0
+        self._listeners: list[Callable[[], None]] = []
+
+    # -- change notification (persistence, receivers waiting for messages) -------------------
+    def on_change(self, callback: Callable[[], None]) -> None:
+        self._listeners.append(callback)
+
+    def touch(self) -> None:
+        self.changes += 1
+        for callback in self._listeners:
+            callback()
+
+    # -- entities ----------------------------------------------------------------------------
+    def create_topic(self, name: str) -> Topic:
+        _check_name(name, "topic")
+        with self.lock:
+            key = name.lower()
+            if key in self.queues:
+                raise OperationError(409, "com.microsoft:entity-already-exists", f"'{name}' is a queue")
+            topic = self.topics.setdefault(key, Topic(name))
+            self.touch()
+            return topic
+
+    def create_queue(self, name: str) -> Queue:
+        _check_name(name, "queue")
+        with self.lock:
+            key = name.lower()
+            if key in self.topics:
+                raise OperationError(409, "com.microsoft:entity-already-exists", f"'{name}' is a topic")
+            queue = self.queues.setdefault(key, Queue(name))
+            self.touch()
+            return queue
+
+    def create_subscription(self, topic: str, name: str, rules: Iterable[Rule] | None = None) -> Subscription:
+        """Create (or reset the rules of) a subscription; with ``rules=None`` it gets ``$Default``."""
+        _check_name(name, "subscription")
+        with self.lock:
+            top = self.topics.get(topic.lower()) or self.create_topic(topic)
+            sub = top.subscriptions.get(name.lower())
+            if sub is None:
+                sub = top.subscriptions[name.lower()] = Subscription(top.name, name)
+            now = utcnow()
+            chosen = list(rules) if rules is not None else [Rule(DEFAULT_RULE_NAME, TrueFilter(), EmptyAction())]
+            sub.rules = {r.name.lower(): RuleEntry(r, now) for r in chosen}
+            self.touch()
+            return sub
+
+    def delete_subscription(self, topic: str, name: str) -> None:
+        with self.lock:
+            top = self.topic(topic)
+            if top.subscriptions.pop(name.lower(), None) is None:
+                raise not_found(f"The messaging entity '{topic}/Subscriptions/{name}' could not be found.")
+            self.touch()
+
+    def seed(self, desired: model.DesiredState) -> None:
+        """Create every declared topic and subscription; subscriptions without rules get ``$Default``."""
+        with self.lock:
+            for topic, sub in desired.subscriptions():
+                self.create_subscription(topic.name, sub.name, sub.rules)
+            for topic in desired.topics:
+                self.create_topic(topic.name)
+
+    def topic(self, name: str) -> Topic:
+        with self.lock:
+            top = self.topics.get(name.lower())
+            if top is None:
+                raise not_found(f"The messaging entity '{name}' could not be found.")
+            return top
+
+    def subscription(self, topic: str, name: str) -> Subscription:
+        with self.lock:
+            sub = self.topic(topic).subscriptions.get(name.lower())
+            if sub is None:
+                raise not_found(f"The messaging entity '{topic}/Subscriptions/{name}' could not be found.")
+            return sub
+
+    def queue(self, name: str) -> Queue:
+        with self.lock:
+            queue = self.queues.get(name.lower())
+            if queue is None:
+                raise not_found(f"The messaging entity '{name}' could not be found.")
+            return queue
+
+    def entity(self, address: Address) -> Topic | Subscription | Queue:
+        """The entity an address names (404 when it does not exist)."""
+        with self.lock:
+            if address.subscription is not None:
+                return self.subscription(address.topic or "", address.subscription)
+            key = address.entity_path.lower()
+            if key in self.queues:
+                return self.queues[key]
+            return self.topic(address.entity_path)
+
+    def store(self, address: Address) -> MessageStore:
+        """The message store a receiver or peek on ``address`` reads."""
+        entity = self.entity(address)
+        if address.dead_letter:
+            if isinstance(entity, Topic):
+                raise not_found(f"The messaging entity '{address.node}' could not be found.")
+            return entity.dead_letters
+        return entity.store
+
+    def stores(self, include_topics: bool = True) -> Iterator[MessageStore]:
+        """Every message store; topics' stores hold only scheduled messages."""
+        with self.lock:
+            for topic in list(self.topics.values()):
+                if include_topics:
+                    yield topic.store
+                for sub in list(topic.subscriptions.values()):
+                    yield sub.store
+                    yield sub.dead_letters
+            for queue in list(self.queues.values()):
+                yield queue.store
+                yield queue.dead_letters
+
+    # -- rules -------------------------------------------------------------------------------
+    def rules(self, topic: str, subscription: str) -> list[Rule]:
+        """The subscription's rules in creation order (test API)."""
+        with self.lock:
+            return [entry.rule for entry in self.subscription(topic, subscription).rules.values()]
+
+    def rule_entries(self, topic: str, subscription: str) -> list[RuleEntry]:
+        with self.lock:
+            return list(self.subscription(topic, subscription).rules.values())
+
+    def add_rule(self, topic: str, subscription: str, rule: Rule) -> None:
+        with self.lock:
+            sub = self.subscription(topic, subscription)
+            key = rule.name.lower()
+            if key in sub.rules:
+                raise OperationError(
+                    409,
+                    "com.microsoft:entity-already-exists",
+                    f"The messaging entity '{sub.path}|{rule.name}' already exists.",
+                )
+            sub.rules[key] = RuleEntry(rule, utcnow())
+            self.touch()
+
+    def remove_rule(self, topic: str, subscription: str, name: str) -> None:
+        with self.lock:
+            sub = self.subscription(topic, subscription)
+            if sub.rules.pop(name.lower(), None) is None:
+                raise not_found(f"The messaging entity '{sub.path}|{name}' could not be found.")
+            self.touch()
+
+
+def _check_name(name: str, kind: str) -> None:
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH:
+        raise bad_request(f"invalid {kind} name {name!r}")
+    if any(ch in name for ch in "@?#*") or name.startswith("$"):
+        raise bad_request(f"invalid {kind} name {name!r}: characters @ ? # * and a leading $ are not allowed")

@@ -1,0 +1,543 @@
+"""The AMQP 1.0 server: proton event handler for `$cbs`, `$management` nodes, senders and receivers.
+
+Every callback is guarded (``_guarded``): an exception in a proton handler would stop the whole
+event loop, so a failure is logged and answered with an error response, a rejected delivery or
+a closed connection, and the loop keeps serving other clients. Messages are decoded here (not
+by proton's stock handler) so an undecodable transfer becomes a rejected delivery.
+
+Link kinds, by the address the client attaches to:
+- ``$cbs``: put-token requests in, responses out (``status-code`` / ``status-description``).
+- ``<entity>/$management``: management requests in, responses out (camelCase status fields).
+- ``<topic>``, ``<queue>``: publishing. ``<queue>``, ``<topic>/Subscriptions/<sub>`` (and their
+  ``/$DeadLetterQueue``): receiving, peek-lock or receive-and-delete by the attach's settle
+  modes, sessions through the ``com.microsoft:session-filter`` source filter.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import logging
+import time
+import uuid
+from typing import Any, Callable
+
+import proton
+from proton import Condition, Delivery, Endpoint, Link, symbol
+from proton.handlers import IncomingMessageHandler, MessagingHandler
+
+from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator
+from reconciler.emulator.broker import Broker
+from reconciler.emulator.faults import Faults
+from reconciler.emulator.management import ManagementNode, Response
+from reconciler.emulator.namespace import (
+    Address,
+    MessageStore,
+    Namespace,
+    OperationError,
+    Queue,
+    Topic,
+    parse_address,
+)
+
+log = logging.getLogger("reconciler.emulator")
+
+SESSION_FILTER = symbol("com.microsoft:session-filter")
+LOCKED_UNTIL = symbol("com.microsoft:locked-until-utc")
+DATETIMEOFFSET_EPOCH = 621355968000000000  # .NET ticks at the Unix epoch
+CBS_NODE = "$cbs"
+#: Credit granted to client senders, replenished as transfers arrive.
+INCOMING_WINDOW = 500
+MAX_MESSAGE_SIZE = 1024 * 1024
+TICK_SECONDS = 0.05
+
+
+def _guarded(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Never let an exception leave a proton callback (it would stop the event loop)."""
+
+    @functools.wraps(func)
+    def wrapper(self: "ServerHandler", event: proton.Event, *args: Any) -> Any:
+        try:
+            return func(self, event, *args)
+        except Exception:  # noqa: BLE001 - the loop must survive anything a client can cause
+            log.exception("emulator: error in %s", func.__name__)
+            self.errors += 1
+            _close_connection(getattr(event, "connection", None), "amqp:internal-error", "internal emulator error")
+        return None
+
+    return wrapper
+
+
+def _close_connection(connection: proton.Connection | None, condition: str, description: str) -> None:
+    try:
+        if connection is not None and not connection.state & Endpoint.LOCAL_CLOSED:
+            connection.condition = Condition(condition, description)
+            connection.close()
+    except Exception:  # noqa: BLE001 - best effort while already handling a failure
+        log.exception("emulator: could not close connection")
+
+
+def _filter_map(terminus: proton.Terminus) -> dict[Any, Any]:
+    data = terminus.filter
+    data.rewind()
+    if not data.next():
+        return {}
+    value = data.get_object()
+    return value if isinstance(value, dict) else {}
+
+
+def _unwrap(value: Any) -> Any:
+    return value.value if isinstance(value, proton.Described) else value
+
+
+def _ticks(moment: _dt.datetime) -> int:
+    return DATETIMEOFFSET_EPOCH + int(moment.timestamp() * 10_000_000)
+
+
+class _Timer:
+    """A proton timer handler calling back into the guarded server handler."""
+
+    def __init__(self, callback: Callable[[proton.Event], None]) -> None:
+        self.callback = callback
+
+    def on_timer_task(self, event: proton.Event) -> None:
+        self.callback(event)
+
+
+class ConnectionState:
+    """Per-connection bookkeeping: CBS grants and the operation counter for the close-after fault."""
+
+    def __init__(self) -> None:
+        self.grants: list[Grant] = []
+        self.operations = 0
+
+    def authorized(self, node_path: str) -> bool:
+        now = time.time()
+        return any(g.covers(node_path, now) for g in self.grants)
+
+
+class ServerHandler(MessagingHandler):
+    """The emulator's proton handler (one per emulator, shared by all connections)."""
+
+    def __init__(
+        self,
+        namespace: Namespace,
+        broker: Broker,
+        validator: TokenValidator,
+        faults: Faults,
+        cbs_deadline: float = 20.0,
+    ) -> None:
+        super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
+        # Incoming transfers are decoded by on_delivery below, inside the guard.
+        self.handlers = [h for h in self.handlers if not isinstance(h, IncomingMessageHandler)]
+        self.namespace = namespace
+        self.broker = broker
+        self.management = ManagementNode(namespace, broker)
+        self.validator = validator
+        self.faults = faults
+        self.cbs_deadline = cbs_deadline
+        self.container: proton.reactor.Container | None = None
+        self.acceptor: proton.reactor.Acceptor | None = None
+        self.connections: set[proton.Connection] = set()
+        self.message_links: set[proton.Link] = set()
+        self.errors = 0
+        self.requests = 0
+        self._stopping = False
+
+    # -- loop lifecycle -------------------------------------------------------------------------
+    @_guarded
+    def on_reactor_init(self, event: proton.Event) -> None:
+        self.container = event.container
+        event.container.schedule(TICK_SECONDS, _Timer(self._tick))
+
+    @_guarded
+    def on_emulator_stop(self, event: proton.Event) -> None:
+        self._stopping = True
+        if self.acceptor is not None:
+            self.acceptor.close()
+        for connection in list(self.connections):
+            _close_connection(connection, "amqp:connection:forced", "the emulator is shutting down")
+        self.container.stop()
+
+    @_guarded
+    def _tick(self, event: proton.Event) -> None:
+        if self._stopping:
+            return
+        self.broker.tick()
+        self.pump_all()
+        event.container.schedule(TICK_SECONDS, _Timer(self._tick))
+
+    # -- connections ----------------------------------------------------------------------------
+    @_guarded
+    def on_connection_bound(self, event: proton.Event) -> None:
+        transport = event.transport
+        transport.require_auth(False)
+        sasl = transport.sasl()
+        sasl.allowed_mechs("ANONYMOUS")
+        transport.idle_timeout = 120.0
+
+    @_guarded
+    def on_connection_opening(self, event: proton.Event) -> None:
+        connection = event.connection
+        connection._sb_state = ConnectionState()
+        self.connections.add(connection)
+        event.container.schedule(self.cbs_deadline, _Timer(functools.partial(self._cbs_deadline, connection)))
+
+    @_guarded
+    def _cbs_deadline(self, connection: proton.Connection, event: proton.Event) -> None:
+        state = getattr(connection, "_sb_state", None)
+        if connection in self.connections and state is not None and not state.grants:
+            _close_connection(connection, "amqp:unauthorized-access", "no valid token was put on $cbs in time")
+
+    @_guarded
+    def on_connection_closing(self, event: proton.Event) -> None:
+        self._forget(event.connection)
+
+    @_guarded
+    def on_connection_closed(self, event: proton.Event) -> None:
+        self._forget(event.connection)
+
+    @_guarded
+    def on_transport_closed(self, event: proton.Event) -> None:
+        if event.connection is not None:
+            self._forget(event.connection)
+
+    def _forget(self, connection: proton.Connection) -> None:
+        self.connections.discard(connection)
+        for link in [lk for lk in self.message_links if lk.connection == connection]:
+            self._release_link(link)
+
+    # -- links ------------------------------------------------------------------------------------
+    @_guarded
+    def on_link_opening(self, event: proton.Event) -> None:
+        link = event.link
+        link.source.copy(link.remote_source)
+        link.target.copy(link.remote_target)
+        link.snd_settle_mode = link.remote_snd_settle_mode
+        link.rcv_settle_mode = link.remote_rcv_settle_mode
+        try:
+            if link.is_receiver:
+                self._open_incoming(link)
+            else:
+                self._open_outgoing(link)
+        except OperationError as exc:
+            link._sb_refusal = (exc.condition, exc.description)
+
+    def _state(self, link: proton.Link) -> ConnectionState:
+        state = getattr(link.connection, "_sb_state", None)
+        if state is None:
+            state = link.connection._sb_state = ConnectionState()
+        return state
+
+    def _require_token(self, link: proton.Link, address: Address) -> None:
+        if not self._state(link).authorized(address.node):
+            raise OperationError(401, "amqp:unauthorized-access", f"no valid token covers '{address.node}'")
+
+    def _open_incoming(self, link: proton.Link) -> None:
+        target = link.remote_target.address or ""
+        link.max_message_size = MAX_MESSAGE_SIZE
+        if target == CBS_NODE:
+            link._sb_kind = "cbs"
+            return
+        address = parse_address(target)
+        self._require_token(link, address)
+        link._sb_address = address
+        if address.management:
+            self.namespace.entity(address)
+            link._sb_kind = "management"
+            return
+        entity = self.namespace.entity(address)
+        if not isinstance(entity, (Topic, Queue)) or address.dead_letter:
+            raise OperationError(400, "amqp:not-allowed", f"cannot send to '{address.node}'")
+        link._sb_kind = "publish"
+
+    def _open_outgoing(self, link: proton.Link) -> None:
+        source = link.remote_source.address or ""
+        if source == CBS_NODE:
+            link._sb_kind = "cbs-reply"
+            return
+        address = parse_address(source)
+        self._require_token(link, address)
+        link._sb_address = address
+        if address.management:
+            self.namespace.entity(address)
+            link._sb_kind = "management-reply"
+            return
+        store = self.namespace.store(address)
+        link._sb_kind = "messages"
+        link._sb_store = store
+        link._sb_peek_lock = link.remote_snd_settle_mode != Link.SND_SETTLED
+        link._sb_session = None
+        filters = _filter_map(link.remote_source)
+        if SESSION_FILTER in filters:
+            requested = _unwrap(filters[SESSION_FILTER])
+            accepted = self.broker.accept_session(store, None if requested is None else str(requested), link)
+            if accepted is None:
+                raise OperationError(408, "com.microsoft:timeout", "no session is available to accept")
+            session_id, until = accepted
+            link._sb_session = session_id
+            link.source.filter.clear()
+            link.source.filter.put_object({SESSION_FILTER: session_id})
+            link.properties = {LOCKED_UNTIL: _ticks(until)}
+
+    @_guarded
+    def on_link_opened(self, event: proton.Event) -> None:
+        link = event.link
+        refusal = getattr(link, "_sb_refusal", None)
+        if refusal is not None:
+            link.condition = Condition(*refusal)
+            link.close()
+            return
+        kind = getattr(link, "_sb_kind", None)
+        if link.is_receiver:
+            link.flow(INCOMING_WINDOW)
+        elif kind == "messages":
+            self.message_links.add(link)
+            self.pump(link)
+
+    @_guarded
+    def on_link_closing(self, event: proton.Event) -> None:
+        self._release_link(event.link)
+
+    @_guarded
+    def on_link_closed(self, event: proton.Event) -> None:
+        self._release_link(event.link)
+
+    def _release_link(self, link: proton.Link) -> None:
+        self.message_links.discard(link)
+        session_id = getattr(link, "_sb_session", None)
+        if session_id is not None:
+            self.broker.release_session(link._sb_store, session_id, link)
+            link._sb_session = None
+
+    # -- outgoing messages ------------------------------------------------------------------------
+    @_guarded
+    def on_sendable(self, event: proton.Event) -> None:
+        if getattr(event.link, "_sb_kind", None) == "messages":
+            self.pump(event.link)
+
+    def pump_all(self) -> None:
+        for link in list(self.message_links):
+            self.pump(link)
+
+    def pump(self, link: proton.Link) -> None:
+        """Send stored messages while the receiver has credit."""
+        if not (link.state & Endpoint.LOCAL_ACTIVE and link.state & Endpoint.REMOTE_ACTIVE):
+            return
+        store: MessageStore = link._sb_store
+        session_id = link._sb_session
+        while link.credit > 0:
+            taken = self.broker.receive(
+                store, peek_lock=link._sb_peek_lock, session_id=session_id, sessionful=session_id is not None
+            )
+            if taken is None:
+                break
+            stored, payload = taken
+            tag = stored.lock_token.bytes_le if stored.lock_token is not None else uuid.uuid4().bytes
+            delivery = link.delivery(tag)
+            link.send(payload)
+            link.advance()
+            if stored.lock_token is None:
+                delivery.settle()
+            else:
+                delivery._sb_lock = (store, stored.lock_token)
+            self._count_operation(link.connection)
+        if link.drain_mode and link.credit > 0:
+            link.drained()
+
+    @_guarded
+    def on_accepted(self, event: proton.Event) -> None:
+        self._settle(event.delivery, lambda store, token: self.broker.complete(store, token))
+
+    @_guarded
+    def on_rejected(self, event: proton.Event) -> None:
+        info = {}
+        condition = event.delivery.remote.condition
+        if condition is not None and isinstance(condition.info, dict):
+            info = condition.info
+        reason = info.get("DeadLetterReason")
+        description = info.get("DeadLetterErrorDescription")
+        self._settle(
+            event.delivery,
+            lambda store, token: self.broker.dead_letter(
+                store, token, None if reason is None else str(reason), None if description is None else str(description)
+            ),
+        )
+
+    @_guarded
+    def on_released(self, event: proton.Event) -> None:
+        delivery = event.delivery
+        remote = delivery.remote
+        properties = dict(remote.annotations or {}) if delivery.remote_state == Delivery.MODIFIED else {}
+        properties = {str(k): v for k, v in properties.items()}
+        if delivery.remote_state == Delivery.MODIFIED and remote.undeliverable:
+            self._settle(delivery, lambda store, token: self.broker.defer(store, token, properties))
+        else:
+            self._settle(delivery, lambda store, token: self.broker.abandon(store, token, properties))
+
+    @_guarded
+    def on_settled(self, event: proton.Event) -> None:
+        delivery = event.delivery
+        if getattr(delivery, "_sb_lock", None) is not None:
+            delivery._sb_lock = None
+            delivery.settle()
+
+    def _settle(self, delivery: proton.Delivery, action: Callable[[MessageStore, uuid.UUID], None]) -> None:
+        lock = getattr(delivery, "_sb_lock", None)
+        if lock is None:
+            return
+        delivery._sb_lock = None
+        try:
+            action(*lock)
+        except OperationError as exc:
+            delivery.local.condition = Condition(exc.condition, exc.description)
+            delivery.update(Delivery.REJECTED)
+        else:
+            # Echo the outcome in the settling disposition: peek-lock receivers wait for it.
+            delivery.update(delivery.remote_state)
+        delivery.settle()
+        self.pump(delivery.link)
+
+    # -- incoming transfers -------------------------------------------------------------------------
+    @_guarded
+    def on_delivery(self, event: proton.Event) -> None:
+        delivery = event.delivery
+        link = delivery.link
+        if not link.is_receiver or not delivery.readable or delivery.partial:
+            return
+        payload = bytes(link.recv(delivery.pending) or b"")
+        link.advance()
+        if link.credit < INCOMING_WINDOW // 2:
+            link.flow(INCOMING_WINDOW - link.credit)
+        message = proton.Message()
+        try:
+            message.decode(payload)
+        except (proton.MessageException, proton.DataException, ValueError) as exc:
+            self._reject(delivery, "amqp:decode-error", f"undecodable message: {exc}")
+            return
+        kind = getattr(link, "_sb_kind", None)
+        if kind == "cbs":
+            self._accept(delivery)
+            self._put_token(link, message)
+        elif kind == "management":
+            self._accept(delivery)
+            self._management_request(link, message)
+        elif kind == "publish":
+            self._publish(delivery, link, payload)
+        else:
+            self._reject(delivery, "amqp:not-allowed", "this link does not accept messages")
+        self._count_operation(link.connection)
+
+    @staticmethod
+    def _accept(delivery: proton.Delivery) -> None:
+        if not delivery.settled:
+            delivery.update(Delivery.ACCEPTED)
+            delivery.settle()
+
+    @staticmethod
+    def _reject(delivery: proton.Delivery, condition: str, description: str) -> None:
+        delivery.local.condition = Condition(condition, description)
+        delivery.update(Delivery.REJECTED)
+        delivery.settle()
+
+    def _publish(self, delivery: proton.Delivery, link: proton.Link, payload: bytes) -> None:
+        address: Address = link._sb_address
+        if not self._state(link).authorized(address.node):
+            self._reject(delivery, "amqp:unauthorized-access", f"the token for '{address.node}' has expired")
+            return
+        try:
+            self.broker.publish(address, payload)
+        except OperationError as exc:
+            self._reject(delivery, exc.condition, exc.description)
+            return
+        self._accept(delivery)
+        self.pump_all()
+
+    def _count_operation(self, connection: proton.Connection) -> None:
+        state = getattr(connection, "_sb_state", None)
+        if state is None:
+            return
+        state.operations += 1
+        limit = self.faults.close_after_ops
+        if limit is not None and state.operations >= limit:
+            _close_connection(connection, "amqp:connection:forced", f"fault injection: closed after {limit} operations")
+
+    # -- $cbs -------------------------------------------------------------------------------------
+    def _put_token(self, link: proton.Link, request: proton.Message) -> None:
+        props = request.properties or {}
+        if str(props.get("operation")) != "put-token":
+            status, description = 400, "unsupported $cbs operation"
+        elif self.faults.refuse_cbs:
+            status, description = 401, "fault injection: CBS refused"
+        else:
+            try:
+                grant = self.validator.validate(request.body, props.get("type"), props.get("name"))
+            except TokenRejected as exc:
+                status, description = 401, f"InvalidSignature: {exc}"
+            else:
+                self._state(link).grants.append(grant)
+                status, description = 202, "Accepted"
+        reply = proton.Message(
+            correlation_id=request.id,
+            properties={"status-code": proton.int32(status), "status-description": description},
+        )
+        self._respond(link, CBS_NODE, request.reply_to, reply)
+
+    # -- $management ---------------------------------------------------------------------------------
+    def _management_request(self, link: proton.Link, request: proton.Message) -> None:
+        self.requests += 1
+        address: Address = link._sb_address
+        props = request.properties or {}
+        if self.faults.server_busy():
+            response = Response(503, None, "fault injection: the server is busy", "com.microsoft:server-busy")
+        elif not self._state(link).authorized(address.node):
+            response = Response(401, None, f"no valid token covers '{address.node}'", "amqp:unauthorized-access")
+        else:
+            response = self.management.handle(address, props.get("operation"), request.body)
+        reply = proton.Message(
+            correlation_id=request.id if request.id is not None else request.correlation_id,
+            properties=response.application_properties(),
+            body=response.body,
+        )
+        tracking = props.get("com.microsoft:tracking-id")
+        if tracking is not None:
+            reply.properties["com.microsoft:tracking-id"] = tracking
+        send = functools.partial(self._respond, link, address.node, request.reply_to, reply)
+        if self.faults.latency > 0 and self.container is not None:
+            self.container.schedule(self.faults.latency, _Timer(lambda _event: self._guarded_send(send)))
+        else:
+            send()
+
+    @_guarded
+    def _guarded_send(self, send: Callable[[], None]) -> None:
+        send()
+
+    def _respond(self, request_link: proton.Link, node: str, reply_to: str | None, reply: proton.Message) -> None:
+        """Send a response on the client's receiver link for ``node`` (matching reply-to when given)."""
+        candidates = []
+        link = request_link.connection.link_head(Endpoint.LOCAL_ACTIVE)
+        while link is not None:
+            if link.is_sender and getattr(link, "_sb_kind", None) in ("cbs-reply", "management-reply"):
+                source = link.remote_source.address or ""
+                if source == node or _same_node(source, node):
+                    candidates.append(link)
+            link = link.next(Endpoint.LOCAL_ACTIVE)
+        if reply_to:
+            exact = [lk for lk in candidates if lk.remote_target.address == reply_to or lk.name == reply_to]
+            candidates = exact or candidates
+        if not candidates:
+            log.info("emulator: no response link for %s; response dropped", node)
+            return
+        reply.address = reply_to
+        target = candidates[0]
+        delivery = target.delivery(uuid.uuid4().bytes)
+        target.send(reply.encode())
+        target.advance()
+        delivery.settle()
+
+
+def _same_node(address: str, node: str) -> bool:
+    try:
+        return parse_address(address).node.lower() == node.lower()
+    except OperationError:
+        return False

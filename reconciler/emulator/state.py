@@ -1,0 +1,177 @@
+"""The emulator's state file: rules, messages and session state survive a restart.
+
+Written atomically (temp file in the same directory, fsync, rename, fsync of the directory) so a
+crash leaves either the old or the new file, never half of one. Locks are not saved: after a
+restart every locked message is visible again, as after a lock expiry.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from reconciler import model
+from reconciler.emulator.namespace import MessageStore, Namespace, RuleEntry, SessionInfo, StoredMessage
+from reconciler.errors import SbrulesError
+
+FORMAT_VERSION = 1
+
+
+class StateFileError(SbrulesError):
+    """A state file that cannot be read back."""
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def _time(value: _dt.datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _untime(text: str | None) -> _dt.datetime | None:
+    return None if text is None else _dt.datetime.fromisoformat(text)
+
+
+def _store_doc(store: MessageStore) -> dict[str, Any]:
+    return {
+        "next_sequence": store.next_sequence,
+        "messages": [
+            {
+                "sequence_number": m.sequence_number,
+                "enqueued_time": _time(m.enqueued_time),
+                "payload": _b64(m.payload),
+                "session_id": m.session_id,
+                "message_id": m.message_id,
+                "state": m.state,
+                "scheduled_time": _time(m.scheduled_time),
+                "delivery_count": m.delivery_count,
+                "dead_letter_source": m.dead_letter_source,
+                "dead_letter_reason": m.dead_letter_reason,
+                "dead_letter_description": m.dead_letter_description,
+            }
+            for m in store.messages.values()
+        ],
+        "sessions": {sid: _b64(info.state) for sid, info in store.sessions.items()},
+    }
+
+
+def _load_store(store: MessageStore, doc: dict[str, Any]) -> None:
+    store.next_sequence = int(doc.get("next_sequence", 1))
+    for m in doc.get("messages", []):
+        stored = StoredMessage(
+            sequence_number=int(m["sequence_number"]),
+            enqueued_time=_untime(m["enqueued_time"]),
+            payload=_unb64(m["payload"]) or b"",
+            session_id=m.get("session_id"),
+            message_id=m.get("message_id"),
+            state=m.get("state", "active"),
+            scheduled_time=_untime(m.get("scheduled_time")),
+            delivery_count=int(m.get("delivery_count", 0)),
+            dead_letter_source=m.get("dead_letter_source"),
+            dead_letter_reason=m.get("dead_letter_reason"),
+            dead_letter_description=m.get("dead_letter_description"),
+        )
+        store.messages[stored.sequence_number] = stored
+    for sid, state in doc.get("sessions", {}).items():
+        store.sessions[sid] = SessionInfo(state=_unb64(state))
+
+
+def snapshot(namespace: Namespace) -> dict[str, Any]:
+    """The namespace as a JSON-ready document."""
+    with namespace.lock:
+        return {
+            "version": FORMAT_VERSION,
+            "topics": [
+                {
+                    "name": topic.name,
+                    "scheduled": _store_doc(topic.store),
+                    "subscriptions": [
+                        {
+                            "name": sub.name,
+                            "rules": [
+                                {"rule": model.rule_to_doc(e.rule), "created_at": _time(e.created_at)}
+                                for e in sub.rules.values()
+                            ],
+                            "messages": _store_doc(sub.store),
+                            "dead_letters": _store_doc(sub.dead_letters),
+                        }
+                        for sub in topic.subscriptions.values()
+                    ],
+                }
+                for topic in namespace.topics.values()
+            ],
+            "queues": [
+                {"name": q.name, "messages": _store_doc(q.store), "dead_letters": _store_doc(q.dead_letters)}
+                for q in namespace.queues.values()
+            ],
+        }
+
+
+def restore(namespace: Namespace, doc: dict[str, Any]) -> None:
+    """Load a snapshot into an empty namespace."""
+    if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
+        raise StateFileError(f"unsupported emulator state format (expected version {FORMAT_VERSION})")
+    with namespace.lock:
+        for tdoc in doc.get("topics", []):
+            topic = namespace.create_topic(tdoc["name"])
+            _load_store(topic.store, tdoc.get("scheduled", {}))
+            for sdoc in tdoc.get("subscriptions", []):
+                sub = namespace.create_subscription(topic.name, sdoc["name"], [])
+                for rdoc in sdoc.get("rules", []):
+                    rule = model.rule_from_doc(rdoc["rule"])
+                    sub.rules[rule.name.lower()] = RuleEntry(rule, _untime(rdoc.get("created_at")))
+                _load_store(sub.store, sdoc.get("messages", {}))
+                _load_store(sub.dead_letters, sdoc.get("dead_letters", {}))
+        for qdoc in doc.get("queues", []):
+            queue = namespace.create_queue(qdoc["name"])
+            _load_store(queue.store, qdoc.get("messages", {}))
+            _load_store(queue.dead_letters, qdoc.get("dead_letters", {}))
+
+
+def save(namespace: Namespace, path: str | os.PathLike[str]) -> None:
+    """Write the state file atomically: temp file, fsync, rename, fsync the directory."""
+    target = Path(path)
+    data = json.dumps(snapshot(namespace), separators=(",", ":")).encode()
+    directory = target.parent if str(target.parent) else Path(".")
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def load(namespace: Namespace, path: str | os.PathLike[str]) -> bool:
+    """Restore from ``path`` if it exists; False when there is no state file yet."""
+    target = Path(path)
+    if not target.exists():
+        return False
+    try:
+        doc = json.loads(target.read_text())
+    except (OSError, ValueError) as exc:
+        raise StateFileError(f"cannot read emulator state file {target}: {exc}") from None
+    try:
+        restore(namespace, doc)
+    except (KeyError, TypeError, ValueError, model.RuleFormError) as exc:
+        raise StateFileError(f"emulator state file {target} is damaged: {exc}") from None
+    return True
