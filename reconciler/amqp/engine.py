@@ -1,0 +1,508 @@
+"""The proton event loop behind the management client: one connection, CBS, link pairs, correlation.
+
+proton is single-threaded: the Container runs in its own thread and only that thread touches
+proton objects. Callers hand requests over through a queue and an ``EventInjector``; each waits
+on its own ``threading.Event``. Responses are matched by correlation-id = the request's
+message-id, so any number of requests may be in flight on one link pair (pipelining).
+
+Per entity (``<entity>/$management``) the loop first puts a token on ``$cbs`` for the audience
+``sb://host/<entity>/$management``, then attaches a sender (pre-settled) and a receiver whose
+target is a unique reply-to address, and re-puts the token before it expires. A dropped
+connection fails every request in flight with ConnectionLostError; the next request reconnects.
+Every handler is guarded: an exception escaping a handler would stop the loop for everyone.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import queue
+import ssl
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import proton
+from proton import Condition, Message, SSLDomain, symbol, uint
+from proton.handlers import MessagingHandler
+from proton.reactor import ApplicationEvent, AtMostOnce, Container, EventInjector, LinkOption
+
+from reconciler.amqp.connection import ConnectionString, Transport
+from reconciler.amqp.errors import (
+    AuthenticationError,
+    ConnectionLostError,
+    ManagementError,
+    UnauthorizedError,
+    error_for,
+    response_status,
+)
+from reconciler.amqp.sas import TokenProvider
+
+log = logging.getLogger("reconciler.amqp")
+
+CBS_ADDRESS = "$cbs"
+#: Re-put a token this long before it expires (NET2: 10 min, but never less than a third of its life).
+REFRESH_MARGIN_SECONDS = 600.0
+
+
+@dataclass
+class Response:
+    """A management response: status and body as received."""
+
+    status: int | None
+    description: str | None
+    condition: str | None
+    body: Any
+    properties: dict[str, Any]
+
+
+@dataclass(eq=False)
+class Request:
+    """One request in flight; the loop fills ``response`` or ``error`` and sets ``done``."""
+
+    entity: str
+    operation: str
+    body: Any
+    properties: dict[str, Any]
+    message_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    done: threading.Event = field(default_factory=threading.Event)
+    response: Response | None = None
+    error: ManagementError | None = None
+
+    def finish(self, response: Response | None = None, error: ManagementError | None = None) -> None:
+        if not self.done.is_set():
+            self.response, self.error = response, error
+            self.done.set()
+
+
+class _Attributes(LinkOption):
+    """Attach properties the SDKs send on management links (symbol keys)."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        self._props = {
+            symbol("com.microsoft:timeout"): uint(timeout_ms),
+            symbol("com.microsoft:entity-type"): "entity-mgmt",
+        }
+
+    def apply(self, link: proton.Link) -> None:
+        link.properties = self._props
+
+
+@dataclass(eq=False)
+class _Entity:
+    """Link pair and auth state of one ``<entity>/$management`` node."""
+
+    name: str
+    state: str = "auth"  # auth → ready
+    reply_to: str = field(default_factory=lambda: f"sbrules-reply-{uuid.uuid4().hex}")
+    sender: proton.Sender | None = None
+    receiver: proton.Receiver | None = None
+    backlog: deque = field(default_factory=deque)
+    token_expires_at: float = 0.0
+
+    @property
+    def sender_name(self) -> str | None:
+        return self.sender.name if self.sender is not None else None
+
+    @property
+    def receiver_name(self) -> str | None:
+        return self.receiver.name if self.receiver is not None else None
+
+    @property
+    def address(self) -> str:
+        return f"{self.name}/$management"
+
+
+def guarded(method: Callable) -> Callable:
+    """Keep the event loop alive: log a handler's exception and fail what it was working on."""
+
+    @functools.wraps(method)
+    def wrapper(self: "Engine", *args: Any) -> None:
+        try:
+            method(self, *args)
+        except Exception:  # noqa: BLE001 - the loop must survive any single failure
+            log.exception("internal error in AMQP handler %s; resetting the connection", method.__name__)
+            try:
+                self._drop("internal client error (see log)")
+            except Exception:  # noqa: BLE001
+                log.exception("could not reset the connection")
+
+    return wrapper
+
+
+def client_ssl_domain(ca_file: str | None = None) -> SSLDomain:
+    """TLS client settings: certificate chain and host name verified against trusted CAs."""
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    paths = ssl.get_default_verify_paths()
+    trusted = ca_file or paths.cafile or paths.openssl_cafile
+    if trusted:
+        domain.set_trusted_ca_db(trusted)
+    domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME, trusted)
+    return domain
+
+
+class Engine(MessagingHandler):
+    """Owns the proton Container thread; ``submit`` is the only method other threads call."""
+
+    def __init__(
+        self,
+        conn: ConnectionString,
+        transport: Transport,
+        tokens: TokenProvider,
+        *,
+        ca_file: str | None = None,
+        link_timeout: float = 60.0,
+        refresh_margin: float = REFRESH_MARGIN_SECONDS,
+    ) -> None:
+        super().__init__(prefetch=256, auto_accept=True)
+        self._conn = conn
+        self._transport = transport
+        self._tokens = tokens
+        self._ca_file = ca_file
+        self._link_timeout_ms = int(link_timeout * 1000)
+        self._refresh_margin = refresh_margin
+        self._inbox: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
+        self._pending: dict[str, Request] = {}
+        self._lock = threading.Lock()
+        self._names = itertools.count(1)
+        self._generation = 0
+        self._connection: proton.Connection | None = None
+        self._cbs_sender: proton.Sender | None = None
+        self._cbs_sender_name = ""
+        self._cbs_receiver_name = ""
+        self._cbs_reply = ""
+        self._cbs_waiting: dict[str, str] = {}  # put-token message-id → entity name
+        self._entities: dict[str, _Entity] = {}
+        self._outbox: dict[str, deque[Message]] = {}  # by sender link name
+        self._closed = False
+        self._injector = EventInjector()
+        self._container = Container(self)
+        self._container.container_id = f"sbrules-{uuid.uuid4().hex[:12]}"
+        self._container.selectable(self._injector)
+        self._thread = threading.Thread(target=self._run, name="sbrules-amqp", daemon=True)
+        self._thread.start()
+
+    # -- called from any thread -------------------------------------------------------------
+    def submit(self, request: Request) -> None:
+        """Queue ``request``; the loop sends it (connecting and authorising first when needed)."""
+        if self._closed:
+            request.finish(error=ConnectionLostError("the management client is closed"))
+            return
+        with self._lock:
+            self._pending[request.message_id] = request
+        self._inbox.put(request)
+        self._injector.trigger(ApplicationEvent("sbrules_work"))
+
+    def forget(self, request: Request) -> None:
+        """Stop waiting for ``request`` (the caller timed out); a late response is dropped."""
+        with self._lock:
+            self._pending.pop(request.message_id, None)
+
+    def close(self, timeout: float = 5.0) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._inbox.put(None)
+        self._injector.trigger(ApplicationEvent("sbrules_work"))
+        self._thread.join(timeout)
+
+    # -- loop thread --------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._container.run()
+        except Exception:  # noqa: BLE001 - report, then fail everyone waiting
+            log.exception("AMQP event loop stopped")
+        finally:
+            self._closed = True
+            self._fail_all(lambda: ConnectionLostError("the AMQP event loop stopped"))
+
+    def _fail_all(self, make_error: Callable[[], ManagementError], entity: str | None = None) -> None:
+        with self._lock:
+            victims = [r for r in self._pending.values() if entity is None or r.entity == entity]
+            for request in victims:
+                self._pending.pop(request.message_id, None)
+        for request in victims:
+            request.finish(error=make_error())
+
+    @guarded
+    def on_sbrules_work(self, event: proton.Event) -> None:
+        while True:
+            try:
+                request = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if request is None:
+                self._shutdown()
+                return
+            with self._lock:
+                live = request.message_id in self._pending
+            if live:
+                self._dispatch(request)
+
+    def _shutdown(self) -> None:
+        self._fail_all(lambda: ConnectionLostError("the management client is closed"))
+        if self._connection is not None:
+            self._connection.close()
+        self._injector.close()
+        self._container.stop()
+
+    def _dispatch(self, request: Request) -> None:
+        if self._connection is None:
+            self._connect()
+        entity = self._entities.get(request.entity)
+        if entity is None:
+            entity = _Entity(request.entity)
+            self._entities[request.entity] = entity
+            self._put_token(entity)
+        if entity.state == "ready":
+            self._send(entity, request)
+        else:
+            entity.backlog.append(request)
+
+    def _connect(self) -> None:
+        self._generation += 1
+        transport = self._transport
+        kwargs: dict[str, Any] = {
+            "reconnect": False,
+            "sasl_enabled": True,
+            "allowed_mechs": "ANONYMOUS",
+            "virtual_host": transport.host,
+        }
+        if transport.tls:
+            kwargs["ssl_domain"] = client_ssl_domain(self._ca_file)
+        log.debug("connecting to %s", transport.url)
+        self._connection = self._container.connect(url=transport.url, **kwargs)
+        self._connection._sbrules_generation = self._generation
+        self._cbs_reply = f"sbrules-cbs-{uuid.uuid4().hex}"
+        self._cbs_sender_name = self._link_name("cbs-sender")
+        self._cbs_receiver_name = self._link_name("cbs-receiver")
+        self._cbs_sender = self._container.create_sender(
+            self._connection, target=CBS_ADDRESS, name=self._cbs_sender_name, options=[AtMostOnce()]
+        )
+        self._container.create_receiver(
+            self._connection, source=CBS_ADDRESS, target=self._cbs_reply, name=self._cbs_receiver_name
+        )
+
+    def _current(self, connection: proton.Connection | None) -> bool:
+        """proton re-wraps objects per event, so identity is tracked with an attached attribute."""
+        generation = getattr(connection, "_sbrules_generation", None) if connection is not None else None
+        return self._connection is not None and generation == self._generation
+
+    def _link_name(self, role: str) -> str:
+        return f"{self._container.container_id}-{role}-{next(self._names)}"
+
+    def _put_token(self, entity: _Entity) -> None:
+        audience = self._conn.audience(entity.address)
+        try:
+            token = self._tokens.get_token(audience)
+        except Exception as exc:  # noqa: BLE001 - a credential failure must reach the caller
+            log.warning("could not get a token for %s: %s", entity.address, type(exc).__name__)
+            self._fail_entity(entity, AuthenticationError(f"could not get a token for {entity.name}: {type(exc).__name__}"))
+            return
+        message_id = uuid.uuid4().hex
+        msg = Message(
+            id=message_id,
+            reply_to=self._cbs_reply,
+            body=token.value,
+            properties={
+                "operation": "put-token",
+                "type": token.token_type,
+                "name": audience,
+                "expiration": proton.timestamp(int(token.expires_at * 1000)),
+            },
+        )
+        self._cbs_waiting[message_id] = entity.name
+        entity.token_expires_at = token.expires_at
+        assert self._cbs_sender is not None
+        self._enqueue(self._cbs_sender, msg)
+
+    def _send(self, entity: _Entity, request: Request) -> None:
+        assert entity.sender is not None
+        msg = Message(id=request.message_id, reply_to=entity.reply_to, body=request.body, properties=request.properties)
+        self._enqueue(entity.sender, msg)
+
+    def _enqueue(self, sender: proton.Sender, msg: Message) -> None:
+        """Send when the link has credit (a pre-settled delivery sent without credit is lost)."""
+        self._outbox.setdefault(sender.name, deque()).append(msg)
+        self._flush(sender)
+
+    def _flush(self, sender: proton.Sender) -> None:
+        outbox = self._outbox.get(sender.name)
+        while outbox and sender.credit > 0:
+            sender.send(outbox.popleft())
+
+    def _attach(self, entity: _Entity) -> None:
+        options = [_Attributes(self._link_timeout_ms)]
+        entity.sender = self._container.create_sender(
+            self._connection, target=entity.address, name=self._link_name(f"{entity.name}-mgmt-sender"),
+            options=[AtMostOnce(), *options],
+        )
+        entity.receiver = self._container.create_receiver(
+            self._connection, source=entity.address, target=entity.reply_to,
+            name=self._link_name(f"{entity.name}-mgmt-receiver"), options=options,
+        )
+        entity.state = "ready"
+        while entity.backlog:
+            request = entity.backlog.popleft()
+            with self._lock:
+                live = request.message_id in self._pending
+            if live:
+                self._send(entity, request)
+
+    def _schedule_refresh(self, entity: _Entity) -> None:
+        lifetime = entity.token_expires_at - time.time()
+        delay = max(1.0, lifetime - min(self._refresh_margin, lifetime / 3))
+        self._container.schedule(delay, _RefreshTask(self, entity, self._generation))
+
+    def refresh(self, entity: _Entity, generation: int) -> None:
+        """Timer callback (loop thread): re-put the entity's token if its links still exist."""
+        if generation == self._generation and self._entities.get(entity.name) is entity:
+            log.debug("refreshing token for %s", entity.address)
+            self._put_token(entity)
+
+    def _fail_entity(self, entity: _Entity, error: ManagementError) -> None:
+        """Forget ``entity`` (next request re-authorises) and fail its queued and in-flight requests."""
+        if self._entities.get(entity.name) is entity:
+            del self._entities[entity.name]
+        for link in (entity.sender, entity.receiver):
+            if link is not None and link.state & proton.Endpoint.LOCAL_ACTIVE:
+                link.close()
+        entity.backlog.clear()
+        if entity.sender is not None:
+            self._outbox.pop(entity.sender.name, None)
+        self._fail_all(lambda: error_copy(error), entity=entity.name)
+
+    def _drop(self, reason: str) -> None:
+        """The connection is gone: fail everything in flight; the next request reconnects."""
+        connection, self._connection = self._connection, None
+        self._generation += 1
+        self._entities.clear()
+        self._cbs_waiting.clear()
+        self._outbox.clear()
+        if connection is not None and connection.state & proton.Endpoint.LOCAL_ACTIVE:
+            connection.close()
+        log.info("AMQP connection lost: %s", reason)
+        self._fail_all(lambda: ConnectionLostError(f"connection to {self._transport.url} lost: {reason}"))
+
+    # -- proton events --------------------------------------------------------------------------
+    @guarded
+    def on_sendable(self, event: proton.Event) -> None:
+        self._flush(event.sender)
+
+    @guarded
+    def on_message(self, event: proton.Event) -> None:
+        msg = event.message
+        correlation = msg.correlation_id
+        key = str(correlation) if correlation is not None else ""
+        if event.receiver.name == self._cbs_receiver_name:
+            self._on_cbs_response(key, msg)
+            return
+        with self._lock:
+            request = self._pending.pop(key, None)
+        if request is None:
+            log.debug("dropping a response nobody waits for (correlation-id %s)", key)
+            return
+        props = dict(msg.properties or {})
+        status, description, condition = response_status(props)
+        request.finish(Response(status, description, condition, msg.body, {str(k): v for k, v in props.items()}))
+
+    def _on_cbs_response(self, key: str, msg: Message) -> None:
+        name = self._cbs_waiting.pop(key, None)
+        entity = self._entities.get(name) if name else None
+        if entity is None:
+            return
+        status, description, condition = response_status(msg.properties)
+        if status in (200, 202):
+            if entity.state == "auth":
+                self._attach(entity)
+            self._schedule_refresh(entity)
+            return
+        error = error_for(status, condition, description, f"CBS put-token for {entity.name}")
+        if isinstance(error, UnauthorizedError) or status in (400, 403, 404):
+            error = AuthenticationError(str(error), status=status, condition=condition, description=description)
+        log.warning("token refused for %s: status %s", entity.address, status)
+        self._fail_entity(entity, error)
+
+    def _entity_of(self, link: proton.Link) -> _Entity | None:
+        for entity in self._entities.values():
+            if link.name in (entity.sender_name, entity.receiver_name):
+                return entity
+        return None
+
+    @guarded
+    def on_link_remote_close(self, event: proton.Event) -> None:
+        link = event.link
+        if link.state & proton.Endpoint.LOCAL_ACTIVE:
+            link.close()
+        condition: Condition | None = link.remote_condition
+        if link.name in (self._cbs_sender_name, self._cbs_receiver_name):
+            self._drop(f"$cbs link closed: {_condition_text(condition)}")
+            return
+        entity = self._entity_of(link)
+        if entity is None:
+            return
+        error = error_for(
+            None,
+            condition.name if condition else "amqp:internal-error",
+            condition.description if condition else "the service closed the management link",
+            f"management link for {entity.name}",
+        )
+        self._fail_entity(entity, error)
+
+    @guarded
+    def on_session_remote_close(self, event: proton.Event) -> None:
+        if self._current(event.connection):
+            self._drop(f"session closed: {_condition_text(event.session.remote_condition)}")
+
+    @guarded
+    def on_connection_remote_close(self, event: proton.Event) -> None:
+        if self._current(event.connection):
+            self._drop(f"closed by the service: {_condition_text(event.connection.remote_condition)}")
+
+    @guarded
+    def on_transport_error(self, event: proton.Event) -> None:
+        if self._current(event.connection):
+            self._drop(_condition_text(event.transport.condition))
+
+    @guarded
+    def on_disconnected(self, event: proton.Event) -> None:
+        if self._current(event.connection):
+            self._drop("disconnected")
+
+    # MessagingHandler's defaults close the connection on any link or session error; the
+    # remote-close handlers above decide instead.
+    def on_link_error(self, event: proton.Event) -> None:
+        pass
+
+    def on_session_error(self, event: proton.Event) -> None:
+        pass
+
+    def on_connection_error(self, event: proton.Event) -> None:
+        pass
+
+
+class _RefreshTask:
+    def __init__(self, engine: Engine, entity: _Entity, generation: int) -> None:
+        self._engine, self._entity, self._generation = engine, entity, generation
+
+    def on_timer_task(self, event: proton.Event) -> None:
+        try:
+            self._engine.refresh(self._entity, self._generation)
+        except Exception:  # noqa: BLE001 - never let a timer kill the loop
+            log.exception("token refresh failed for %s", self._entity.address)
+
+
+def _condition_text(condition: Condition | None) -> str:
+    if condition is None:
+        return "no reason given"
+    return f"{condition.name}: {condition.description}" if condition.description else str(condition.name)
+
+
+def error_copy(error: ManagementError) -> ManagementError:
+    """A fresh exception per waiting caller (raising one instance from many threads mixes tracebacks)."""
+    return type(error)(str(error), status=error.status, condition=error.condition, description=error.description)
+
