@@ -168,6 +168,10 @@ class _NameTaken(StepFailed):
     """add-rule found a *different* rule under the name it wanted."""
 
 
+def _step_context(step: str, change: Change) -> str:
+    return step if step == change.action else f"{step} of rule {change.rule!r}"
+
+
 def _transient(exc: SbrulesError) -> bool:
     return bool(getattr(exc, "transient", False))
 
@@ -205,7 +209,7 @@ class _Runner:
                 time.sleep(min(0.1 * 2**attempt, 2.0))
                 continue
             if outcome == "error":
-                raise StepFailed(f"{op} {rule_name!r} ({step} of {change.action} {change.rule!r}): {error}")
+                raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): {error}")
             return outcome
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -229,7 +233,7 @@ class _Runner:
             live = next((r for r in self._read() if r.name.casefold() == rule.name.casefold()), None)
             if live is None or not same_rule(live, rule):
                 raise _NameTaken(
-                    f"add-rule {rule.name!r} ({step} of {change.action} {change.rule!r}): a different rule "
+                    f"add-rule {rule.name!r} ({_step_context(step, change)}): a different rule "
                     "with this name exists (changed concurrently?)"
                 )
             self._log(rule=change.rule, step=step, op="add-rule", target=rule.name, outcome="already-done")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def drifted():
     live, _ = drifted_namespace(load_paths([RULES]))
-    with Emulator(live) as emu:
+    with Emulator(live, key="test-" + secrets.token_urlsafe(24)) as emu:
         yield emu
 
 
