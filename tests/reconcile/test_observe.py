@@ -1,0 +1,53 @@
+"""Reading live state: concurrency over one client, and failures that name their subscription."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from reconciler.amqp.errors import BadRequestError
+from reconciler.observe import ObserveError, observe_subscriptions
+
+
+def test_reads_all_subscriptions_concurrently(kit):
+    client = kit.FakeClient({("t", f"s{i}"): [kit.DEFAULT] for i in range(20)})
+    active, peak, lock = [0], [0], threading.Lock()
+
+    def slow(op, topic, sub, name, phase):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.02)
+        with lock:
+            active[0] -= 1
+
+    client.fault = slow
+    actual = observe_subscriptions(client, list(client.subs), concurrency=8)
+    assert set(actual) == set(client.subs) and all(rules == (kit.DEFAULT,) for rules in actual.values())
+    assert 1 < peak[0] <= 8
+
+
+def test_every_failure_is_reported_with_its_subscription(kit):
+    client = kit.FakeClient({("t", "ok"): [kit.DEFAULT], ("t", "fwd"): [kit.DEFAULT]})
+
+    def fault(op, topic, sub, name, phase):
+        if sub == "fwd":
+            return BadRequestError(
+                "enumerate-rules on t/Subscriptions/fwd: refused",
+                status=400,
+                condition="amqp:not-allowed",
+                description="Cannot create a message browser on an entity with auto-forwarding enabled.",
+            )
+        return None
+
+    client.fault = fault
+    with pytest.raises(ObserveError) as exc:
+        observe_subscriptions(client, [("t", "ok"), ("t", "fwd"), ("t", "missing"), ("gone", "x")])
+    problems = exc.value.problems
+    assert len(problems) == 3
+    assert problems[0].startswith("t/fwd: auto-forwarding is enabled")
+    assert problems[1] == "t/missing: topic 't' or subscription 'missing' does not exist in the namespace"
+    assert problems[2].startswith("gone/x:")
+    assert "3 subscriptions" in str(exc.value)
