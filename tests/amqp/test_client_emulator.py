@@ -1,0 +1,246 @@
+"""The management client against the emulator over real loopback AMQP: every catalog operation."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+import uuid
+
+import pytest
+
+from reconciler import model as m
+from reconciler.amqp import codec, errors
+from reconciler.amqp.client import Disposition, ManagementClient, ScheduledMessage, SettleMode
+from reconciler.amqp.sas import SasKeyTokenProvider
+from reconciler.emulator import DEV_KEY, DEV_KEY_NAME
+from reconciler.emulator.namespace import parse_address
+
+UTC = dt.timezone.utc
+
+
+def publish(emulator, entity, **sys):
+    """Put one message on a topic/queue through the emulator's broker (as a sender link would)."""
+    user = sys.pop("user", {})
+    msg = m.Message(sys={k: m.TypedValue.infer(v) for k, v in sys.items()}, user=user, body=b"payload")
+    emulator.broker.publish(parse_address(entity), codec.encode_message(msg))
+
+
+def test_rule_lifecycle_and_types(client, emulator):
+    assert client.list_rules("orders", "billing") == [m.Rule("big", m.SqlFilter("amount > 100"))]
+    assert client.list_rules("orders", "empty") == []
+    corr = m.Rule("c", m.CorrelationFilter(subject="s", to="t", properties={"n": {"int": 3}, "l": 3, "f": 1.5}),
+                  m.SqlRuleAction("SET x = 1"))
+    client.add_rule("orders", "empty", corr)
+    client.add_rule("orders", "empty", m.Rule("t", m.TrueFilter()))
+    live = client.list_rules("orders", "empty")
+    assert live[0] == corr
+    assert live[0].filter.property_map["n"] != live[0].filter.property_map["l"]  # int 3 vs long 3 kept apart
+    assert live[1].name == "t"
+    client.remove_rule("orders", "empty", "c")
+    assert [r.name for r in client.list_rules("orders", "empty")] == ["t"]
+
+
+def test_enumerate_pages_through_many_rules(client, emulator):
+    for i in range(250):
+        emulator.namespace.add_rule("orders", "empty", m.Rule(f"r{i:03}", m.SqlFilter(f"n = {i}")))
+    rules = client.list_rules("orders", "empty")
+    assert [r.name for r in rules] == [f"r{i:03}" for i in range(250)]
+
+
+def test_rule_errors_map_to_the_hierarchy(client):
+    with pytest.raises(errors.AlreadyExistsError) as exists:
+        client.add_rule("orders", "billing", m.Rule("big", m.SqlFilter("1=1")))
+    assert exists.value.status == 409 and not exists.value.transient
+    with pytest.raises(errors.NotFoundError):
+        client.remove_rule("orders", "billing", "missing")
+    with pytest.raises(errors.BadRequestError, match="invalid SQL"):
+        client.add_rule("orders", "billing", m.Rule("bad", m.SqlFilter("amount >")))
+    with pytest.raises(errors.NotFoundError, match="nosuch"):
+        client.list_rules("orders", "nosuch")
+    assert client.list_rules("orders", "billing")  # the client is still usable after errors
+
+
+def test_pipelined_requests_from_many_threads(client, emulator):
+    for i in range(20):
+        emulator.namespace.add_rule("orders", "empty", m.Rule(f"r{i}", m.SqlFilter(f"n = {i}")))
+    results, failures = [], []
+
+    def work():
+        try:
+            for _ in range(15):
+                results.append(len(client.list_rules("orders", "empty")))
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures and results == [20] * 120
+
+
+def test_server_busy_is_retried(emulator):
+    emulator.faults.update(busy_fraction=0.5, seed=7)
+    with ManagementClient(emulator.connection_string, timeout=5, retries=10, backoff=0.001) as c:
+        for _ in range(10):
+            assert c.list_rules("orders", "billing")
+    assert emulator.handler.requests > 10
+
+
+def test_server_busy_surfaces_after_retries(emulator):
+    emulator.faults.update(busy_fraction=1.0)
+    with ManagementClient(emulator.connection_string, timeout=5, retries=2, backoff=0.001) as c:
+        with pytest.raises(errors.ServerBusyError) as info:
+            c.list_rules("orders", "billing")
+    assert info.value.transient and info.value.status == 503
+    assert emulator.handler.requests == 3
+
+
+def test_dropped_connection_is_retried_with_reconnect(emulator):
+    emulator.faults.update(close_after_ops=3)
+    with ManagementClient(emulator.connection_string, timeout=5, retries=5, backoff=0.001) as c:
+        for i in range(8):
+            c.add_rule("orders", "empty", m.Rule(f"r{i}", m.SqlFilter(f"n = {i}")))
+        assert len(c.list_rules("orders", "empty")) == 8
+
+
+def test_refused_token_is_not_retried(emulator):
+    emulator.faults.update(refuse_cbs=True)
+    with ManagementClient(emulator.connection_string, timeout=5, retries=5) as c:
+        started = time.monotonic()
+        with pytest.raises(errors.AuthenticationError, match="put-token"):
+            c.list_rules("orders", "billing")
+    assert time.monotonic() - started < 2
+
+
+def test_wrong_key_fails_without_revealing_it(emulator, caplog):
+    caplog.set_level(logging.DEBUG)
+    wrong = emulator.connection_string.replace(DEV_KEY, "WrongSecretValue123")
+    with ManagementClient(wrong, timeout=5, retries=1) as c:
+        with pytest.raises(errors.UnauthorizedError) as info:
+            c.list_rules("orders", "billing")
+        assert "WrongSecretValue123" not in repr(c)
+    assert "WrongSecretValue123" not in str(info.value)
+    assert "WrongSecretValue123" not in caplog.text and "sig=" not in caplog.text
+
+
+def test_client_timeout(emulator):
+    emulator.faults.update(latency=1.0)
+    with ManagementClient(emulator.connection_string, timeout=0.3, retries=0) as c:
+        with pytest.raises(errors.OperationTimeoutError, match="no response within"):
+            c.list_rules("orders", "billing")
+
+
+def test_connection_refused_is_transient_then_surfaces():
+    with ManagementClient("Endpoint=sb://127.0.0.1:1/;SharedAccessKeyName=a;SharedAccessKey=b;UseDevelopmentEmulator=true",
+                          timeout=2, retries=1, backoff=0.001) as c:
+        with pytest.raises(errors.ConnectionLostError) as info:
+            c.list_rules("orders", "billing")
+    assert info.value.transient
+
+
+def test_token_is_refreshed_before_expiry(emulator):
+    class Counting(SasKeyTokenProvider):
+        audiences: list[str] = []
+
+        def get_token(self, audience):
+            self.audiences.append(audience)
+            return super().get_token(audience)
+
+    provider = Counting(DEV_KEY_NAME, DEV_KEY, validity=3)
+    with ManagementClient(emulator.connection_string, token_provider=provider, timeout=5) as c:
+        c.list_rules("orders", "billing")
+        time.sleep(2.6)
+        assert c.list_rules("orders", "billing")
+    host = f"sb://127.0.0.1:{emulator.port}/"
+    assert provider.audiences[0] == host + "orders/Subscriptions/billing/$management"
+    assert len(provider.audiences) >= 2
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+
+def test_peek_messages_with_annotations_and_paging(client, emulator):
+    for i in range(5):
+        publish(emulator, "orders", MessageId=f"m{i}", Label="order", user={"n": m.TypedValue("int", i)})
+    page = client.peek_messages("orders", "all", from_sequence_number=1, count=3)
+    assert [p.message.sys["MessageId"].value for p in page] == ["m0", "m1", "m2"]
+    first = page[0]
+    assert first.sequence_number == first.message.sys["SequenceNumber"].value
+    assert first.enqueued_time.tzinfo is not None and "x-opt-enqueued-time" in first.annotations
+    assert first.message.user["n"] == m.TypedValue("int", 0) and first.body_size == len(b"payload")
+    rest = client.peek_messages("orders", "all", from_sequence_number=page[-1].sequence_number + 1, count=10)
+    assert [p.message.sys["MessageId"].value for p in rest] == ["m3", "m4"]
+    assert client.peek_messages("orders", "all", from_sequence_number=rest[-1].sequence_number + 1, count=10) == []
+    assert client.peek_messages("orders", "billing", from_sequence_number=1, count=10) == []
+
+
+def test_schedule_and_cancel(client, emulator):
+    when = dt.datetime.now(UTC) + dt.timedelta(hours=1)
+    msgs = [ScheduledMessage(m.Message(sys={"MessageId": m.TypedValue("string", f"s{i}")}, body=b"x"), when)
+            for i in range(3)]
+    numbers = client.schedule_messages("orders", msgs)
+    assert len(numbers) == 3 and numbers == sorted(numbers)
+    peeked = client.peek_messages("orders", None, from_sequence_number=1, count=10)
+    assert [p.message.sys["MessageId"].value for p in peeked] == ["s0", "s1", "s2"]
+    assert peeked[0].message.sys["ScheduledEnqueueTimeUtc"].value == when.replace(microsecond=when.microsecond // 1000 * 1000)
+    client.cancel_scheduled_messages("orders", numbers[:2])
+    assert len(client.peek_messages("orders", None, from_sequence_number=1, count=10)) == 1
+    with pytest.raises(errors.NotFoundError):
+        client.cancel_scheduled_messages("orders", [numbers[0]])
+
+
+def _lock_first(emulator, entity):
+    store = emulator.namespace.store(parse_address(entity))
+    with emulator.namespace.lock:
+        stored = store.next_visible(dt.datetime.now(UTC))
+        return stored.sequence_number, store.lock(stored, dt.datetime.now(UTC))
+
+
+def test_defer_receive_by_sequence_renew_and_complete(client, emulator):
+    emulator.namespace.create_queue("work")
+    publish(emulator, "work", MessageId="w1")
+    seq, token = _lock_first(emulator, "work")
+    client.update_disposition("work", None, [token], Disposition.DEFERRED)
+    received = client.receive_by_sequence_number("work", None, [seq], SettleMode.PEEK_LOCK)
+    assert len(received) == 1 and received[0].sequence_number == seq and received[0].lock_token is not None
+    (expiry,) = client.renew_lock("work", None, [received[0].lock_token])
+    assert expiry > dt.datetime.now(UTC)
+    client.update_disposition("work", None, [received[0].lock_token], Disposition.COMPLETED)
+    assert client.peek_messages("work", None, 1, 10) == []
+    with pytest.raises(errors.NotFoundError):
+        client.receive_by_sequence_number("work", None, [seq])
+
+
+def test_dead_letter_with_reason(client, emulator):
+    emulator.namespace.create_queue("work")
+    publish(emulator, "work", MessageId="w2")
+    _, token = _lock_first(emulator, "work")
+    client.update_disposition("work", None, [token], Disposition.SUSPENDED,
+                              deadletter_reason="bad", deadletter_description="because",
+                              properties_to_modify={"why": m.TypedValue("string", "test")})
+    dead = client.peek_messages("work/$DeadLetterQueue", None, 1, 10)
+    assert [p.message.sys["MessageId"].value for p in dead] == ["w2"]
+    with pytest.raises(errors.LockLostError):
+        client.renew_lock("work", None, [uuid.uuid4()])
+
+
+def test_sessions(client, emulator):
+    emulator.namespace.create_queue("sessions")
+    for sid in ("a", "b"):
+        publish(emulator, "sessions", MessageId=f"m-{sid}", SessionId=sid)
+    assert sorted(client.get_message_sessions("sessions", None, dt.datetime(2000, 1, 1, tzinfo=UTC))) == ["a", "b"]
+    assert client.peek_messages("sessions", None, 1, 10, session_id="b")[0].message.sys["SessionId"].value == "b"
+    store = emulator.namespace.store(parse_address("sessions"))
+    emulator.broker.accept_session(store, "a", owner=object())
+    assert client.renew_session_lock("sessions", None, "a") > dt.datetime.now(UTC)
+    assert client.get_session_state("sessions", None, "a") is None
+    client.set_session_state("sessions", None, "a", b"\x00state")
+    assert client.get_session_state("sessions", None, "a") == b"\x00state"
+    client.set_session_state("sessions", None, "a", None)
+    assert client.get_session_state("sessions", None, "a") is None
+    with pytest.raises(errors.LockLostError):
+        client.renew_session_lock("sessions", None, "b")
