@@ -1,1 +1,41 @@
-"""The Service Bus SQL language: parser, AST, canonical printer, evaluator, actions, routing."""
+"""The Service Bus SQL language: one grammar and AST, with a canonical printer, a faithful
+evaluator, rule actions and routing (the Spark translator in ``spark.py`` walks the same AST).
+
+Semantics: ``spec/sql-language.md``; vectors: ``vectors/sql.yaml`` (both under ../shared).
+"""
+
+from reconciler.sql.actions import CompiledAction
+from reconciler.sql.canonical import canonical, canonical_action, canonical_filter
+from reconciler.sql.errors import SqlError, SqlEvalError
+from reconciler.sql.evaluator import CompiledFilter, MessageView, Outcome
+from reconciler.sql.parser import parse_action, parse_filter
+from reconciler.sql.routing import (
+    RouteResult,
+    compiled_action,
+    compiled_filter,
+    correlation_matches,
+    matches,
+    route_rules,
+    run_action,
+)
+
+__all__ = [
+    "CompiledAction",
+    "CompiledFilter",
+    "MessageView",
+    "Outcome",
+    "RouteResult",
+    "SqlError",
+    "SqlEvalError",
+    "canonical",
+    "canonical_action",
+    "canonical_filter",
+    "compiled_action",
+    "compiled_filter",
+    "correlation_matches",
+    "matches",
+    "parse_action",
+    "parse_filter",
+    "route_rules",
+    "run_action",
+]
