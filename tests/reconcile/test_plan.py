@@ -68,7 +68,7 @@ def test_create_delete_unchanged_and_default_removal():
     "live_sql",
     [
         "amount>1000 and currency='EUR'",
-        "  AMOUNT > 1000\n   AND   currency = 'EUR' ",
+        "  amount > 1000\n   and   currency = 'EUR' ",
         "((amount > 1000) AND (currency = 'EUR'))",
     ],
 )
