@@ -20,6 +20,7 @@ from proton import symbol
 
 from reconciler import model, sql
 from reconciler.amqp import codec
+from reconciler.emulator import wire
 from reconciler.emulator.namespace import (
     ACTIVE,
     DEFERRED,
@@ -268,7 +269,8 @@ class Broker:
         if props:
             msg.properties = props
         msg.delivery_count = max(stored.delivery_count - 1, 0) if delivered else stored.delivery_count
-        return bytes(msg.encode())
+        msg.durable = True
+        return wire.encode_with_header(msg)
 
     def peek(
         self, store: MessageStore, from_sequence: int, count: int, session_id: str | None = None

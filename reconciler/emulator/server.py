@@ -39,6 +39,7 @@ from reconciler.emulator.namespace import (
     Topic,
     parse_address,
 )
+from reconciler.emulator.wire import unbatch
 
 log = logging.getLogger("reconciler.emulator")
 
@@ -446,7 +447,8 @@ class ServerHandler(MessagingHandler):
             self._reject(delivery, "amqp:unauthorized-access", f"the token for '{address.node}' has expired")
             return
         try:
-            self.broker.publish(address, payload)
+            for message in unbatch(payload):
+                self.broker.publish(address, message)
         except OperationError as exc:
             self._reject(delivery, exc.condition, exc.description)
             return
