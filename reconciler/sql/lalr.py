@@ -46,6 +46,16 @@ class UnexpectedTok(Exception):
         self.token, self.expected = token, expected
 
 
+class RuleError(Exception):
+    """Raised by a reduce callback; the driver fills in ``token``, the first token of child
+    ``child`` of the rule being reduced, so the error can point at it."""
+
+    def __init__(self, message: str, child: int = 0):
+        super().__init__(message)
+        self.message, self.child = message, child
+        self.token: Tok | None = None
+
+
 class Scanner:
     """Turns text into Tok objects using the terminals of a lark grammar.
 
@@ -137,13 +147,14 @@ class Driver:
         table = self.table
         states = [self.start_state]
         values: list[Any] = []
+        firsts: list[Tok] = []  # the first token of each value on the stack, for error positions
         for token in tokens:
-            self._feed(table, states, values, token)
+            self._feed(table, states, values, firsts, token)
         end_token = Tok("$END", "", *end_position)
-        return self._feed(table, states, values, end_token, self.end_state)
+        return self._feed(table, states, values, firsts, end_token, self.end_state)
 
     @staticmethod
-    def _feed(table, states, values, token: Tok, end_state: int | None = None) -> Any:
+    def _feed(table, states, values, firsts, token: Tok, end_state: int | None = None) -> Any:
         kind = token.type
         while True:
             row = table[states[-1]]
@@ -154,17 +165,25 @@ class Driver:
             if shift:
                 states.append(arg)
                 values.append(token)
+                firsts.append(token)
                 return None
             size, origin, callback = arg
             if size:
                 children = values[-size:]
+                child_firsts = firsts[-size:]
                 del states[-size:]
                 del values[-size:]
+                del firsts[-size:]
             else:
-                children = []
-            value = callback(children)
+                children, child_firsts = [], [token]
+            try:
+                value = callback(children)
+            except RuleError as exc:
+                exc.token = child_firsts[min(exc.child, len(child_firsts) - 1)]
+                raise
             states.append(table[states[-1]][origin][1])
             values.append(value)
+            firsts.append(child_firsts[0])
             if end_state is not None and states[-1] == end_state:
                 return value
 
@@ -174,4 +193,4 @@ def end_position(text: str) -> tuple[int, int]:
     return text.count("\n") + 1, len(text) - (text.rfind("\n") + 1) + 1
 
 
-__all__ = ["Driver", "Scanner", "Tok", "UnexpectedChar", "UnexpectedTok", "end_position"]
+__all__ = ["Driver", "RuleError", "Scanner", "Tok", "UnexpectedChar", "UnexpectedTok", "end_position"]

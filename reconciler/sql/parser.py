@@ -15,12 +15,12 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from lark import Lark, Token, Transformer, Tree
+from lark import Lark, Transformer
 
 from reconciler.model import INT64_MAX, INT64_MIN, TypedValue, ValueType, system_property_name
 from reconciler.sql import ast
 from reconciler.sql.errors import SqlError
-from reconciler.sql.lalr import Driver, Scanner, Tok, UnexpectedChar, UnexpectedTok, end_position
+from reconciler.sql.lalr import Driver, RuleError, Scanner, Tok, UnexpectedChar, UnexpectedTok, end_position
 
 MAX_TEXT_LENGTH = 1024
 MAX_ACTION_STATEMENTS = 32
@@ -70,14 +70,6 @@ _TERMINAL_NAMES = {
 }
 
 
-class _Located(Exception):
-    """A creation-time error whose position is found by re-parsing with positions (rare path)."""
-
-    def __init__(self, message: str, rule: str, nth: int = 0, token: str | None = None):
-        super().__init__(message)
-        self.message, self.rule, self.nth, self.token = message, rule, nth, token
-
-
 class _ParamRef:
     """Placeholder for ``@name`` until parameters are substituted (never escapes the parser)."""
 
@@ -100,7 +92,7 @@ def _check_identifier(token: Tok) -> None:
         raise _error_at(f"'{value}' is a reserved word; write [{value}] to use it as a property name", token)
 
 
-def _unquote(token: Tok | Token) -> str:
+def _unquote(token: Tok) -> str:
     text = token.value
     if token.type == "BRACKET_ID":
         return text[1:-1].replace("]]", "]")
@@ -121,12 +113,6 @@ class _Builder(Transformer):
         return c[0]
 
     def action(self, c):
-        if len(c) > MAX_ACTION_STATEMENTS:
-            raise _Located(
-                f"an action may have at most {MAX_ACTION_STATEMENTS} statements (this one has {len(c)})",
-                "statement_start",
-                MAX_ACTION_STATEMENTS,
-            )
         return ast.Action(tuple(c))
 
     def statement(self, c):
@@ -135,7 +121,7 @@ class _Builder(Transformer):
     def set_stmt(self, c):
         prop = c[1]
         if prop.scope == "sys" and prop.name not in SETTABLE_SYSTEM_PROPERTIES:
-            raise _Located(f"sys.{prop.name} is read-only and cannot be SET", "set_property", token=f"sys.{prop.name}")
+            raise RuleError(f"sys.{prop.name} is read-only and cannot be SET", child=1)
         return ast.Set(prop, c[3])
 
     def remove_stmt(self, c):
@@ -167,9 +153,8 @@ class _Builder(Transformer):
         raise _error_at("IS [NOT] NULL applies only to a bare property (x, user.x, sys.X or [x])", c[1])
 
     def bare_value(self, c):
-        raise _Located(
-            "a value is not a condition: compare it (for example flag = TRUE); the always-true filter is 1=1",
-            "bare_value",
+        raise RuleError(
+            "a value is not a condition: compare it (for example flag = TRUE); the always-true filter is 1=1"
         )
 
     def comp_op(self, c):
@@ -291,37 +276,6 @@ _SCANNER = Scanner(_LARK, "IDENT", _check_identifier)
 _DRIVERS = {start: Driver(_LARK, start) for start in ("filter", "action")}
 
 
-@functools.lru_cache(maxsize=1)
-def _tree_parser() -> Lark:
-    """A position-tracking parser without transformer, used only to locate some errors."""
-    return Lark(
-        _GRAMMAR, parser="lalr", lexer="basic", start=["filter", "action"], propagate_positions=True,
-        maybe_placeholders=False,
-    )
-
-
-def _locate(text: str, start: str, located: _Located) -> SqlError:
-    tree = _tree_parser().parse(text, start=start)
-    if located.rule == "statement_start":
-        statements = [t for t in tree.children if isinstance(t, Tree)]
-        target: Any = statements[located.nth]
-    elif located.rule == "set_property":
-        target = next(
-            t.children[1] for t in tree.iter_subtrees_topdown()
-            if t.data == "set_stmt" and _set_target_matches(t.children[1], located.token or "")
-        )
-    else:
-        target = next(t for t in tree.iter_subtrees_topdown() if t.data == located.rule)
-    meta = target.meta
-    token = text[meta.start_pos:meta.end_pos] if located.token is None else located.token
-    return SqlError(located.message, meta.line, meta.column, token)
-
-
-def _set_target_matches(prop: Tree, wanted: str) -> bool:
-    parts = [_unquote(t) for t in prop.children if isinstance(t, Token) and t.type != "DOT"]
-    return len(parts) == 2 and f"sys.{system_property_name(parts[1])}" == wanted
-
-
 def _describe_token(token: Tok) -> str:
     if token.type == "$END":
         return "end of text"
@@ -380,12 +334,15 @@ def _parse(text: str, start: str, parameters: Mapping[str, TypedValue] | None) -
     _check_length(text, what)
     try:
         node = _DRIVERS[start].parse(_SCANNER.scan(text), end_position(text))
-    except _Located as located:
-        raise _locate(text, start, located) from None
+    except RuleError as exc:
+        token = exc.token
+        raise SqlError(exc.message, token.line, token.column, token.value or None) from None
     except UnexpectedChar as exc:
         raise _convert_scan_error(exc, text) from None
     except UnexpectedTok as exc:
         raise _convert_parse_error(exc) from None
+    if start == "action" and len(node.statements) > MAX_ACTION_STATEMENTS:
+        _too_many_statements(text, len(node.statements))
     if len(text) >= MAX_DEPTH:
         _check_depth(node)
     if "@" in text:
@@ -393,6 +350,17 @@ def _parse(text: str, start: str, parameters: Mapping[str, TypedValue] | None) -
     if _OVERFLOW_TEXT in text:
         _check_overflow(node, text)
     return node
+
+
+def _too_many_statements(text: str, count: int) -> None:
+    starts = [t for t in _SCANNER.scan(text) if t.type in ("SET", "REMOVE")]
+    first_extra = starts[MAX_ACTION_STATEMENTS]
+    raise SqlError(
+        f"an action may have at most {MAX_ACTION_STATEMENTS} statements (this one has {count})",
+        first_extra.line,
+        first_extra.column,
+        first_extra.value,
+    )
 
 
 def _check_depth(node: Any) -> None:

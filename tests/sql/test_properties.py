@@ -1,0 +1,85 @@
+"""Hypothesis properties: the parser only ever raises SqlError, and canonical print round-trips."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from reconciler.sql import SqlError, canonical, parse_action, parse_filter
+from reconciler.sql.parser import MAX_TEXT_LENGTH, parse_filter_uncached
+
+from .strategies import actions, predicates
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+TOKENS = [
+    "AND", "or", "Not", "EXISTS", "like", "ESCAPE", "in", "IS", "NULL", "TRUE", "false", "SET", "remove",
+    "between", "BEGIN", "x", "Color", "sys", "user", "Label", "sys.Label", "sys.Foo", "foo", "newid", "p",
+    "property", "upper", "[a b]", "[x]]y]", '"q"', "'s'", "'it''s'", "'", "[", '"', "@p", "@", "1", "0",
+    "1.5", "1e3", "9223372036854775808", "9223372036854775807", "-", "+", "*", "/", "%", "=", "<>", "!=",
+    "<", "<=", ">", ">=", "(", ")", ",", ".", ";", "!", "~", "\u00a0", "\n", "\t", "_", "1e", ".5", "ÄÖü",
+]
+
+
+def _assume_parses_or_sql_error(text: str, parse) -> None:
+    try:
+        parse(text)
+    except SqlError as exc:
+        assert exc.line >= 1 and exc.column >= 1
+        assert isinstance(exc.message, str) and exc.message
+
+
+@SETTINGS
+@given(st.binary(max_size=80))
+def test_random_bytes_raise_only_sql_error(data: bytes) -> None:
+    text = data.decode("latin-1")
+    _assume_parses_or_sql_error(text, parse_filter_uncached)
+    _assume_parses_or_sql_error(text, parse_action)
+
+
+@SETTINGS
+@given(st.text(max_size=60))
+def test_random_text_raises_only_sql_error(text: str) -> None:
+    _assume_parses_or_sql_error(text, parse_filter_uncached)
+    _assume_parses_or_sql_error(text, parse_action)
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(TOKENS), max_size=14), st.sampled_from([" ", ""]))
+def test_token_soup_raises_only_sql_error(tokens: list[str], separator: str) -> None:
+    text = separator.join(tokens)
+    _assume_parses_or_sql_error(text, parse_filter_uncached)
+    _assume_parses_or_sql_error(text, parse_action)
+
+
+@SETTINGS
+@given(predicates)
+def test_generated_filters_round_trip(tree) -> None:
+    text = canonical(tree)
+    assume(len(text) <= MAX_TEXT_LENGTH)
+    parsed = parse_filter(text)
+    assert parsed == tree
+    assert canonical(parsed) == text
+
+
+@SETTINGS
+@given(actions)
+def test_generated_actions_round_trip(tree) -> None:
+    text = canonical(tree)
+    assume(len(text) <= MAX_TEXT_LENGTH)
+    parsed = parse_action(text)
+    assert parsed == tree
+    assert canonical(parsed) == text
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(TOKENS), min_size=1, max_size=14))
+def test_canonical_of_any_accepted_text_is_a_fixed_point(tokens: list[str]) -> None:
+    text = " ".join(tokens)
+    try:
+        tree = parse_filter(text)
+    except SqlError:
+        return
+    printed = canonical(tree)
+    assert parse_filter(printed) == tree
+    assert canonical(parse_filter(printed)) == printed
