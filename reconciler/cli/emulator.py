@@ -1,0 +1,82 @@
+"""``sbrules emulator``: serve a local Service Bus namespace over AMQP 1.0 until interrupted."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+
+import click
+
+from reconciler.errors import SbrulesError
+
+
+@click.command()
+@click.option("--rules", "rules", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="Rule files or directories; every topic and subscription they declare is created.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=5672, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (0 = any free port).")
+@click.option("--state", "state", type=click.Path(dir_okay=False, path_type=Path),
+              help="State file: loaded at start if it exists, rewritten atomically on change and at exit.")
+@click.option("--key-name", default=None, help="Shared access key name (default RootManageSharedAccessKey).")
+@click.option("--key", default=None, help="Shared access key (default: the documented development key).")
+@click.option("--faults", "faults_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="YAML/JSON file of injected faults (latency, busy_fraction, close_after_ops, refuse_cbs, seed).")
+@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (the emulator has no TLS).")
+@click.option("-v", "--verbose", is_flag=True, help="Log connections and errors to stderr.")
+def emulator(
+    rules: tuple[Path, ...],
+    host: str,
+    port: int,
+    state: Path | None,
+    key_name: str | None,
+    key: str | None,
+    faults_file: Path | None,
+    allow_remote: bool,
+    verbose: bool,
+) -> None:
+    """Run a local Service Bus emulator; the first stdout line is its connection string."""
+    from reconciler.emulator import DEV_KEY, DEV_KEY_NAME, Emulator, Faults
+    from reconciler.emulator.emulator import is_loopback
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    if not is_loopback(host):
+        if not allow_remote:
+            raise SbrulesError(
+                f"refusing to listen on non-loopback host {host!r}: the emulator speaks plain AMQP with a "
+                "development key; pass --allow-remote to do it anyway"
+            )
+        click.echo(f"warning: listening on {host} without TLS; anyone who can reach it can use the namespace", err=True)
+    if key_name is not None and key is None:
+        raise click.UsageError("--key-name needs --key")
+    desired = None
+    if rules:
+        from reconciler.spec import load_paths
+
+        desired = load_paths(list(rules))
+    faults = Faults.load(faults_file) if faults_file is not None else None
+    emu = Emulator(
+        desired,
+        host=host,
+        port=port,
+        key_name=key_name or DEV_KEY_NAME,
+        key=key or DEV_KEY,
+        state_file=state,
+        faults=faults,
+    )
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with emu:
+            click.echo(emu.connection_string)
+            click.get_text_stream("stdout").flush()
+            click.echo(f"sbrules emulator listening on {host}:{emu.port} (Ctrl-C to stop)", err=True)
+            while not stop.wait(0.5):
+                if not emu.running:
+                    raise SbrulesError("the emulator's event loop stopped unexpectedly")
+        click.echo("emulator stopped" + (f"; state saved to {state}" if state else ""), err=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
