@@ -36,6 +36,7 @@ from reconciler.amqp.errors import (
     AuthenticationError,
     ConnectionLostError,
     ManagementError,
+    TransportSecurityError,
     UnauthorizedError,
     error_for,
     response_status,
@@ -376,7 +377,7 @@ class Engine(MessagingHandler):
             self._outbox.pop(entity.sender.name, None)
         self._fail_all(lambda: error_copy(error), entity=entity.name)
 
-    def _drop(self, reason: str) -> None:
+    def _drop(self, reason: str, error_type: type[ManagementError] = ConnectionLostError) -> None:
         """The connection is gone: fail everything in flight; the next request reconnects."""
         connection, self._connection = self._connection, None
         self._generation += 1
@@ -386,7 +387,7 @@ class Engine(MessagingHandler):
         if connection is not None and connection.state & proton.Endpoint.LOCAL_ACTIVE:
             connection.close()
         log.info("AMQP connection lost: %s", reason)
-        self._fail_all(lambda: ConnectionLostError(f"connection to {self._transport.url} lost: {reason}"))
+        self._fail_all(lambda: error_type(f"connection to {self._transport.url} lost: {reason}"))
 
     # -- proton events --------------------------------------------------------------------------
     @guarded
@@ -466,7 +467,10 @@ class Engine(MessagingHandler):
     @guarded
     def on_transport_error(self, event: proton.Event) -> None:
         if self._current(event.connection):
-            self._drop(_condition_text(event.transport.condition))
+            condition = event.transport.condition
+            text = _condition_text(condition)
+            tls_failure = self._transport.tls and "SSL" in (condition.description or "" if condition else "")
+            self._drop(text, TransportSecurityError if tls_failure else ConnectionLostError)
 
     @guarded
     def on_disconnected(self, event: proton.Event) -> None:

@@ -164,3 +164,7 @@ def response_status(properties: dict[str, Any] | None) -> tuple[int | None, str 
         str(description) if description is not None else None,
         str(condition) if condition is not None else None,
     )
+
+
+class TransportSecurityError(ManagementError):
+    """TLS failed (untrusted certificate, host name mismatch): never retried, never downgraded."""
