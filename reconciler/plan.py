@@ -79,21 +79,19 @@ def _canonical_true_false() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class _Canon:
-    """A SQL text and its canonical form (or the raw text when a live expression does not parse)."""
+    """A SQL text and its canonical form, or the parse error and the text with spacing collapsed."""
 
     text: str
     canonical: str
-    parsed: bool
+    error: str | None = None
 
 
-def _canon(text: str, kind: str, where: str, strict: bool) -> _Canon:
+def _canon(text: str, kind: str) -> _Canon:
     parse = sql.canonical_filter if kind == "filter" else sql.canonical_action
     try:
-        return _Canon(text, parse(text), True)
+        return _Canon(text, parse(text))
     except sql.SqlError as exc:
-        if strict:
-            raise PlanError(f"{where}: SQL {kind} does not parse: {exc}") from None
-        return _Canon(text, " ".join(text.split()), False)
+        return _Canon(text, " ".join(text.split()), str(exc))
 
 
 @dataclass(frozen=True)
@@ -105,27 +103,34 @@ class Signature:
     correlation: CorrelationFilter | None = None
     action: _Canon | None = None
 
-    def key(self) -> Any:
-        """A JSON-able value equal for equal signatures (used by the fingerprint)."""
+    @functools.cached_property
+    def token(self) -> str:
+        """A string equal for equal signatures (what the fingerprint hashes)."""
         corr = None
         if self.correlation is not None:
             corr = [
                 self.correlation.system_fields(),
                 [[k, v.type.value, str(v.value)] for k, v in self.correlation.properties],
             ]
-        return [
+        key = [
             self.kind,
             self.sql.canonical if self.sql else None,
             corr,
             self.action.canonical if self.action else None,
         ]
+        return json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    def check(self, where: str) -> None:
+        """Declared rules must parse: a PlanError now beats a failure halfway through apply."""
+        for part, kind in ((self.sql, "filter"), (self.action, "action")):
+            if part is not None and part.error is not None:
+                raise PlanError(f"{where}: SQL {kind} does not parse: {part.error}")
 
 
-def signature(rule: Rule, where: str, *, strict: bool) -> Signature:
-    """Normalise ``rule``; ``strict`` (declared rules) turns unparseable SQL into a PlanError."""
-    action = None
-    if isinstance(rule.action, SqlRuleAction):
-        action = _canon(rule.action.expression, "action", where, strict)
+@functools.lru_cache(maxsize=65536)
+def signature(rule: Rule) -> Signature:
+    """The normalised form of ``rule`` (cached: plans compare the same rules again and again)."""
+    action = _canon(rule.action.expression, "action") if isinstance(rule.action, SqlRuleAction) else None
     flt = rule.filter
     if isinstance(flt, TrueFilter):
         return Signature("true", action=action)
@@ -134,8 +139,8 @@ def signature(rule: Rule, where: str, *, strict: bool) -> Signature:
     if isinstance(flt, CorrelationFilter):
         return Signature("correlation", correlation=flt, action=action)
     assert isinstance(flt, SqlFilter)
-    canon = _canon(flt.expression, "filter", where, strict)
-    special = _canonical_true_false().get(canon.canonical) if canon.parsed else None
+    canon = _canon(flt.expression, "filter")
+    special = _canonical_true_false().get(canon.canonical) if canon.error is None else None
     if special:
         return Signature(special, action=action)
     return Signature("sql", sql=canon, action=action)
@@ -210,18 +215,13 @@ def _show(value: str | None) -> str:
 
 def same_rule(a: Rule, b: Rule) -> bool:
     """Whether two rules are equal once normalised (what the planner would call unchanged)."""
-    return a.name.casefold() == b.name.casefold() and (
-        signature(a, a.name, strict=False).key() == signature(b, b.name, strict=False).key()
-    )
+    return a.name.casefold() == b.name.casefold() and signature(a).token == signature(b).token
 
 
 def fingerprint(rules: Iterable[Rule]) -> str:
     """sha256 of the canonical live rule set: what apply re-reads and compares."""
-    entries = sorted(
-        [rule.name, signature(rule, rule.name, strict=False).key()] for rule in rules
-    )
-    payload = json.dumps(entries, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(payload.encode()).hexdigest()
+    entries = sorted(json.dumps(rule.name) + ":" + signature(rule).token for rule in rules)
+    return "sha256:" + hashlib.sha256("\n".join(entries).encode()).hexdigest()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -423,12 +423,13 @@ def plan_subscription(
     creates, replaces, deletes = [], [], []
     unchanged = 0
     for key, rule in want.items():
-        after_sig = signature(rule, f"{path} rule {rule.name!r}", strict=True)
+        after_sig = signature(rule)
+        after_sig.check(f"{path} rule {rule.name!r}")
         current = have.get(key)
         if current is None:
             creates.append(Change(topic, subscription, rule.name, CREATE, ("declared, not in the namespace",), after=rule))
             continue
-        reasons, diff = compare(signature(current, rule.name, strict=False), after_sig)
+        reasons, diff = compare(signature(current), after_sig)
         if current.name != rule.name:
             reasons.insert(0, f"name case: {current.name!r} → {rule.name!r}")
         if reasons:
