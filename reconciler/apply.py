@@ -31,7 +31,9 @@ from reconciler.plan import CREATE, DELETE, REPLACE, Change, Plan, SubscriptionP
 
 GAPLESS, DIRECT = "gapless", "direct"
 STRATEGIES = (GAPLESS, DIRECT)
-TRANSIENT_ATTEMPTS = 4
+#: The client already retries each request; apply retries a step a few more times when the client
+#: gave up on a transient failure (a longer outage). Steps are idempotent, so this is safe.
+TRANSIENT_ATTEMPTS = 3
 
 
 class RuleWriter(Protocol):
@@ -51,7 +53,7 @@ class ApplyOptions:
     max_rate: float | None = None
     fail_fast: bool = False
     journal: TextIO | None = None
-    #: Called once per finished change (applied or not), e.g. to advance a progress bar.
+    #: Called once per applied change, e.g. to advance a progress bar.
     on_change: Callable[[Change], None] | None = None
 
 
@@ -66,8 +68,8 @@ class SubscriptionResult:
 
     @property
     def not_applied(self) -> list[Change]:
-        done = {id(c) for c in self.applied}
-        return [c for c in self.plan.changes if id(c) not in done]
+        """Changes run in plan order and stop at the first failure: the rest were not applied."""
+        return list(self.plan.changes[len(self.applied):])
 
 
 @dataclass
@@ -218,12 +220,10 @@ class _Runner:
             self.pacer.wait()
             try:
                 return tuple(self.client.list_rules(self.sp.topic, self.sp.subscription))
-            except ManagementError as exc:
-                if not exc.transient or attempt == TRANSIENT_ATTEMPTS:
-                    raise StepFailed(explain(self.sp.topic, self.sp.subscription, exc)) from None
             except SbrulesError as exc:
                 if not _transient(exc) or attempt == TRANSIENT_ATTEMPTS:
-                    raise StepFailed(f"{self.sp.path}: {exc}") from None
+                    reason = explain(self.sp.topic, self.sp.subscription, exc) if isinstance(exc, ManagementError) else f"{self.sp.path}: {exc}"
+                    raise StepFailed(reason) from None
             time.sleep(min(0.1 * 2**attempt, 2.0))
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -109,7 +110,8 @@ def _many_changes_state(desired):
             if sub.rules:
                 first = sub.rules[0]
                 swapped = replace(first, filter=CorrelationFilter(subject="stale")) if first.name != "$Default" else first
-                subs.append(replace(sub, rules=(swapped, *sub.rules[1:-1], Rule("junk", TrueFilter()))))
+                junk = Rule("junk", TrueFilter())
+                subs.append(replace(sub, rules=(swapped, *sub.rules[1:-1], junk)))
             else:
                 subs.append(sub)
         topics.append(replace(topic, subscriptions=tuple(subs)))
@@ -117,7 +119,8 @@ def _many_changes_state(desired):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_apply_under_faults_converges_without_loss_or_gaps(desired, seed):
+def test_apply_under_faults_converges_without_loss_or_gaps(desired, seed, caplog):
+    caplog.set_level(logging.INFO, logger="reconciler.amqp")
     live = _many_changes_state(desired)
     targets = managed_subscriptions(desired)
     with Emulator(live) as emu:
@@ -137,6 +140,7 @@ def test_apply_under_faults_converges_without_loss_or_gaps(desired, seed):
             final = _plan(client, desired)
         watcher.done.set()
         watcher.join()
+        assert any("retry" in r.getMessage() for r in caplog.records), "no fault was injected"
         assert not final.has_changes, [c.rule for c in final.changes]
         for target in targets:
             names = {r.name for r in emu.namespace.rules(*target)}
