@@ -137,3 +137,13 @@ def test_secrets_not_logged(caplog):
     conn = ConnectionString.parse(CS)
     logging.getLogger("t").info("connecting to %s (%r)", conn, conn)
     assert KEY not in caplog.text
+
+
+def test_entra_without_azure_identity_explains_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "azure.identity", None)
+    with pytest.raises(sas.AuthConfigError, match=r"sbrules\[entra\]"):
+        sas.token_provider_for(ConnectionString.parse("Endpoint=sb://ns/"), auth="entra")
+    with pytest.raises(sas.AuthConfigError, match="unknown authentication"):
+        sas.token_provider_for(ConnectionString.parse(CS), auth="kerberos")
