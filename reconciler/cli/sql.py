@@ -1,0 +1,146 @@
+"""``sbrules sql check`` (validate and normalise one expression) and ``sbrules route`` (where would
+this message go?), both offline and built on ``reconciler.sql``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from reconciler.cli.common import format_option
+from reconciler.errors import SbrulesError
+from reconciler.model import DEFAULT_RULE_NAME, DesiredState, Message, Rule, TrueFilter, TypedValueError
+from reconciler.spec import load_paths
+from reconciler.sql import Outcome, SqlError, canonical_action, canonical_filter, route_rules
+
+
+@click.group()
+def sql() -> None:
+    """Work with Service Bus SQL filter and action expressions."""
+
+
+@sql.command()
+@click.argument("expression")
+@click.option("--action", "is_action", is_flag=True, help="Check a rule action (SET/REMOVE) instead of a filter.")
+@format_option("text", "json")
+def check(expression: str, is_action: bool, fmt: str) -> None:
+    """Print the canonical form of EXPRESSION, or the error with a caret. Exit 0 valid, 1 invalid."""
+    try:
+        normal = canonical_action(expression) if is_action else canonical_filter(expression)
+    except SqlError as exc:
+        if fmt == "json":
+            error = {"message": exc.message, "line": exc.line, "column": exc.column, "token": exc.token}
+            click.echo(json.dumps({"ok": False, "canonical": None, "error": error}))
+        else:
+            click.echo(f"error: {exc.render(expression)}", err=True)
+        raise SystemExit(1)
+    if fmt == "json":
+        click.echo(json.dumps({"ok": True, "canonical": normal, "error": None}))
+    else:
+        click.echo(normal)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--message",
+    "message_file",
+    required=True,
+    type=click.File("r", encoding="utf-8"),
+    help='Sample message JSON: {"sys": {"Label": ...}, "user": {"name": value}} ("-" reads stdin).',
+)
+@click.option("--topic", help="Only route through this topic's subscriptions.")
+@format_option("text", "json")
+def route(paths: tuple[Path, ...], message_file: Any, topic: str | None, fmt: str) -> None:
+    """Route one sample message through the declared rules (default: ./rules) and show, per
+    subscription, whether it is delivered, how each rule evaluated and the copies after actions."""
+    if not paths:
+        if not Path("rules").is_dir():
+            raise click.UsageError("no PATH given and no ./rules directory here")
+        paths = (Path("rules"),)
+    message = _read_message(message_file)
+    state = load_paths(paths)
+    deliveries = route_state(state, message, topic)
+    if fmt == "json":
+        click.echo(json.dumps({"deliveries": deliveries}, indent=2))
+    else:
+        _print_text(deliveries)
+
+
+def _read_message(handle: Any) -> Message:
+    name = getattr(handle, "name", "message")
+    try:
+        doc = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise SbrulesError(f"{name}: not JSON: {exc}") from None
+    try:
+        return Message.from_json(doc)
+    except TypedValueError as exc:
+        raise SbrulesError(f"{name}: {exc}") from None
+
+
+def route_state(state: DesiredState, message: Message, topic: str | None = None) -> list[dict[str, Any]]:
+    """The ``deliveries`` list of ``route --format json`` for every (selected) subscription.
+
+    Subscriptions whose rules the files leave unmanaged are routed as if they had ``$Default``.
+    """
+    if topic is not None and state.topic(topic) is None:
+        known = ", ".join(t.name for t in state.topics) or "none"
+        raise SbrulesError(f"topic {topic!r} is not declared (declared: {known})")
+    deliveries = []
+    for top, sub in state.subscriptions():
+        if topic is not None and top.name.lower() != topic.lower():
+            continue
+        rules = sub.rules if sub.rules is not None else (Rule(DEFAULT_RULE_NAME, TrueFilter()),)
+        result = route_rules(rules, message)
+        deliveries.append(
+            {
+                "topic": top.name,
+                "subscription": sub.name,
+                "managed": sub.rules is not None,
+                "delivered": result.delivered,
+                "rules": [_rule_json(name, outcome) for name, outcome in result.rule_results],
+                "copies": [{"rule": name, **copy.to_json()} for name, copy in result.copies],
+            }
+        )
+    return deliveries
+
+
+def _rule_json(name: str, outcome: Outcome) -> dict[str, Any]:
+    return {"name": name, "result": outcome.label, "error": outcome.error}
+
+
+_RESULT_STYLE = {"true": "green", "false": "dim", "unknown": "yellow", "error": "bold red"}
+
+
+def _print_text(deliveries: list[dict[str, Any]]) -> None:
+    console = Console(highlight=False, soft_wrap=True)
+    if not deliveries:
+        console.print("no subscriptions declared")
+        return
+    for delivery in deliveries:
+        where = escape(f"{delivery['topic']}/{delivery['subscription']}")
+        copies = len(delivery["copies"])
+        if delivery["delivered"]:
+            verdict = f"[bold green]delivered[/] ({copies} cop{'y' if copies == 1 else 'ies'})"
+        else:
+            verdict = "[bold red]not delivered[/]"
+        note = "" if delivery["managed"] else " [dim](rules unmanaged: routed as $Default)[/]"
+        console.print(f"[bold]{where}[/]: {verdict}{note}")
+        for rule in delivery["rules"]:
+            style = _RESULT_STYLE[rule["result"]]
+            line = f"  rule {escape(rule['name'])}: [{style}]{rule['result']}[/]"
+            if rule["error"]:
+                line += f" — {escape(rule['error'])}"
+            console.print(line)
+        for copy in delivery["copies"]:
+            origin = "unchanged" if copy["rule"] is None else f"from rule {escape(copy['rule'])}"
+            console.print(f"  copy ({origin}): sys={escape(_compact(copy['sys']))} user={escape(_compact(copy['user']))}")
+
+
+def _compact(values: dict[str, Any]) -> str:
+    return json.dumps(values, separators=(", ", ": "), ensure_ascii=False, default=str)
