@@ -34,6 +34,7 @@ from proton.reactor import ApplicationEvent, AtMostOnce, Container, EventInjecto
 from reconciler.amqp.connection import ConnectionString, Transport
 from reconciler.amqp.errors import (
     AuthenticationError,
+    ClientClosedError,
     ConnectionLostError,
     ManagementError,
     TransportSecurityError,
@@ -191,7 +192,7 @@ class Engine(MessagingHandler):
     def submit(self, request: Request) -> None:
         """Queue ``request``; the loop sends it (connecting and authorising first when needed)."""
         if self._closed:
-            request.finish(error=ConnectionLostError("the management client is closed"))
+            request.finish(error=ClientClosedError("the management client is closed"))
             return
         with self._lock:
             self._pending[request.message_id] = request
@@ -219,7 +220,7 @@ class Engine(MessagingHandler):
             log.exception("AMQP event loop stopped")
         finally:
             self._closed = True
-            self._fail_all(lambda: ConnectionLostError("the AMQP event loop stopped"))
+            self._fail_all(lambda: ClientClosedError("the AMQP event loop stopped"))
 
     def _fail_all(self, make_error: Callable[[], ManagementError], entity: str | None = None) -> None:
         with self._lock:
@@ -245,7 +246,7 @@ class Engine(MessagingHandler):
                 self._dispatch(request)
 
     def _shutdown(self) -> None:
-        self._fail_all(lambda: ConnectionLostError("the management client is closed"))
+        self._fail_all(lambda: ClientClosedError("the management client is closed"))
         if self._connection is not None:
             self._connection.close()
         self._injector.close()

@@ -168,3 +168,7 @@ def response_status(properties: dict[str, Any] | None) -> tuple[int | None, str 
 
 class TransportSecurityError(ManagementError):
     """TLS failed (untrusted certificate, host name mismatch): never retried, never downgraded."""
+
+
+class ClientClosedError(ManagementError):
+    """The client was closed (or its event loop stopped) while a request was waiting."""

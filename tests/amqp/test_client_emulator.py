@@ -244,3 +244,13 @@ def test_sessions(client, emulator):
     assert client.get_session_state("sessions", None, "a") is None
     with pytest.raises(errors.LockLostError):
         client.renew_session_lock("sessions", None, "b")
+
+
+def test_closed_client_refuses_requests_at_once(emulator):
+    c = ManagementClient(emulator.connection_string, timeout=5, retries=5)
+    c.list_rules("orders", "billing")
+    c.close()
+    started = time.monotonic()
+    with pytest.raises(errors.ClientClosedError):
+        c.list_rules("orders", "billing")
+    assert time.monotonic() - started < 0.5
