@@ -1,0 +1,81 @@
+"""The state file: atomic rewrites, and a restart that keeps rules, messages and session state."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import proton
+import pytest
+
+from reconciler.amqp.client import ManagementClient
+from reconciler.emulator import Emulator
+from reconciler.emulator import state as persistence
+from reconciler.emulator.namespace import Namespace, parse_address
+from reconciler.model import CorrelationFilter, Rule, SqlFilter, SqlRuleAction
+
+from .conftest import ORDERS
+
+NEW_RULE = Rule("vip", SqlFilter("tier = 'vip'"), SqlRuleAction("SET seen = 1"))
+
+
+def test_restart_keeps_rules_messages_and_session_state(tmp_path):
+    path = tmp_path / "state.json"
+    with Emulator(ORDERS, state_file=path) as emu:
+        with ManagementClient(emu.connection_string, timeout=10) as mgmt:
+            mgmt.add_rule("orders", "all", NEW_RULE)
+            mgmt.remove_rule("orders", "all", "$Default")
+        emu.broker.publish(parse_address("orders"), proton.Message(body="kept", properties={"tier": "vip"}))
+        emu.broker.publish(parse_address("orders"), proton.Message(body="s", group_id="g1"))
+        store = emu.namespace.subscription("orders", "sessions").store
+        emu.broker.accept_session(store, "g1", owner="test")
+        emu.broker.set_session_state(store, "g1", b"cursor=7")
+    assert path.exists()
+    with Emulator(ORDERS, state_file=path) as emu:
+        assert emu.namespace.rules("orders", "all") == [NEW_RULE]
+        assert emu.namespace.rules("orders", "eu") == [Rule("eu", CorrelationFilter(properties={"region": "eu"}))]
+        (kept,) = emu.namespace.subscription("orders", "all").store.messages.values()
+        decoded = proton.Message()
+        decoded.decode(kept.payload)
+        assert decoded.body == "kept"
+        assert kept.sequence_number == 1
+        store = emu.namespace.subscription("orders", "sessions").store
+        assert store.sessions["g1"].state == b"cursor=7"
+        emu.broker.publish(parse_address("orders"), proton.Message(body="next", properties={"tier": "vip"}))
+        numbers = sorted(emu.namespace.subscription("orders", "all").store.messages)
+        assert numbers == [1, 2]
+
+
+def test_state_is_saved_soon_after_a_change_without_stopping(tmp_path):
+    path = tmp_path / "state.json"
+    with Emulator(ORDERS, state_file=path) as emu:
+        emu.namespace.add_rule("orders", "all", NEW_RULE)
+        for _ in range(50):
+            if path.exists() and "vip" in path.read_text():
+                break
+            time.sleep(0.05)
+        doc = json.loads(path.read_text())
+    names = [r["rule"]["name"] for t in doc["topics"] for s in t["subscriptions"] if s["name"] == "all" for r in s["rules"]]
+    assert names == ["$Default", "vip"]
+
+
+def test_save_is_atomic_and_leaves_no_temp_files(tmp_path):
+    namespace = Namespace()
+    namespace.seed(ORDERS)
+    path = tmp_path / "state.json"
+    path.write_text("old")
+    persistence.save(namespace, path)
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+    restored = Namespace()
+    assert persistence.load(restored, path)
+    assert restored.rules("orders", "eu") == namespace.rules("orders", "eu")
+
+
+def test_damaged_state_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text('{"version": 1, "topics": [{"nope": 1}]}')
+    with pytest.raises(persistence.StateFileError, match="damaged"):
+        Emulator(state_file=path)
+    path.write_text("{not json")
+    with pytest.raises(persistence.StateFileError, match="cannot read"):
+        Emulator(state_file=path)
