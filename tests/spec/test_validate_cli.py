@@ -86,7 +86,7 @@ def test_text_output_has_location_and_caret(run, monkeypatch, tmp_path):
     assert code == 1
     lines = err.splitlines()
     head = next(i for i, line in enumerate(lines) if "sql-syntax" in line)
-    assert lines[head].startswith("rules/orders.yaml:5:")
+    assert lines[head].startswith("rules/orders.yaml:6:33:")
     assert lines[head + 1].strip() == "amount > 1000 AND AND currency = 'EUR'"
     caret = lines[head + 2]
     assert caret.strip() == "^" and caret.index("^") == lines[head + 1].index("AND AND") + 4
