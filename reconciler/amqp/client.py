@@ -179,8 +179,7 @@ class ManagementClient:
                 return self._attempt(entity, operation, body, tuple(ok), timeout or self.timeout, empty_ok)
             except ManagementError as exc:
                 if not exc.transient or attempt > self.retries:
-                    if attempt > 1 and isinstance(exc, (AlreadyExistsError, NotFoundError)):
-                        exc.after_retry = True  # type: ignore[attr-defined]
+                    exc.after_retry = attempt > 1
                     raise
                 delay = random.uniform(0, min(self._max_backoff, self._backoff * 2 ** (attempt - 1)))
                 log.info("%s on %s failed (%s); retry %d in %.2fs", operation, entity, type(exc).__name__, attempt, delay)
@@ -250,7 +249,7 @@ class ManagementClient:
         try:
             self.request(entity, OP_PREFIX + "add-rule", codec.encode_add_rule_body(rule))
         except AlreadyExistsError as exc:
-            if getattr(exc, "after_retry", False):
+            if exc.after_retry:
                 live = {r.name: r for r in self.list_rules(topic, subscription)}
                 if live.get(rule.name) == rule:
                     return
@@ -261,7 +260,7 @@ class ManagementClient:
         try:
             self.request(entity_path(topic, subscription), OP_PREFIX + "remove-rule", {"rule-name": name})
         except NotFoundError as exc:
-            if not getattr(exc, "after_retry", False):
+            if not exc.after_retry:
                 raise
 
     # -- messages ----------------------------------------------------------------------------
@@ -310,10 +309,12 @@ class ManagementClient:
             decoded = codec.decode_message(entry["message"])
             sys_props = decoded.message.sys
             seq = sys_props.get("SequenceNumber")
+            if seq is None:
+                raise codec.CodecError(f"{what} message #{index} has no x-opt-sequence-number annotation")
             enq = sys_props.get("EnqueuedTimeUtc")
             lock = entry.get("lock-token")
             out.append(PeekedMessage(
-                sequence_number=int(seq.value) if seq else 0,
+                sequence_number=int(seq.value),
                 enqueued_time=enq.value if enq else None,
                 message=decoded.message,
                 body_size=len(decoded.message.body),

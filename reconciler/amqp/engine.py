@@ -166,6 +166,8 @@ class Engine(MessagingHandler):
         self._tokens = tokens
         self._ca_file = ca_file
         self._link_timeout_ms = int(link_timeout * 1000)
+        #: Half a request's time: leaves the other half for a retry on a fresh connection.
+        self._connect_timeout = max(0.5, link_timeout / 2)
         self._refresh_margin = refresh_margin
         self._inbox: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._pending: dict[str, Request] = {}
@@ -181,6 +183,7 @@ class Engine(MessagingHandler):
         self._entities: dict[str, _Entity] = {}
         self._outbox: dict[str, deque[Message]] = {}  # by sender link name
         self._closed = False
+        self._opened = False
         self._injector = EventInjector()
         self._container = Container(self)
         self._container.container_id = f"sbrules-{uuid.uuid4().hex[:12]}"
@@ -279,6 +282,8 @@ class Engine(MessagingHandler):
         log.debug("connecting to %s", transport.url)
         self._connection = self._container.connect(url=transport.url, **kwargs)
         self._connection._sbrules_generation = self._generation
+        self._opened = False
+        self._container.schedule(self._connect_timeout, _Callback(self._connect_deadline, self._generation))
         self._cbs_reply = f"sbrules-cbs-{uuid.uuid4().hex}"
         self._cbs_sender_name = self._link_name("cbs-sender")
         self._cbs_receiver_name = self._link_name("cbs-receiver")
@@ -288,6 +293,11 @@ class Engine(MessagingHandler):
         self._container.create_receiver(
             self._connection, source=CBS_ADDRESS, target=self._cbs_reply, name=self._cbs_receiver_name
         )
+
+    def _connect_deadline(self, generation: int) -> None:
+        """A peer that accepts TCP but never opens AMQP must not hold requests forever."""
+        if generation == self._generation and self._connection is not None and not self._opened:
+            self._drop(f"the AMQP connection did not open within {self._connect_timeout:g}s")
 
     def _current(self, connection: proton.Connection | None) -> bool:
         """proton re-wraps objects per event, so identity is tracked with an attached attribute."""
@@ -357,8 +367,10 @@ class Engine(MessagingHandler):
 
     def _schedule_refresh(self, entity: _Entity) -> None:
         lifetime = entity.token_expires_at - time.time()
+        if lifetime <= 0:
+            return  # a given signature that has run out: nothing fresher to put
         delay = max(1.0, lifetime - min(self._refresh_margin, lifetime / 3))
-        self._container.schedule(delay, _RefreshTask(self, entity, self._generation))
+        self._container.schedule(delay, _Callback(self.refresh, entity, self._generation))
 
     def refresh(self, entity: _Entity, generation: int) -> None:
         """Timer callback (loop thread): re-put the entity's token if its links still exist."""
@@ -391,6 +403,11 @@ class Engine(MessagingHandler):
         self._fail_all(lambda: error_type(f"connection to {self._transport.url} lost: {reason}"))
 
     # -- proton events --------------------------------------------------------------------------
+    @guarded
+    def on_connection_opened(self, event: proton.Event) -> None:
+        if self._current(event.connection):
+            self._opened = True
+
     @guarded
     def on_sendable(self, event: proton.Event) -> None:
         self._flush(event.sender)
@@ -490,15 +507,17 @@ class Engine(MessagingHandler):
         pass
 
 
-class _RefreshTask:
-    def __init__(self, engine: Engine, entity: _Entity, generation: int) -> None:
-        self._engine, self._entity, self._generation = engine, entity, generation
+class _Callback:
+    """A proton timer task calling ``func(*args)``; an exception is logged, never kills the loop."""
+
+    def __init__(self, func: Callable[..., None], *args: Any) -> None:
+        self._func, self._args = func, args
 
     def on_timer_task(self, event: proton.Event) -> None:
         try:
-            self._engine.refresh(self._entity, self._generation)
-        except Exception:  # noqa: BLE001 - never let a timer kill the loop
-            log.exception("token refresh failed for %s", self._entity.address)
+            self._func(*self._args)
+        except Exception:  # noqa: BLE001
+            log.exception("AMQP timer task %s failed", getattr(self._func, "__name__", self._func))
 
 
 def _condition_text(condition: Condition | None) -> str:

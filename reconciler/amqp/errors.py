@@ -16,6 +16,9 @@ class ManagementError(SbrulesError):
     """A failed management operation: status code, AMQP error condition and service description."""
 
     transient = False
+    #: Set by the client when this error came from a retry of the same call (an earlier attempt
+    #: may have taken effect before its connection dropped).
+    after_retry = False
 
     def __init__(
         self,

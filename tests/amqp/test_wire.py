@@ -211,3 +211,22 @@ def test_tls_refuses_host_name_mismatch(certificate):
             with pytest.raises(errors.TransportSecurityError):
                 client.list_rules("t", "s")
     assert not server.cbs_requests
+
+
+def test_silent_peer_is_dropped_and_reported():
+    import socket
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    try:
+        cs = f"Endpoint=sb://127.0.0.1:{port}/;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true"
+        with ManagementClient(cs, timeout=2, retries=0) as client:
+            started = time.monotonic()
+            with pytest.raises(errors.ConnectionLostError, match="did not open within 1s"):
+                client.list_rules("t", "s")
+            assert time.monotonic() - started < 1.8
+    finally:
+        listener.close()
