@@ -86,6 +86,7 @@ class Broker:
         payload = bytes(message) if isinstance(message, (bytes, bytearray, memoryview)) else bytes(message.encode())
         msg = decode(payload) if isinstance(message, (bytes, bytearray, memoryview)) else message
         scheduled = _to_datetime((msg.annotations or {}).get(_SCHEDULED_ANNOTATION))
+        self.view(payload, now)
         with self.namespace.lock:
             if address.subscription is not None or address.dead_letter:
                 raise OperationError(400, "amqp:not-allowed", f"cannot send to '{address.node}'")
@@ -137,7 +138,10 @@ class Broker:
 
     def view(self, payload: bytes, now: _dt.datetime) -> model.Message:
         """The model message filters see, with broker-assigned Size and EnqueuedTimeUtc."""
-        decoded = codec.decode_message(payload).message
+        try:
+            decoded = codec.decode_message(payload).message
+        except (codec.CodecError, model.TypedValueError) as exc:
+            raise OperationError(400, "amqp:decode-error", f"undecodable message: {exc}") from None
         sys_props = dict(decoded.sys)
         sys_props["Size"] = TypedValue(ValueType.LONG, len(payload))
         sys_props["EnqueuedTimeUtc"] = TypedValue(ValueType.TIMESTAMP, now)
@@ -175,6 +179,7 @@ class Broker:
             if isinstance(entity, Subscription):
                 raise OperationError(400, "amqp:not-allowed", "messages cannot be scheduled on a subscription")
             for payload in payloads:
+                self.view(payload, now)
                 msg = decode(payload)
                 when = _to_datetime((msg.annotations or {}).get(_SCHEDULED_ANNOTATION)) or now
                 stored = entity.store.enqueue(

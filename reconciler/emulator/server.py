@@ -164,9 +164,9 @@ class ServerHandler(MessagingHandler):
     def _tick(self, event: proton.Event) -> None:
         if self._stopping:
             return
+        event.container.schedule(TICK_SECONDS, _Timer(self._tick))
         self.broker.tick()
         self.pump_all()
-        event.container.schedule(TICK_SECONDS, _Timer(self._tick))
 
     # -- connections ----------------------------------------------------------------------------
     @_guarded
