@@ -9,10 +9,12 @@ terminal definitions still come from the ``.lark`` file, so there is one grammar
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterator
+from itertools import chain
+from typing import Any, Callable, Iterable, Iterator
 
 from lark import Lark
 from lark.lexer import PatternStr
+from lark.parse_tree_builder import ExpandSingleChild
 
 
 class Tok:
@@ -125,6 +127,9 @@ class Scanner:
                 line_start = text.rfind("\n", 0, pos) + 1
 
 
+_SHIFT, _REDUCE, _UNIT = "shift", "reduce", "unit"
+
+
 class Driver:
     """Runs lark's LALR(1) table for one start symbol with lark's reduce callbacks."""
 
@@ -133,59 +138,83 @@ class Driver:
         callbacks = lark._callbacks
         self.start_state = parse_table.start_states[start]
         self.end_state = parse_table.end_states[start]
-        self.table: dict[int, dict[str, tuple[bool, Any]]] = {}
+        self.table: dict[int, dict[str, tuple[str, Any]]] = {}
         for state, actions in parse_table.states.items():
             row = {}
             for symbol, (action, arg) in actions.items():
+                # Plain str keys: lark's names are Token objects whose __eq__ is slow Python code.
                 if action.name == "Shift":
-                    row[symbol] = (True, arg)
+                    row[str(symbol)] = (_SHIFT, arg)
+                elif len(arg.expansion) == 1 and isinstance(callbacks[arg], ExpandSingleChild):
+                    # `?rule: child` passes the child through: only the state changes.
+                    row[str(symbol)] = (_UNIT, str(arg.origin.name))
                 else:
-                    row[symbol] = (False, (len(arg.expansion), arg.origin.name, callbacks[arg]))
+                    row[str(symbol)] = (_REDUCE, (len(arg.expansion), str(arg.origin.name), callbacks[arg]))
             self.table[state] = row
+        self._units: dict[tuple[int, int, str], int] = {}
 
-    def parse(self, tokens: Iterator[Tok], end_position: tuple[int, int]) -> Any:
+    def _unit_chain(self, below: int, origin: str, kind: str) -> int:
+        """The state after a run of pass-through reductions under lookahead ``kind``: they only
+        replace the top of the state stack, so the result depends on (below, top, kind) alone."""
         table = self.table
+        state = table[below][origin][1]
+        while True:
+            entry = table[state].get(kind)
+            if entry is None or entry[0] is not _UNIT or state == self.end_state:
+                return state
+            state = table[below][entry[1]][1]
+
+    def parse(self, tokens: Iterable[Tok], end_position: tuple[int, int]) -> Any:
+        table = self.table
+        end_state = self.end_state
         states = [self.start_state]
         values: list[Any] = []
         firsts: list[Tok] = []  # the first token of each value on the stack, for error positions
-        for token in tokens:
-            self._feed(table, states, values, firsts, token)
         end_token = Tok("$END", "", *end_position)
-        return self._feed(table, states, values, firsts, end_token, self.end_state)
-
-    @staticmethod
-    def _feed(table, states, values, firsts, token: Tok, end_state: int | None = None) -> Any:
-        kind = token.type
-        while True:
-            row = table[states[-1]]
-            entry = row.get(kind)
-            if entry is None:
-                raise UnexpectedTok(token, {s for s in row if s.isupper()})
-            shift, arg = entry
-            if shift:
-                states.append(arg)
-                values.append(token)
-                firsts.append(token)
-                return None
-            size, origin, callback = arg
-            if size:
-                children = values[-size:]
-                child_firsts = firsts[-size:]
-                del states[-size:]
-                del values[-size:]
-                del firsts[-size:]
-            else:
-                children, child_firsts = [], [token]
-            try:
-                value = callback(children)
-            except RuleError as exc:
-                exc.token = child_firsts[min(exc.child, len(child_firsts) - 1)]
-                raise
-            states.append(table[states[-1]][origin][1])
-            values.append(value)
-            firsts.append(child_firsts[0])
-            if end_state is not None and states[-1] == end_state:
-                return value
+        units = self._units
+        for token in chain(tokens, (end_token,)):
+            kind = token.type
+            while True:
+                row = table[states[-1]]
+                entry = row.get(kind)
+                if entry is None:
+                    raise UnexpectedTok(token, {s for s in row if s.isupper()})
+                action, arg = entry
+                if action is _SHIFT:
+                    states.append(arg)
+                    values.append(token)
+                    firsts.append(token)
+                    break
+                if action is _UNIT:
+                    key = (states[-2], states[-1], kind)
+                    state = units.get(key)
+                    if state is None:
+                        state = units[key] = self._unit_chain(states[-2], arg, kind)
+                    if state == end_state and token is end_token:
+                        return values[-1]
+                    states[-1] = state
+                    continue
+                size, origin, callback = arg
+                if size:
+                    children = values[-size:]
+                    child_firsts = firsts[-size:]
+                    del states[-size:]
+                    del values[-size:]
+                    del firsts[-size:]
+                else:
+                    children, child_firsts = [], [token]
+                try:
+                    value = callback(children)
+                except RuleError as exc:
+                    exc.token = child_firsts[min(exc.child, len(child_firsts) - 1)]
+                    raise
+                state = table[states[-1]][origin][1]
+                if state == end_state and token is end_token:
+                    return value
+                states.append(state)
+                values.append(value)
+                firsts.append(child_firsts[0])
+        raise AssertionError("the parse table accepted no input")  # pragma: no cover - $END always decides
 
 
 def end_position(text: str) -> tuple[int, int]:

@@ -23,6 +23,7 @@ the shortest round-trip form (e.g. ``4.9E-324``), and then the text differs from
 
 from __future__ import annotations
 
+import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
@@ -43,7 +44,7 @@ from reconciler.model import (
     TypedValue,
     ValueType,
 )
-from reconciler.sql import ast
+from reconciler.sql import ast, values
 from reconciler.traffic.rows import SYS_COLUMNS, micros_since_epoch
 
 PROPS = "props"
@@ -51,7 +52,10 @@ MISSING = "missing"
 USER_TAGS = frozenset(t.value for t in ValueType) | {MISSING}
 INTEGRAL = frozenset({"int", "long"})
 NUMERIC = frozenset({"int", "long", "double"})
+TIMES = frozenset({"timestamp", "timespan"})
 MAX_CONCAT = 32767
+DATETIME_MIN = micros_since_epoch(_dt.datetime(1, 1, 1, tzinfo=_dt.timezone.utc))
+DATETIME_MAX = micros_since_epoch(_dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=_dt.timezone.utc))
 
 _FIELD_TYPES = {"tag": "string", "s": "string", "l": "bigint", "d": "double", "b": "boolean", "err": "string"}
 
@@ -80,6 +84,8 @@ class Val:
     err: Column | None = None
     #: A constant from the filter text (lets IN use one hashed ``isin``).
     const: bool = False
+    #: The .NET text form when it is cheap to have (literals, stored properties); see text_of.
+    text: Column | None = None
 
     def tag_col(self) -> Column:
         return self.tag if self.tag is not None else F.lit(next(iter(self.tags)))
@@ -195,17 +201,18 @@ def literal(value: TypedValue | ast.Literal) -> Val:
     """A constant (or a substituted @parameter) as a Val with a static tag."""
     vtype, raw = value.type, value.value
     tags = frozenset({vtype.value})
+    text = F.lit(values.to_string(values.from_typed(TypedValue(vtype, raw))))
     if vtype is ValueType.NULL:
-        return Val(tags, const=True)
+        return Val(tags, const=True, text=text)
     if vtype in (ValueType.STRING, ValueType.UUID):
-        return Val(tags, s=F.lit(str(raw)), const=True)
+        return Val(tags, s=F.lit(str(raw)), const=True, text=text)
     if vtype in (ValueType.LONG, ValueType.INT):
-        return Val(tags, l=F.lit(int(raw)).cast("bigint"), const=True)
+        return Val(tags, l=F.lit(int(raw)).cast("bigint"), const=True, text=text)
     if vtype is ValueType.DOUBLE:
-        return Val(tags, d=F.lit(float(raw)).cast("double"), const=True)
+        return Val(tags, d=F.lit(float(raw)).cast("double"), const=True, text=text)
     if vtype is ValueType.BOOL:
-        return Val(tags, b=F.lit(bool(raw)), const=True)
-    return Val(tags, l=F.lit(micros_since_epoch(raw)).cast("bigint"), const=True)
+        return Val(tags, b=F.lit(bool(raw)), const=True, text=text)
+    return Val(tags, l=F.lit(micros_since_epoch(raw)).cast("bigint"), const=True, text=text)
 
 
 def _lookup(key: Column) -> Val:
@@ -217,6 +224,7 @@ def _lookup(key: Column) -> Val:
         l=cell.getField("l"),
         d=cell.getField("d"),
         b=cell.getField("b"),
+        text=F.coalesce(cell.getField("s"), F.lit("")),
     )
 
 
@@ -232,9 +240,9 @@ def system_property(name: str) -> Val:
     tag = F.when(column.isNull(), F.lit("null")).otherwise(F.lit(vtype))
     tags = frozenset({"null", vtype})
     if vtype in ("string", "uuid"):
-        return Val(tags, tag, s=column)
+        return Val(tags, tag, s=column, text=F.coalesce(column, F.lit("")))
     if vtype in ("long", "int"):
-        return Val(tags, tag, l=column.cast("bigint"))
+        return Val(tags, tag, l=column.cast("bigint"), text=F.coalesce(column.cast("string"), F.lit("")))
     if vtype == "double":
         return Val(tags, tag, d=column)
     if vtype == "bool":
@@ -276,13 +284,15 @@ def dotnet_double_text(d: Column) -> Column:
         F.when(F.isnan(d), F.lit("NaN"))
         .when(d == F.lit(float("inf")), F.lit("Infinity"))
         .when(d == F.lit(float("-inf")), F.lit("-Infinity"))
-        .when(d == 0, F.lit("0"))
+        .when(d == 0, F.when(d.cast("string").startswith("-"), F.lit("-0")).otherwise(F.lit("0")))
         .otherwise(F.concat(F.when(d < 0, F.lit("-")).otherwise(F.lit("")), body))
     )
 
 
 def text_of(value: Val) -> Column:
     """The .NET text form of a known (non-missing) value: what ``+`` and LIKE see."""
+    if value.text is not None:
+        return value.text
     branches = [
         (value.is_({"string", "uuid"}), value.s),
         (value.is_({"null"}), F.lit("")),
@@ -293,6 +303,7 @@ def text_of(value: Val) -> Column:
             value.is_({"timestamp"}),
             F.date_format(F.timestamp_micros(value.l), "MM/dd/yyyy HH:mm:ss") if value.l is not None else None,
         ),
+        (value.is_({"timespan"}), timespan_text(value.l) if value.l is not None else None),
     ]
     out = _chain([(c, v) for c, v in branches if c is not False], "string")
     return out if out is not None else F.lit(None).cast("string")
@@ -343,8 +354,8 @@ def _integral_op(op: str, x: Column, y: Column, low: int, high: int, wide: bool)
             value = F.call_function("div", x, safe_y)
             err = F.when(zero, F.lit("division by zero")).when(min_div, overflow)
         else:
-            value = F.when(min_div, F.lit(0).cast("bigint")).otherwise(x % safe_y)
-            err = F.when(zero, F.lit("division by zero"))
+            value = x % safe_y
+            err = F.when(zero, F.lit("division by zero")).when(min_div, overflow)
         return value, err
     if wide:
         value = {"+": x + y, "-": x - y, "*": x * y}[op]
@@ -381,11 +392,47 @@ def arithmetic(op: str, a: Val, b: Val) -> Val:
                 )
             )
     branches += _numeric_branches(op, a, b)
-    null_number = _or(_all(a.is_({"null"}), b.is_(NUMERIC)), _all(a.is_(NUMERIC), b.is_({"null"})))
-    branches.append(_Branch(null_number, frozenset({"null"})))
+    lifted = NUMERIC
+    if op in ("+", "-"):
+        branches += _time_branches(op, a, b)
+        lifted = NUMERIC | TIMES
+    null_operand = _or(_all(a.is_({"null"}), b.is_(lifted)), _all(a.is_(lifted), b.is_({"null"})))
+    branches.append(_Branch(null_operand, frozenset({"null"})))
     branches.append(_Branch(True, frozenset({MISSING}), {"err": _mismatch(op, a, b)}))
     result = _case(branches)
     return _with_err(result, _err(a.err, b.err, result.err))
+
+
+def _time_branches(op: str, a: Val, b: Val) -> list[_Branch]:
+    """DateTime ± TimeSpan, DateTime − DateTime, TimeSpan ± TimeSpan (C# operators; µs resolution)."""
+    ts, span = frozenset({"timestamp"}), frozenset({"timespan"})
+    pairs = [(ts, span, "timestamp"), (span, span, "timespan")]
+    pairs.append((span, ts, "timestamp") if op == "+" else (ts, ts, "timespan"))
+    out = []
+    for left, right, result in pairs:
+        cond = _all(a.is_(left), b.is_(right))
+        if cond is False:
+            continue
+        value = a.l + b.l if op == "+" else a.l - b.l
+        err = None
+        if result == "timestamp":
+            err = F.when((value < DATETIME_MIN) | (value > DATETIME_MAX), F.lit("DateTime arithmetic out of range"))
+        out.append(_Branch(cond, frozenset({result}), {"l": value, "err": err}))
+    return out
+
+
+def timespan_text(micros: Column) -> Column:
+    """.NET ``TimeSpan.ToString()``: ``[-][d.]hh:mm:ss[.fffffff]``."""
+    total = F.abs(micros)
+    seconds = F.floor(total / 1_000_000).cast("bigint")
+    ticks = (total % 1_000_000) * 10
+    days = F.floor(seconds / 86_400).cast("bigint")
+    return F.concat(
+        F.when(micros < 0, F.lit("-")).otherwise(F.lit("")),
+        F.when(days > 0, F.concat(days.cast("string"), F.lit("."))).otherwise(F.lit("")),
+        F.format_string("%02d:%02d:%02d", F.floor((seconds % 86_400) / 3600), F.floor((seconds % 3600) / 60), seconds % 60),
+        F.when(ticks > 0, F.format_string(".%07d", ticks)).otherwise(F.lit("")),
+    )
 
 
 def negate(a: Val) -> Val:
@@ -400,13 +447,15 @@ def negate(a: Val) -> Val:
         branches.append(_Branch(a.is_({"long"}), frozenset({"long"}), {"l": value, "err": F.when(value.isNull(), F.lit("arithmetic overflow in -"))}))
     if a.is_({"double"}) is not False:
         branches.append(_Branch(a.is_({"double"}), frozenset({"double"}), {"d": -a.d}))
+    if a.is_({"timespan"}) is not False:
+        branches.append(_Branch(a.is_({"timespan"}), frozenset({"timespan"}), {"l": -a.l}))
     branches.append(_Branch(True, frozenset({MISSING}), {"err": F.concat(F.lit("cannot negate "), a.tag_col())}))
     result = _case(branches)
     return _with_err(result, _err(a.err, result.err))
 
 
 def _with_err(value: Val, err: Column | None) -> Val:
-    return Val(value.tags, value.tag, value.s, value.l, value.d, value.b, err, value.const)
+    return Val(value.tags, value.tag, value.s, value.l, value.d, value.b, err, value.const, value.text)
 
 
 def _or(*conds: Cond) -> Cond:
@@ -445,7 +494,8 @@ def compare(op: str, a: Val, b: Val) -> Pred:
         ne = F.lit(op == "<>")
         branches.append((_or(a.is_({"null"}), b.is_({"null"})), ne, None))
     else:
-        null_num = _or(_all(a.is_({"null"}), b.is_(NUMERIC)), _all(a.is_(NUMERIC), b.is_({"null"})))
+        ordered = NUMERIC | TIMES
+        null_num = _or(_all(a.is_({"null"}), b.is_(ordered)), _all(a.is_(ordered), b.is_({"null"})))
         branches.append((null_num, F.lit(False), None))
     both_integral = _all(a.is_(INTEGRAL), b.is_(INTEGRAL))
     if both_integral is not False:
@@ -459,9 +509,10 @@ def compare(op: str, a: Val, b: Val) -> Pred:
             both = _all(a.is_(tags), b.is_(tags))
             if both is not False:
                 branches.append((both, cmp(getattr(a, column), getattr(b, column)), None))
-    both_ts = _all(a.is_({"timestamp"}), b.is_({"timestamp"}))
-    if both_ts is not False:
-        branches.append((both_ts, cmp(a.l, b.l), None))
+    for tags in ({"timestamp"}, {"timespan"}):
+        both = _all(a.is_(tags), b.is_(tags))
+        if both is not False:
+            branches.append((both, cmp(a.l, b.l), None))
     branches.append((True, None, _mismatch(op, a, b)))
     result = _pred_case(branches)
     return Pred(result.v, _err(a.err, b.err, result.err))
@@ -477,6 +528,8 @@ def in_list(value: Val, items: list[Val], negated: bool) -> Pred:
     else:
         branches: list[tuple[Cond, Column | None, Column | None]] = [(x.is_({MISSING}), None, None)]
         for item in items:
+            if item.is_({MISSING}) is not False:
+                branches.append((item.is_({MISSING}), None, F.lit("IN cannot compare with a missing property")))
             eq = compare("=", x, _with_err(item, None))
             if eq.err is not None:
                 branches.append((eq.err.isNotNull(), None, eq.err))
@@ -577,17 +630,8 @@ def _constant_text(node: ast.Expr | None) -> str | None:
     if node is None:
         return None
     if isinstance(node, ast.Literal):
-        if node.type is ValueType.STRING:
-            return node.value
-        if node.type is ValueType.NULL:
-            return ""
-        if node.type in (ValueType.LONG, ValueType.INT):
-            return str(node.value)
-        if node.type is ValueType.BOOL:
-            return "True" if node.value else "False"
-        if node.type is ValueType.UUID:
-            return str(node.value)
-    raise Untranslatable("LIKE pattern/escape that is not a string, integer or bool constant")
+        return values.to_string(values.from_typed(TypedValue(node.type, node.value)))
+    raise Untranslatable("LIKE pattern or ESCAPE is not a constant")
 
 
 class _Translator:
@@ -687,6 +731,8 @@ def correlation_match(flt: CorrelationFilter) -> Column:
     """AND of exact, type-strict ``object.Equals`` matches; never UNKNOWN, never an error (§5.10)."""
     from reconciler.model import CORRELATION_SYS_NAMES
 
+    if flt.is_empty():
+        return F.lit(False)
     conds = [F.col(SYS_COLUMNS[CORRELATION_SYS_NAMES[f]]) == F.lit(v) for f, v in flt.system_fields().items()]
     for name, tv in flt.properties:
         cell = F.try_element_at(F.col(PROPS), F.lit(name.lower()))
@@ -698,7 +744,10 @@ def correlation_match(flt: CorrelationFilter) -> Column:
         column = {"string": "s", "uuid": "s", "long": "l", "int": "l", "timestamp": "l", "double": "d", "bool": "b"}[
             tv.type.value
         ]
-        conds.append(same_type & (cell.getField(column) == getattr(lit, column)))
+        equal = cell.getField(column) == getattr(lit, column)
+        if tv.type is ValueType.DOUBLE:
+            equal = equal & ~F.isnan(cell.getField("d"))  # Python's float ==: NaN is not NaN
+        conds.append(same_type & equal)
     out = F.lit(True)
     for cond in conds:
         out = out & F.coalesce(cond, F.lit(False))
