@@ -1,0 +1,161 @@
+"""Namespace and broker rules without the network: addresses, seeding, locks, delivery limits, SAS."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+import uuid
+
+import proton
+import pytest
+
+from reconciler import model
+from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator, sign
+from reconciler.emulator.broker import Broker
+from reconciler.emulator.namespace import (
+    MAX_DELIVERY_COUNT,
+    Namespace,
+    OperationError,
+    address_path,
+    parse_address,
+)
+from reconciler.emulator.wire import unbatch
+
+from .conftest import ORDERS
+
+
+@pytest.fixture
+def broker():
+    namespace = Namespace()
+    namespace.seed(ORDERS)
+    namespace.create_queue("work")
+    return Broker(namespace, lock_duration=_dt.timedelta(seconds=30))
+
+
+def _send(broker: Broker, path: str, body: str = "x", **fields) -> None:
+    broker.publish(parse_address(path), proton.Message(body=body, **fields))
+
+
+@pytest.mark.parametrize(
+    "address, node, subscription, dead_letter, management",
+    [
+        ("orders", "orders", None, False, False),
+        ("amqps://h:5671/orders/Subscriptions/all", "orders/Subscriptions/all", "all", False, False),
+        ("orders/subscriptions/all/$DeadLetterQueue", "orders/Subscriptions/all/$DeadLetterQueue", "all", True, False),
+        ("sb://h/work/$management", "work/$management", None, False, True),
+    ],
+)
+def test_parse_address(address, node, subscription, dead_letter, management):
+    parsed = parse_address(address)
+    assert (parsed.node, parsed.subscription, parsed.dead_letter, parsed.management) == (
+        node, subscription, dead_letter, management
+    )
+
+
+def test_unknown_address_shapes_are_404():
+    with pytest.raises(OperationError) as info:
+        parse_address("a/b")
+    assert info.value.status == 404
+    assert address_path("sb://ns.servicebus.windows.net/") == ""
+
+
+def test_seed_gives_default_only_to_subscriptions_without_rules(broker):
+    assert broker.namespace.rules("orders", "all") == [
+        model.Rule("$Default", model.TrueFilter(), model.EmptyAction())
+    ]
+    assert [r.name for r in broker.namespace.rules("orders", "EU")] == ["eu"]
+
+
+def test_sequence_numbers_are_per_entity(broker):
+    _send(broker, "orders", "a", properties={"region": "eu"})
+    _send(broker, "orders", "b")
+    all_store = broker.namespace.subscription("orders", "all").store
+    eu_store = broker.namespace.subscription("orders", "eu").store
+    assert sorted(all_store.messages) == [1, 2]
+    assert sorted(eu_store.messages) == [1]
+
+
+def test_lock_expiry_makes_the_message_visible_again(broker):
+    _send(broker, "work")
+    store = broker.namespace.queue("work").store
+    stored, _ = broker.receive(store, peek_lock=True)
+    assert broker.receive(store, peek_lock=True) is None
+    later = stored.locked_until + _dt.timedelta(seconds=1)
+    broker.tick(later)
+    assert stored.lock_token is None
+    again, payload = broker.receive(store, peek_lock=True, now=later)
+    assert again.sequence_number == stored.sequence_number
+    message = proton.Message()
+    message.decode(payload)
+    assert message.delivery_count == 1
+    assert message.annotations["x-opt-sequence-number"] == stored.sequence_number
+
+
+def test_message_over_max_delivery_count_is_dead_lettered(broker):
+    _send(broker, "work")
+    queue = broker.namespace.queue("work")
+    for _ in range(MAX_DELIVERY_COUNT):
+        stored, _ = broker.receive(queue.store, peek_lock=True)
+        broker.abandon(queue.store, stored.lock_token)
+    assert broker.receive(queue.store, peek_lock=True) is None
+    (dead,) = queue.dead_letters.messages.values()
+    assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+
+
+def test_settling_with_an_unknown_lock_is_lock_lost(broker):
+    store = broker.namespace.queue("work").store
+    with pytest.raises(OperationError) as info:
+        broker.complete(store, uuid.uuid4())
+    assert (info.value.status, info.value.condition) == (410, "com.microsoft:message-lock-lost")
+
+
+def test_sending_to_a_subscription_is_not_allowed(broker):
+    with pytest.raises(OperationError) as info:
+        _send(broker, "orders/Subscriptions/all")
+    assert info.value.condition == "amqp:not-allowed"
+
+
+def test_session_lock_is_exclusive(broker):
+    _send(broker, "orders", "s", group_id="g")
+    store = broker.namespace.subscription("orders", "sessions").store
+    assert broker.accept_session(store, None, owner="a")[0] == "g"
+    with pytest.raises(OperationError) as info:
+        broker.accept_session(store, "g", owner="b")
+    assert info.value.condition == "com.microsoft:session-cannot-be-locked"
+    assert broker.receive(store, peek_lock=True) is None
+    broker.release_session(store, "g", owner="a")
+    assert broker.accept_session(store, "g", owner="b")[0] == "g"
+
+
+def test_batch_envelope_is_split_and_plain_messages_are_not():
+    inner = [bytes(proton.Message(body=f"m{i}").encode()) for i in range(3)]
+    data = proton.Data()
+    for item in inner:
+        data.put_described()
+        data.enter()
+        data.put_ulong(0x75)
+        data.put_binary(item)
+        data.exit()
+    envelope = bytes(proton.Message(id="first").encode()) + bytes(data.encode())
+    assert unbatch(envelope) == inner
+    plain = bytes(proton.Message(body=b"\x00Sw\xa1\x01x").encode())
+    assert unbatch(plain) == [plain]
+
+
+def test_sas_tokens_are_checked_for_key_signature_audience_and_expiry():
+    validator = TokenValidator({"root": "k1"})
+    soon = int(time.time()) + 60
+    grant = validator.validate(sign("sb://h:1/orders", "root", "k1", soon), "jwt", "sb://h:1/orders")
+    assert grant.covers("orders/Subscriptions/a/$management") and not grant.covers("orders2")
+    for token, reason in [
+        (sign("sb://h:1/orders", "root", "other", soon), "invalid signature"),
+        (sign("sb://h:1/orders", "nobody", "k1", soon), "unknown shared access key name"),
+        (sign("sb://h:1/orders", "root", "k1", int(time.time()) - 1), "expired"),
+        ("Bearer abc", "only SharedAccessSignature"),
+    ]:
+        with pytest.raises(TokenRejected, match=reason):
+            validator.validate(token, "servicebus.windows.net:sastoken", None)
+    with pytest.raises(TokenRejected, match="does not cover"):
+        validator.validate(sign("sb://h:1/orders", "root", "k1", soon), "jwt", "sb://h:1/work")
+    assert "k1" not in repr(validator)
+    assert Grant("", soon).covers("anything/at/all")
