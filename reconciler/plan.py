@@ -25,6 +25,7 @@ from reconciler import sql
 from reconciler.errors import SbrulesError
 from reconciler.model import (
     CORRELATION_FIELDS,
+    DEFAULT_RULE_NAME,
     CorrelationFilter,
     DesiredState,
     FalseFilter,
@@ -258,7 +259,7 @@ class Change:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "Change":
-        return cls(
+        change = cls(
             topic=doc["topic"],
             subscription=doc["subscription"],
             rule=doc["rule"],
@@ -268,6 +269,10 @@ class Change:
             after=rule_from_doc(doc["after"]) if doc.get("after") else None,
             diff=tuple(doc.get("diff", ())),
         )
+        needs = {CREATE: (False, True), DELETE: (True, False), REPLACE: (True, True)}.get(change.action)
+        if needs != (change.before is not None, change.after is not None):
+            raise ValueError(f"change of rule {change.rule!r}: action {change.action!r} with that before/after")
+        return change
 
 
 @dataclass(frozen=True)
@@ -347,32 +352,30 @@ class Plan:
                 f"plan format_version {doc['format_version']!r} is not supported (expected {PLAN_FORMAT_VERSION})"
             )
         try:
-            changes = [Change.from_json(c) for c in doc["changes"]]
-            subs = []
-            for entry in doc["subscriptions"]:
-                own = tuple(
-                    c for c in changes if (c.topic, c.subscription) == (entry["topic"], entry["subscription"])
+            by_subscription: dict[tuple[str, str], list[Change]] = {}
+            for entry in doc["changes"]:
+                change = Change.from_json(entry)
+                by_subscription.setdefault((change.topic, change.subscription), []).append(change)
+            subs = [
+                SubscriptionPlan(
+                    topic=entry["topic"],
+                    subscription=entry["subscription"],
+                    fingerprint=entry["fingerprint"],
+                    target_fingerprint=entry["target_fingerprint"],
+                    unchanged=entry["unchanged"],
+                    rules_after=entry["rules_after"],
+                    allow_empty=entry.get("allow_empty", False),
+                    changes=tuple(by_subscription.pop((entry["topic"], entry["subscription"]), ())),
                 )
-                subs.append(
-                    SubscriptionPlan(
-                        topic=entry["topic"],
-                        subscription=entry["subscription"],
-                        fingerprint=entry["fingerprint"],
-                        target_fingerprint=entry["target_fingerprint"],
-                        unchanged=entry["unchanged"],
-                        rules_after=entry["rules_after"],
-                        allow_empty=entry.get("allow_empty", False),
-                        changes=own,
-                    )
-                )
+                for entry in doc["subscriptions"]
+            ]
             skipped = tuple(Skipped(**s) for s in doc.get("skipped", ()))
             warnings = tuple(doc.get("warnings", ()))
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanError(f"malformed plan file: {type(exc).__name__}: {exc}") from None
-        planned = {(sp.topic, sp.subscription) for sp in subs}
-        orphans = [c for c in changes if (c.topic, c.subscription) not in planned]
-        if orphans:
-            raise PlanError(f"malformed plan file: change for undeclared subscription {orphans[0].topic}/{orphans[0].subscription}")
+        if by_subscription:
+            topic, sub = next(iter(by_subscription))
+            raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
         return cls(tuple(subs), skipped, warnings)
 
 
@@ -400,8 +403,9 @@ def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
                 (change.after and change.after.has_action) or (change.before and change.before.has_action)
             ):
                 warnings.append(
-                    f"{plan.path}: rule {change.rule!r} has an action; while it is replaced without a gap, "
-                    "a message matching both versions may be delivered twice (use --replace-strategy direct to avoid)"
+                    f"{plan.path}: rule {change.rule!r} has an action; while it is replaced without a gap, a "
+                    "message matching both versions may be delivered twice (--replace-strategy direct avoids "
+                    "that at the cost of a moment without the rule)"
                 )
     return Plan(tuple(subs), tuple(skipped), tuple(warnings))
 
@@ -427,7 +431,8 @@ def plan_subscription(
         after_sig.check(f"{path} rule {rule.name!r}")
         current = have.get(key)
         if current is None:
-            creates.append(Change(topic, subscription, rule.name, CREATE, ("declared, not in the namespace",), after=rule))
+            reason = ("declared, not in the namespace",)
+            creates.append(Change(topic, subscription, rule.name, CREATE, reason, after=rule))
             continue
         reasons, diff = compare(signature(current), after_sig)
         if current.name != rule.name:
@@ -443,7 +448,7 @@ def plan_subscription(
             continue
         if is_temp_rule_name(rule.name):
             reason = "leftover temporary rule of an interrupted apply"
-        elif rule.name == "$Default":
+        elif rule.name == DEFAULT_RULE_NAME:
             reason = "$Default (the service's catch-all) is not declared"
         else:
             reason = "not declared (the declared rule set is authoritative)"

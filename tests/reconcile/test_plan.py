@@ -214,6 +214,12 @@ def test_schema_rejects_a_broken_plan(kit):
     assert list(plan_validator().iter_errors(doc))
     with pytest.raises(PlanError, match="format_version"):
         Plan.from_json({"format_version": 99})
+    with pytest.raises(PlanError, match="malformed plan file"):
+        Plan.from_json(doc)
+    doc = json.loads(render_json(_sample_plan(kit)))
+    doc["subscriptions"] = []
+    with pytest.raises(PlanError, match="does not list"):
+        Plan.from_json(doc)
 
 
 def test_renderers(kit):
