@@ -434,6 +434,8 @@ ANNOTATIONS = {
     "DeadLetterSource": "x-opt-deadletter-source",
     "LockToken": "x-opt-lock-token",
 }
+#: Fields proton keeps as C strings (a NUL would silently cut them short).
+_C_STRING_ATTRS = {"To", "ReplyTo", "Label", "SessionId", "ReplyToSessionId", "ContentType"}
 _ANNOTATION_TO_SYS = {v: k for k, v in ANNOTATIONS.items()}
 
 
@@ -454,6 +456,10 @@ def encode_message(message: model.Message, annotations: Mapping[str, Any] | None
     msg = proton.Message(body=bytes(message.body), inferred=True)
     ann: dict[symbol, Any] = {}
     for name, value in message.sys.items():
+        if name == "ContentType" and not str(value.value).isascii():
+            raise CodecError("ContentType is an AMQP symbol and must be ASCII")
+        if name in _C_STRING_ATTRS and "\x00" in str(value.value):
+            raise CodecError(f"{name} must not contain NUL characters")
         if name in _MESSAGE_ATTRS:
             setattr(msg, _MESSAGE_ATTRS[name], value.value)
         elif name in ANNOTATIONS:
@@ -489,21 +495,38 @@ def _plain(value: Any) -> Any:
     return bytes(value) if isinstance(value, memoryview) else value
 
 
-def _check_sections(raw: bytes) -> None:
-    """proton.Message.decode accepts truncated input silently; walk the sections first."""
+_PROPERTIES_SECTION = 0x73
+_CONTENT_TYPE_INDEX = 6
+
+
+def _content_type(raw: bytes) -> str | None:
+    """Content-type from the properties section, read directly.
+
+    proton.Message.decode accepts truncated input silently, so every section is walked here
+    (raising on bad input); and Message.content_type reports an absent value as the text 'None'.
+    """
     data = proton.Data()
     offset = 0
+    content_type = None
     try:
         while offset < len(raw):
             offset += data.decode(raw[offset:])
     except proton.DataException as exc:
         raise CodecError(f"undecodable AMQP message ({len(raw)} bytes) at byte {offset}: {exc}") from None
+    data.rewind()
+    while data.next():
+        section = data.get_object()
+        if isinstance(section, Described) and section.descriptor == _PROPERTIES_SECTION:
+            fields = section.value if isinstance(section.value, list) else []
+            if len(fields) > _CONTENT_TYPE_INDEX and fields[_CONTENT_TYPE_INDEX] is not None:
+                content_type = str(fields[_CONTENT_TYPE_INDEX])
+    return content_type
 
 
 def decode_message(payload: bytes | memoryview) -> DecodedMessage:
     """Decode an AMQP-encoded message into the model view (lenient about property types)."""
     raw = bytes(payload)
-    _check_sections(raw)
+    content_type = _content_type(raw)
     msg = proton.Message()
     try:
         msg.decode(raw)
@@ -511,7 +534,9 @@ def decode_message(payload: bytes | memoryview) -> DecodedMessage:
         raise CodecError(f"undecodable AMQP message ({len(raw)} bytes): {exc}") from None
     sys_props: dict[str, TypedValue] = {}
     for name, attr in _MESSAGE_ATTRS.items():
-        value = getattr(msg, attr)
+        value = content_type if name == "ContentType" else getattr(msg, attr)
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            value = bytes(value).hex()  # a binary message-id / correlation-id
         if value is not None:
             sys_props[name] = TypedValue(ValueType.STRING, str(value))
     if msg.ttl:

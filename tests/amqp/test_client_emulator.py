@@ -123,7 +123,7 @@ def test_wrong_key_fails_without_revealing_it(emulator, caplog):
         with pytest.raises(errors.UnauthorizedError) as info:
             c.list_rules("orders", "billing")
         assert "WrongSecretValue123" not in repr(c)
-    assert "WrongSecretValue123" not in str(info.value)
+    assert "WrongSecretValue123" not in str(info.value) and "sig=" not in str(info.value)
     assert "WrongSecretValue123" not in caplog.text and "sig=" not in caplog.text
 
 

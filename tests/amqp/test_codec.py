@@ -279,3 +279,37 @@ def test_decode_message_is_lenient_about_foreign_property_types():
     assert decoded.message.body == b"text body"
     with pytest.raises(c.CodecError, match="undecodable"):
         c.decode_message(b"\x00garbage")
+
+
+system_strings = st.sampled_from(["MessageId", "CorrelationId", "To", "ReplyTo", "Label", "SessionId"])
+no_nul = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20)
+ascii_text = st.text(st.characters(min_codepoint=1, max_codepoint=127), max_size=20)
+
+
+@settings(max_examples=60)
+@given(
+    st.dictionaries(system_strings, no_nul.map(lambda v: m.TypedValue("string", v)), max_size=4)
+    | st.fixed_dictionaries({"ContentType": ascii_text.map(lambda v: m.TypedValue("string", v))}),
+    st.dictionaries(names, typed_values.filter(lambda tv: tv.type is not m.ValueType.NULL), max_size=5),
+    st.binary(max_size=64),
+    st.integers(1, m.INT64_MAX),
+)
+def test_message_round_trip_property(sys_props, user, body, sequence):
+    sys_props = {**sys_props, "SequenceNumber": m.TypedValue("long", sequence)}
+    decoded = c.decode_message(c.encode_message(m.Message(sys=sys_props, user=user, body=body)))
+    assert decoded.message.sys == {**sys_props, "DeliveryCount": m.TypedValue("int", 0)}
+    assert decoded.message.user == user and decoded.message.body == body
+
+
+def test_binary_message_id_reads_as_hex():
+    import proton
+
+    decoded = c.decode_message(proton.Message(id=b"\x01\x02", body=b"").encode())
+    assert decoded.message.sys["MessageId"] == m.TypedValue("string", "0102")
+
+
+def test_fields_proton_cannot_carry_are_refused_not_truncated():
+    with pytest.raises(c.CodecError, match="ASCII"):
+        c.encode_message(m.Message(sys={"ContentType": m.TypedValue("string", "tëxt")}))
+    with pytest.raises(c.CodecError, match="NUL"):
+        c.encode_message(m.Message(sys={"To": m.TypedValue("string", "a\x00b")}))
