@@ -395,10 +395,13 @@ def encode_enumerate_rules_body(rules: list[tuple[Rule, _dt.datetime | None]]) -
 
 def decode_enumerate_rules_body(body: Any, offset: int = 0) -> list[Rule]:
     """Rules from an enumerate-rules 200 body; ``offset`` numbers entries in error messages."""
-    if not isinstance(body, Mapping) or not isinstance(body.get("rules"), list):
+    entries = body.get("rules") if isinstance(body, Mapping) else None
+    if isinstance(entries, proton.Array):
+        entries = list(entries.elements)  # the docs call it an array; the SDKs read a list
+    if not isinstance(entries, list):
         raise CodecError("enumerate-rules response has no 'rules' list")
     rules = []
-    for index, entry in enumerate(body["rules"]):
+    for index, entry in enumerate(entries):
         label = f"rule #{offset + index}"
         if not isinstance(entry, Mapping) or "rule-description" not in entry:
             raise CodecError(f"{label}: entry is not a map with a 'rule-description'")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
+import proton
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -239,6 +240,8 @@ def test_enumerate_body_round_trip_and_errors():
     rules = [m.Rule("a", m.TrueFilter()), m.Rule("b", m.SqlFilter("x = 1"), m.SqlRuleAction("SET y = 2"))]
     body = through_bytes(c.encode_enumerate_rules_body([(r, None) for r in rules]))
     assert c.decode_enumerate_rules_body(body) == rules
+    as_array = {"rules": proton.Array(proton.UNDESCRIBED, proton.Data.MAP, *body["rules"])}
+    assert c.decode_enumerate_rules_body(through_bytes(as_array)) == rules
     with pytest.raises(c.CodecError, match="rule #101"):
         c.decode_enumerate_rules_body({"rules": [{"rule-description": 3}, {}]}, offset=101)
     with pytest.raises(c.CodecError, match="'rules' list"):
