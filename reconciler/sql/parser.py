@@ -24,8 +24,9 @@ from reconciler.sql.lalr import Driver, RuleError, Scanner, Tok, UnexpectedChar,
 
 MAX_TEXT_LENGTH = 1024
 MAX_ACTION_STATEMENTS = 32
-#: Deeper trees are rejected (the reference engine already rejects LINQ trees deeper than 32).
-MAX_DEPTH = 128
+#: Deeper trees are rejected (the reference engine already rejects LINQ trees deeper than 32;
+#: 256 still admits an OR chain that fills the 1024 characters).
+MAX_DEPTH = 256
 
 KEYWORDS = frozenset(
     "AND OR NOT EXISTS LIKE ESCAPE IN IS NULL TRUE FALSE SET REMOVE".split()

@@ -122,6 +122,13 @@ def _all(*conds: Cond) -> Cond:
     return out
 
 
+def _when(cond: Cond, value: Column) -> Column | None:
+    """``CASE WHEN cond THEN value END`` with a static condition folded (None = never)."""
+    if cond is False:
+        return None
+    return value if cond is True else F.when(cond, value)
+
+
 def _err(*errs: Column | None) -> Column | None:
     """The first error in evaluation order (``coalesce`` of the ones that can happen)."""
     present = [e for e in errs if e is not None]
@@ -657,7 +664,7 @@ class _Translator:
         name = self.value(arg)
         found = _lookup(F.lower(name.s) if name.s is not None else F.lit(None).cast("string"))
         bad = name.is_(USER_TAGS - {"string"})
-        err = None if bad is False else F.when(bad, F.concat(F.lit("property() needs a string, got "), name.tag_col()))
+        err = _when(bad, F.concat(F.lit("property() needs a string, got "), name.tag_col()))
         return _with_err(found, _err(name.err, err))
 
     def predicate(self, node: ast.Predicate) -> Pred:

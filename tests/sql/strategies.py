@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from hypothesis import strategies as st
 
-from reconciler.model import INT64_MAX, INT64_MIN, SYSTEM_PROPERTIES, ValueType
+from reconciler.model import INT64_MAX, INT64_MIN, SYSTEM_PROPERTIES, Message, ValueType
 from reconciler.sql import ast
 from reconciler.sql.parser import SETTABLE_SYSTEM_PROPERTIES
 
-user_names = st.text(max_size=6)
+user_names = st.one_of(st.sampled_from(["a", "B", "c"]), st.text(max_size=6))
 user_properties = st.builds(ast.Property, st.just("user"), user_names)
 sys_properties = st.builds(ast.Property, st.just("sys"), st.sampled_from(sorted(SYSTEM_PROPERTIES)))
 properties = st.one_of(user_properties, sys_properties)
@@ -65,3 +67,19 @@ settable = st.one_of(
 )
 statements = st.one_of(st.builds(ast.Set, settable, expressions), st.builds(ast.Remove, properties))
 actions = st.builds(ast.Action, st.lists(statements, min_size=1, max_size=5).map(tuple))
+
+typed_values = st.one_of(
+    st.text(max_size=4),
+    st.integers(INT64_MIN, INT64_MAX),
+    st.builds(lambda n: {"int": n}, st.integers(-(2**31), 2**31 - 1)),
+    st.floats(),
+    st.booleans(),
+    st.none(),
+    st.uuids().map(lambda u: {"uuid": str(u)}),
+    st.datetimes(timezones=st.just(dt.timezone.utc)).map(lambda d: {"timestamp": d.isoformat()}),
+)
+messages = st.builds(
+    lambda user, sys: Message.from_json({"user": user, "sys": sys}),
+    st.dictionaries(st.sampled_from(["a", "b", "C", "x"]), typed_values, max_size=4),
+    st.fixed_dictionaries({}, optional={"Label": st.text(max_size=3), "SequenceNumber": st.integers(0, 2**40)}),
+)

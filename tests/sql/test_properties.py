@@ -5,10 +5,12 @@ from __future__ import annotations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from reconciler.sql import SqlError, canonical, parse_action, parse_filter
+from reconciler.sql import SqlError, SqlEvalError, canonical, parse_action, parse_filter
+from reconciler.sql.actions import CompiledAction
+from reconciler.sql.evaluator import CompiledFilter, MessageView
 from reconciler.sql.parser import MAX_TEXT_LENGTH, parse_filter_uncached
 
-from .strategies import actions, predicates
+from .strategies import actions, messages, predicates
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -83,3 +85,21 @@ def test_canonical_of_any_accepted_text_is_a_fixed_point(tokens: list[str]) -> N
     printed = canonical(tree)
     assert parse_filter(printed) == tree
     assert canonical(parse_filter(printed)) == printed
+
+
+@SETTINGS
+@given(predicates, messages)
+def test_evaluation_returns_an_outcome_for_any_filter_and_message(tree, message) -> None:
+    outcome = CompiledFilter(tree).outcome(MessageView.from_message(message))
+    assert outcome.result in (True, False, None)
+    assert outcome.error is None or outcome.result is None
+
+
+@SETTINGS
+@given(actions, messages)
+def test_actions_raise_only_sql_eval_error(tree, message) -> None:
+    try:
+        result = CompiledAction(tree).apply(message)
+    except SqlEvalError:
+        return
+    assert result.body == message.body
