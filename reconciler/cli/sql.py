@@ -33,7 +33,7 @@ def check(expression: str, is_action: bool, fmt: str) -> None:
         normal = canonical_action(expression) if is_action else canonical_filter(expression)
     except SqlError as exc:
         if fmt == "json":
-            error = {"message": exc.message, "line": exc.line, "column": exc.column, "token": exc.token}
+            error = {"message": exc.message, "line": exc.line, "column": exc.column}
             click.echo(json.dumps({"ok": False, "canonical": None, "error": error}))
         else:
             click.echo(f"error: {exc.render(expression)}", err=True)
@@ -68,7 +68,8 @@ def route(paths: tuple[Path, ...], message_file: Any, topic: str | None, fmt: st
     if fmt == "json":
         click.echo(json.dumps({"deliveries": deliveries}, indent=2))
     else:
-        _print_text(deliveries)
+        unmanaged = {(t.name, s.name) for t, s in state.subscriptions() if s.rules is None}
+        _print_text(deliveries, unmanaged)
 
 
 def _read_message(handle: Any) -> Message:
@@ -101,7 +102,6 @@ def route_state(state: DesiredState, message: Message, topic: str | None = None)
             {
                 "topic": top.name,
                 "subscription": sub.name,
-                "managed": sub.rules is not None,
                 "delivered": result.delivered,
                 "rules": [_rule_json(name, outcome) for name, outcome in result.rule_results],
                 "copies": [{"rule": name, **copy.to_json()} for name, copy in result.copies],
@@ -117,7 +117,7 @@ def _rule_json(name: str, outcome: Outcome) -> dict[str, Any]:
 _RESULT_STYLE = {"true": "green", "false": "dim", "unknown": "yellow", "error": "bold red"}
 
 
-def _print_text(deliveries: list[dict[str, Any]]) -> None:
+def _print_text(deliveries: list[dict[str, Any]], unmanaged: set[tuple[str, str]]) -> None:
     console = Console(highlight=False, soft_wrap=True)
     if not deliveries:
         console.print("no subscriptions declared")
@@ -129,7 +129,8 @@ def _print_text(deliveries: list[dict[str, Any]]) -> None:
             verdict = f"[bold green]delivered[/] ({copies} cop{'y' if copies == 1 else 'ies'})"
         else:
             verdict = "[bold red]not delivered[/]"
-        note = "" if delivery["managed"] else " [dim](rules unmanaged: routed as $Default)[/]"
+        unmanaged_here = (delivery["topic"], delivery["subscription"]) in unmanaged
+        note = " [dim](rules unmanaged: routed as $Default)[/]" if unmanaged_here else ""
         console.print(f"[bold]{where}[/]: {verdict}{note}")
         for rule in delivery["rules"]:
             style = _RESULT_STYLE[rule["result"]]

@@ -70,6 +70,7 @@ def test_check_json(run_cli) -> None:
     code, out, _ = run_cli("sql", "check", "--format", "json", "--action", "SET sys.Size = 1")
     doc = json.loads(out)
     assert code == 1 and doc["ok"] is False and doc["canonical"] is None
+    assert set(doc["error"]) == {"message", "line", "column"}
     assert doc["error"]["line"] == 1 and doc["error"]["column"] == 5 and "read-only" in doc["error"]["message"]
 
 
@@ -81,6 +82,9 @@ def test_route_json_shape(run_cli, rules_dir: Path, tmp_path: Path) -> None:
     code, out, _ = run_cli("route", rules_dir, "--message", message, "--format", "json")
     assert code == 0
     deliveries = {(d["topic"], d["subscription"]): d for d in json.loads(out)["deliveries"]}
+    for delivery in deliveries.values():
+        assert set(delivery) == {"topic", "subscription", "delivered", "rules", "copies"}
+        assert all(set(copy) == {"rule", "sys", "user"} for copy in delivery["copies"])
     billing = deliveries[("orders", "billing")]
     assert billing["delivered"] is True
     assert billing["rules"] == [
