@@ -91,7 +91,10 @@ def test_errors_exit_1_and_name_the_problem(capsys, tmp_path):
         code, _, err = run(capsys, "plan", str(RULES), "--connection-string", empty.connection_string)
         assert code == 1 and "does not exist" in err and "orders/billing" in err
         assert secret_of(empty.connection_string) not in err
-    assert declared.topics
+        wrong = empty.connection_string.replace(secret_of(empty.connection_string), "wrong-key-" + secrets.token_hex(8))
+        code, _, err = run(capsys, "drift", str(RULES), "--connection-string", wrong)
+        assert code == 1 and err.strip()
+        assert secret_of(wrong) not in err and "SharedAccessKey=" not in err
     bad = tmp_path / "bad.json"
     bad.write_text('{"format_version": 7}')
     with Emulator(declared) as emu:
