@@ -1,7 +1,7 @@
 """Parse Service Bus SQL filters and rule actions into the AST, rejecting what the broker rejects.
 
-The grammar lives in ``grammar.lark`` (LALR(1), one module-level parser with an inline transformer,
-so no parse tree is built on the fast path). Every rejection the broker makes at rule creation is a
+The grammar lives in ``grammar.lark``: lark builds the LALR(1) table once, ``lalr`` runs it with a
+fast scanner, and the reduce callbacks below build AST nodes directly (no parse tree). Every rejection the broker makes at rule creation is a
 :class:`SqlError` with a message, 1-based line/column and the offending token: lexical and syntax
 errors, reserved words, unknown ``sys.`` names, bad scopes, unknown functions or arity, literal
 overflow, over-long text, ``IS NULL`` on a non-property, a value used as a predicate, more than 32
@@ -10,6 +10,7 @@ action statements, unsupplied ``@parameters`` and ``SET`` of a read-only system 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from pathlib import Path
@@ -28,9 +29,6 @@ MAX_ACTION_STATEMENTS = 32
 #: 256 still admits an OR chain that fills the 1024 characters).
 MAX_DEPTH = 256
 
-KEYWORDS = frozenset(
-    "AND OR NOT EXISTS LIKE ESCAPE IN IS NULL TRUE FALSE SET REMOVE".split()
-)
 RESERVED_WORDS = frozenset(
     "BEGIN END BREAK CONTINUE GOTO IF ELSE WHILE TRY CATCH AS BETWEEN COALESCE CONVERT DECLARE NULLIF".split()
 )
@@ -274,6 +272,8 @@ _LARK = Lark(
     maybe_placeholders=False,
 )
 _SCANNER = Scanner(_LARK, "IDENT", _check_identifier)
+#: Keywords (from the grammar): case-insensitive, usable as names only when delimited.
+KEYWORDS = frozenset(_SCANNER.keywords)
 _DRIVERS = {start: Driver(_LARK, start) for start in ("filter", "action")}
 
 
@@ -394,8 +394,7 @@ def _rebuild(node: Any, fn: Callable[[Any], Any]) -> Any:
             changes[name] = tuple(_rebuild(v, fn) for v in value)
         elif value is not None:
             changes[name] = _rebuild(value, fn)
-    rebuilt = type(node)(**{**{f: getattr(node, f) for f in node.__slots__}, **changes}) if changes else node
-    return fn(rebuilt)
+    return fn(dataclasses.replace(node, **changes) if changes else node)
 
 
 def _substitute(node: Any, parameters: dict[str, TypedValue]) -> Any:

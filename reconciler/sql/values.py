@@ -268,7 +268,7 @@ def add(a: Any, b: Any) -> Any:
         return _integer(a + b, a, b, "+")
     if ka == NULL or kb == NULL:
         return _null_arith("+", a, b)
-    if (ka, kb) in ((DATETIME, TIMESPAN), (TIMESPAN, DATETIME), (TIMESPAN, TIMESPAN)):
+    if (ka, kb) in ((DATETIME, TIMESPAN), (TIMESPAN, TIMESPAN)):  # C# has no TimeSpan + DateTime
         return _date_arith(operator.add, a, b)
     raise _mismatch("+", a, b)
 
