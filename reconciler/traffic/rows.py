@@ -1,0 +1,190 @@
+"""The one row layout of a traffic sample (Parquet / Spark), and Message ⇄ row conversion.
+
+Service Bus application properties are typed per message, so they cannot share one column type.
+Each message row therefore keeps them in a *tagged map* (sql-language.md §10.2)::
+
+    props: map<string, struct<k: string, t: string, s: string, l: int64, d: double, b: bool>>
+
+The map key is the property name lower-cased at ingestion (names are case-insensitive in filters),
+``k`` keeps the name as published, ``t`` is the AMQP type tag (:class:`model.ValueType` values:
+``string long int double bool uuid timestamp null``) and exactly one of ``s l d b`` carries the
+value: strings and uuids in ``s``, integers in ``l``, doubles in ``d``, booleans in ``b``,
+timestamps in ``l`` (microseconds since the Unix epoch, UTC). For every non-null type ``s`` also
+holds the value's .NET text form (``Convert.ToString``, invariant culture: ``True``, ``1E+20``),
+computed once at ingestion by the Python evaluator's formatter, because that is what string ``+``
+and LIKE compare and .NET number formatting is costly to rebuild from Spark expressions. ``t = 'null'`` is a property present with a null value; a key absent from the map is a
+*missing* property. Int32 and Int64 stay distinct (``int`` / ``long``) because correlation filters
+compare with ``object.Equals``.
+
+System properties are ordinary typed columns (NULL = unset), named in :data:`SYS_COLUMNS`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid as _uuid
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+
+from reconciler.model import SYSTEM_PROPERTIES, Message, TypedValue, ValueType
+from reconciler.sql import values
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+_ARROW_TYPES = {
+    ValueType.STRING: pa.string(),
+    ValueType.LONG: pa.int64(),
+    ValueType.INT: pa.int32(),
+    ValueType.DOUBLE: pa.float64(),
+    ValueType.BOOL: pa.bool_(),
+    ValueType.UUID: pa.string(),
+    ValueType.TIMESTAMP: _TIMESTAMP,
+}
+
+#: System property (BrokeredMessage name) → column name in the sample.
+SYS_COLUMNS: dict[str, str] = {
+    "MessageId": "message_id",
+    "CorrelationId": "correlation_id",
+    "To": "to",
+    "ReplyTo": "reply_to",
+    "Label": "subject",
+    "SessionId": "session_id",
+    "ReplyToSessionId": "reply_to_session_id",
+    "ContentType": "content_type",
+    "PartitionKey": "partition_key",
+    "ViaPartitionKey": "via_partition_key",
+    "DeadLetterSource": "dead_letter_source",
+    "SequenceNumber": "sequence_number",
+    "EnqueuedSequenceNumber": "enqueued_sequence_number",
+    "Size": "size",
+    "DeliveryCount": "delivery_count",
+    "EnqueuedTimeUtc": "enqueued_time",
+    "ExpiresAtUtc": "expires_at",
+    "ScheduledEnqueueTimeUtc": "scheduled_enqueue_time",
+    "LockedUntilUtc": "locked_until",
+    "LockToken": "lock_token",
+    "ForcePersistence": "force_persistence",
+    "TimeToLive": "time_to_live",
+}
+assert set(SYS_COLUMNS) == set(SYSTEM_PROPERTIES), "every system property needs a column"
+
+PROP_STRUCT = pa.struct(
+    [
+        ("k", pa.string()),
+        ("t", pa.string()),
+        ("s", pa.string()),
+        ("l", pa.int64()),
+        ("d", pa.float64()),
+        ("b", pa.bool_()),
+    ]
+)
+
+#: The Parquet schema of every sample file.
+SCHEMA = pa.schema(
+    [("topic", pa.string()), ("subscription", pa.string())]
+    + [(col, _ARROW_TYPES[SYSTEM_PROPERTIES[name]]) for name, col in SYS_COLUMNS.items()]
+    + [("body_size", pa.int64()), ("props", pa.map_(pa.string(), PROP_STRUCT))]
+)
+
+
+def micros_since_epoch(value: _dt.datetime) -> int:
+    """Exact microseconds since the Unix epoch (no float rounding)."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def prop_to_struct(name: str, value: TypedValue) -> dict[str, Any]:
+    """One application property as the tagged struct (see module docstring)."""
+    vtype = value.type
+    text = None if vtype is ValueType.NULL else values.to_string(values.from_typed(value))
+    cell: dict[str, Any] = {"k": name, "t": vtype.value, "s": text, "l": None, "d": None, "b": None}
+    if vtype in (ValueType.LONG, ValueType.INT):
+        cell["l"] = value.value
+    elif vtype is ValueType.DOUBLE:
+        cell["d"] = value.value
+    elif vtype is ValueType.BOOL:
+        cell["b"] = value.value
+    elif vtype is ValueType.TIMESTAMP:
+        cell["l"] = micros_since_epoch(value.value)
+    return cell
+
+
+def struct_to_prop(cell: Mapping[str, Any]) -> TypedValue:
+    """Inverse of :func:`prop_to_struct`."""
+    vtype = ValueType(cell["t"])
+    if vtype is ValueType.NULL:
+        return TypedValue(vtype)
+    if vtype is ValueType.STRING:
+        return TypedValue(vtype, cell["s"])
+    if vtype in (ValueType.LONG, ValueType.INT):
+        return TypedValue(vtype, int(cell["l"]))
+    if vtype is ValueType.DOUBLE:
+        return TypedValue(vtype, float(cell["d"]))
+    if vtype is ValueType.BOOL:
+        return TypedValue(vtype, bool(cell["b"]))
+    if vtype is ValueType.UUID:
+        return TypedValue(vtype, _uuid.UUID(cell["s"]))
+    return TypedValue(vtype, _EPOCH + _dt.timedelta(microseconds=int(cell["l"])))
+
+
+def props_to_map(user: Mapping[str, TypedValue]) -> list[tuple[str, dict[str, Any]]]:
+    """The ``props`` map entries; on a case-only key clash the first published key wins."""
+    entries: dict[str, dict[str, Any]] = {}
+    for name, value in user.items():
+        entries.setdefault(name.lower(), prop_to_struct(name, value))
+    return list(entries.items())
+
+
+def message_to_row(
+    message: Message,
+    *,
+    topic: str | None = None,
+    subscription: str | None = None,
+    body_size: int | None = None,
+) -> dict[str, Any]:
+    """The sample row of ``message`` (the only Message → row conversion in sbrules)."""
+    row: dict[str, Any] = {"topic": topic, "subscription": subscription}
+    for name, column in SYS_COLUMNS.items():
+        value = message.sys.get(name)
+        if value is None or value.type is ValueType.NULL:
+            row[column] = None
+        elif value.type is ValueType.UUID:
+            row[column] = str(value.value)
+        else:
+            row[column] = value.value
+    row["body_size"] = len(message.body) if body_size is None else body_size
+    row["props"] = props_to_map(message.user)
+    return row
+
+
+def row_to_message(row: Mapping[str, Any]) -> Message:
+    """The Message a sample row describes (for Python evaluation of rows, e.g. the UDF fallback).
+
+    Timestamp columns may be datetimes or microseconds since the epoch (what Spark hands a UDF
+    when timestamps are passed as ``unix_micros`` to stay clear of session time zones).
+    """
+    sys_props: dict[str, TypedValue] = {}
+    for name, column in SYS_COLUMNS.items():
+        raw = row.get(column)
+        if raw is None:
+            continue
+        vtype = SYSTEM_PROPERTIES[name]
+        if vtype is ValueType.TIMESTAMP and isinstance(raw, int):
+            raw = _EPOCH + _dt.timedelta(microseconds=raw)
+        sys_props[name] = TypedValue(vtype, raw)
+    entries = row.get("props") or ()
+    if isinstance(entries, Mapping):
+        entries = entries.items()
+    user = {}
+    for _key, cell in entries:
+        if isinstance(cell, Mapping):
+            user[cell["k"]] = struct_to_prop(cell)
+        else:
+            user[cell.k] = struct_to_prop(cell.asDict())
+    return Message(sys=sys_props, user=user)
+
+
+def rows_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """A batch of rows as an Arrow table with :data:`SCHEMA`."""
+    return pa.Table.from_pylist(list(rows), schema=SCHEMA)

@@ -1,0 +1,41 @@
+"""The SparkSession sbrules evaluates traffic on: local by default, a cluster when asked.
+
+``--spark-master URL`` (or ``$SPARK_REMOTE`` for Spark Connect) selects the cluster. Settings that
+change results are pinned here: the translation never relies on ``spark.sql.ansi.enabled`` (it
+uses ``try_*`` functions and explicit guards), but the value is set explicitly so that a run does
+not depend on a cluster default; timestamps are read and shown in UTC.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+
+
+def spark_session(
+    master: str | None = None, *, app_name: str = "sbrules", ansi: bool = True
+) -> "SparkSession":
+    """Get (or create) the session; ``master`` beats ``$SPARK_REMOTE`` beats ``local[*]``."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    target = master or os.environ.get("SPARK_REMOTE")
+    connect = bool(target) and target.startswith("sc://")
+    if connect:
+        builder = builder.remote(target)
+    else:
+        builder = builder.master(target or DEFAULT_MASTER).config("spark.ui.enabled", "false")
+    flag = str(ansi).lower()
+    session = (
+        builder.config("spark.sql.ansi.enabled", flag).config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    )
+    session.conf.set("spark.sql.ansi.enabled", flag)
+    session.conf.set("spark.sql.session.timeZone", "UTC")
+    if not connect:
+        session.sparkContext.setLogLevel("ERROR")
+    return session
