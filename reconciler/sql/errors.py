@@ -20,10 +20,12 @@ class SqlError(SbrulesError):
         self.token = token
 
     def render(self, text: str) -> str:
-        """The message, the offending line of ``text`` and a caret under the column."""
+        """The message, the offending line of ``text`` and carets under the offending token."""
         lines = text.split("\n")
         source = lines[self.line - 1] if 0 < self.line <= len(lines) else ""
-        caret = " " * (self.column - 1) + "^"
+        indent = "".join(c if c == "\t" else " " for c in source[: self.column - 1])
+        width = len(self.token) if self.token and "\n" not in self.token else 1
+        caret = indent + "^" * max(1, min(width, len(source) - len(indent) or 1))
         return f"{self.message} (line {self.line}, column {self.column})\n  {source}\n  {caret}"
 
 
