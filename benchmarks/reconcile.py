@@ -58,7 +58,8 @@ def emulator_process(live: DesiredState, latency: float) -> Iterator[str]:
             write_export({"topic": topic.name, "subscriptions": subs}, Path(tmp, "rules"))
         faults = Path(tmp, "faults.json")
         faults.write_text(json.dumps({"latency": latency}))
-        cmd = [sys.executable, "-m", "reconciler", "emulator", "--port", "0", "--rules", f"{tmp}/rules", "--faults", str(faults)]
+        cmd = [sys.executable, "-m", "reconciler", "emulator", "--port", "0"]
+        cmd += ["--rules", f"{tmp}/rules", "--faults", str(faults)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         try:
             assert proc.stdout is not None
@@ -126,12 +127,11 @@ def bench_apply(latency: float, repeat: int, n_subs: int = 100) -> dict:
         with emulator_process(live, latency) as conn, ManagementClient(conn) as client:
             subs = [s.name for s in desired.topics[0].subscriptions]
             fire([lambda s=s: client.list_rules(TOPIC, s) for s in subs])  # attach every link first
-            extra = Rule("ceiling", SqlFilter("x = 1"))
-            pairs = [
-                lambda s=s, i=i: (client.add_rule(TOPIC, s, Rule(f"c{i}", extra.filter)), client.remove_rule(TOPIC, s, f"c{i}"))
-                for s in subs
-                for i in range(requests // (2 * n_subs))
-            ]
+            def pair(sub: str, name: str) -> None:
+                client.add_rule(TOPIC, sub, Rule(name, SqlFilter("x = 1")))
+                client.remove_rule(TOPIC, sub, name)
+
+            pairs = [lambda s=s, i=i: pair(s, f"c{i}") for s in subs for i in range(requests // (2 * n_subs))]
             return fire(pairs) * requests / (2 * len(pairs))
 
     timings = {

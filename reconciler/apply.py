@@ -27,7 +27,17 @@ from reconciler.amqp.errors import AlreadyExistsError, ManagementError, NotFound
 from reconciler.errors import SbrulesError
 from reconciler.model import Rule
 from reconciler.observe import explain
-from reconciler.plan import CREATE, DELETE, REPLACE, Change, Plan, SubscriptionPlan, fingerprint, same_rule, temp_rule_name
+from reconciler.plan import (
+    CREATE,
+    DELETE,
+    REPLACE,
+    Change,
+    Plan,
+    SubscriptionPlan,
+    fingerprint,
+    same_rule,
+    temp_rule_name,
+)
 
 GAPLESS, DIRECT = "gapless", "direct"
 STRATEGIES = (GAPLESS, DIRECT)
@@ -181,7 +191,9 @@ def _transient(exc: SbrulesError) -> bool:
 class _Runner:
     """Applies the changes of one subscription, request by request, tracking which rules exist."""
 
-    def __init__(self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal, pacer: _Pacer):
+    def __init__(
+        self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal, pacer: _Pacer
+    ):
         self.client, self.sp, self.options, self.journal, self.pacer = client, sp, options, journal, pacer
         self.live: set[str] = set()
 
@@ -222,8 +234,9 @@ class _Runner:
                 return tuple(self.client.list_rules(self.sp.topic, self.sp.subscription))
             except SbrulesError as exc:
                 if not _transient(exc) or attempt == TRANSIENT_ATTEMPTS:
-                    reason = explain(self.sp.topic, self.sp.subscription, exc) if isinstance(exc, ManagementError) else f"{self.sp.path}: {exc}"
-                    raise StepFailed(reason) from None
+                    if isinstance(exc, ManagementError):
+                        raise StepFailed(explain(self.sp.topic, self.sp.subscription, exc)) from None
+                    raise StepFailed(f"{self.sp.path}: {exc}") from None
             time.sleep(min(0.1 * 2**attempt, 2.0))
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -78,7 +78,7 @@ def _candidates(desired: DesiredState) -> Iterator[tuple[int, int, Subscription]
 
 
 def drifted_namespace(desired: DesiredState) -> tuple[DesiredState, list[Drift]]:
-    """A live state that differs from ``desired`` in each way the plan can show (one per subscription where possible)."""
+    """A live state differing from ``desired`` in each way a plan can show (spread over the subscriptions)."""
     topics = [list(t.subscriptions) for t in desired.topics]
     rules = {(ti, si): list(s.rules or ()) for ti, si, s in _candidates(desired)}
     used: set[tuple[int, int]] = set()
@@ -114,7 +114,8 @@ def drifted_namespace(desired: DesiredState) -> tuple[DesiredState, list[Drift]]
         name, value = next((k, v) for k, v in rule.filter.properties if _retype_property(v))
         props = dict(rule.filter.properties) | {name: _retype_property(value)}
         rules[key][i] = replace(rule, filter=replace(rule.filter, properties=tuple(props.items())))
-        drifts.append(Drift(path(key), f"rule {rule.name!r}: property {name!r} is {props[name].describe()} live → replace"))
+        what = f"rule {rule.name!r}: property {name!r} is {props[name].describe()} live → replace"
+        drifts.append(Drift(path(key), what))
     if found := pick(lambda r, _: isinstance(r.filter, SqlFilter) and _QUOTED.search(r.filter.expression) is not None):
         key, i = found
         rule = rules[key][i]
@@ -133,7 +134,7 @@ def drifted_namespace(desired: DesiredState) -> tuple[DesiredState, list[Drift]]
     if found := pick(lambda _, rs: all(r.name != DEFAULT_RULE_NAME for r in rs)):
         key, _ = found
         rules[key].insert(0, Rule(DEFAULT_RULE_NAME, TrueFilter()))
-        drifts.append(Drift(path(key), "the service's $Default catch-all is present but not declared → delete (last)"))
+        drifts.append(Drift(path(key), "the service's $Default catch-all is there but not declared → delete (last)"))
     for (ti, si), live in rules.items():
         topics[ti][si] = replace(topics[ti][si], rules=tuple(live))
     state = DesiredState(tuple(replace(t, subscriptions=tuple(subs)) for t, subs in zip(desired.topics, topics)))

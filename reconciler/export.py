@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import yaml
 
 from reconciler.errors import SbrulesError
-from reconciler.model import Rule, TypedValue, ValueType, rule_to_doc
+from reconciler.model import CorrelationFilter, Rule, TypedValue, ValueType, rule_to_doc
 from reconciler.observe import RuleReader, observe_subscriptions
 from reconciler.plan import is_temp_rule_name
 
@@ -31,9 +31,8 @@ def _explicit(value: TypedValue) -> Any:
 def rule_doc(rule: Rule) -> dict[str, Any]:
     """The rule-file form of ``rule`` with every correlation property explicitly typed."""
     doc = rule_to_doc(rule)
-    props = doc.get("correlation", {}).get("properties")
-    if props is not None:
-        doc["correlation"]["properties"] = {k: _explicit(v) for k, v in rule.filter.properties}  # type: ignore[union-attr]
+    if isinstance(rule.filter, CorrelationFilter) and rule.filter.properties:
+        doc["correlation"]["properties"] = {k: _explicit(v) for k, v in rule.filter.properties}
     return doc
 
 
@@ -53,7 +52,9 @@ def export_topic(
         rules = []
         for rule in live[(topic, name)]:
             if is_temp_rule_name(rule.name):
-                warnings.append(f"{topic}/{name}: left out {rule.name!r}, a leftover temporary rule of an interrupted apply")
+                warnings.append(
+                    f"{topic}/{name}: left out {rule.name!r}, a leftover temporary rule of an interrupted apply"
+                )
                 continue
             rules.append(rule_doc(rule))
         entry: dict[str, Any] = {"rules": rules}

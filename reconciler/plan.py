@@ -563,7 +563,10 @@ def render_drift_text(plan: Plan) -> str:
         )
         lines += [f"    {line}" for line in change.diff]
     n = len(plan.subscriptions)
-    lines.append(f"{len(plan.changes)} drifted rule(s) in {n} subscriptions." if plan.has_changes else f"In sync: {n} subscriptions match the files.")
+    if plan.has_changes:
+        lines.append(f"{len(plan.changes)} drifted rule(s) in {n} subscriptions.")
+    else:
+        lines.append(f"In sync: {n} subscriptions match the files.")
     return "\n".join(lines)
 
 

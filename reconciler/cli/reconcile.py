@@ -56,7 +56,9 @@ paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, 
 @format_option("text", "json", "markdown")
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes (0 none, 1 error).")
 @connection_option
-def plan(paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, connection_string: str | None) -> None:
+def plan(
+    paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, connection_string: str | None
+) -> None:
     """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it."""
     desired = load_desired(paths)
     with management_client(connection_string) as client:
@@ -89,9 +91,13 @@ def _read_plan_file(path: Path) -> Plan:
     show_default=True,
     help="gapless: new version under a temporary name first (no moment without the rule); direct: remove, then add.",
 )
-@click.option("--parallel", type=click.IntRange(1, 256), default=8, show_default=True, help="Subscriptions applied at once.")
+@click.option(
+    "--parallel", type=click.IntRange(1, 256), default=8, show_default=True, help="Subscriptions applied at once."
+)
 @click.option("--max-rate", type=click.FloatRange(min=0.1), help="At most this many requests per second.")
-@click.option("--journal", type=click.Path(dir_okay=False, path_type=Path), help="Append a JSON line per request and outcome.")
+@click.option(
+    "--journal", type=click.Path(dir_okay=False, path_type=Path), help="Append a JSON line per request and outcome."
+)
 @click.option("--fail-fast", is_flag=True, help="Stop every subscription after the first failure.")
 @connection_option
 def apply(
@@ -180,7 +186,9 @@ def drift(paths: tuple[Path, ...], fmt: str, connection_string: str | None) -> N
 @click.command()
 @click.option("--topic", required=True, help="The topic whose subscriptions to export.")
 @click.option("--subscription", "subscriptions", multiple=True, help="A subscription to export (repeatable).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Write <topic>.yaml here (default: stdout).")
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), help="Write <topic>.yaml here (default: stdout)."
+)
 @connection_option
 def export(topic: str, subscriptions: tuple[str, ...], out: Path | None, connection_string: str | None) -> None:
     """Write the live rules of a topic's subscriptions as a rule file."""
@@ -197,7 +205,12 @@ def export(topic: str, subscriptions: tuple[str, ...], out: Path | None, connect
 
 
 @click.command()
-@click.option("--rules", "rules_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), help="Rule files (default: the project's rules/).")
+@click.option(
+    "--rules",
+    "rules_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Rule files (default: the project's rules/).",
+)
 def demo(rules_dir: Path | None) -> None:
     """Plan → apply → drift against a local in-process emulator, narrated. Needs no Azure."""
     from reconciler.demo import run_demo

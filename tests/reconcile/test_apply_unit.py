@@ -57,7 +57,9 @@ def test_apply_twice_second_does_nothing(kit):
 
 
 def test_stale_plan_is_refused_naming_the_subscription(kit):
-    client, desired = _setup(kit, {"s": [kit.DEFAULT], "t": [kit.DEFAULT]}, {"s": [kit.corr("a", "A")], "t": [kit.corr("x", "X")]})
+    client, desired = _setup(
+        kit, {"s": [kit.DEFAULT], "t": [kit.DEFAULT]}, {"s": [kit.corr("a", "A")], "t": [kit.corr("x", "X")]}
+    )
     plan = _plan(client, desired)
     client.add_rule(T, "s", kit.corr("sneaky", "Z"))  # someone changes s after the plan was made
     client.ops.clear()
@@ -80,7 +82,8 @@ def test_direct_replace_of_only_rule_stays_gapless(kit):
 
 
 def test_direct_replace_removes_then_adds(kit):
-    client, desired = _setup(kit, {"s": [kit.corr("a", "A"), kit.corr("k", "K")]}, {"s": [kit.corr("a", "A2"), kit.corr("k", "K")]})
+    keep = kit.corr("k", "K")
+    client, desired = _setup(kit, {"s": [kit.corr("a", "A"), keep]}, {"s": [kit.corr("a", "A2"), keep]})
     assert apply_plan(client, _plan(client, desired), ApplyOptions(strategy=DIRECT)).ok
     assert client.ops == [("remove", T, "s", "a"), ("add", T, "s", "a")]
 

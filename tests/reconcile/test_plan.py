@@ -131,7 +131,8 @@ def test_action_changes(live_action, declared_action, reason):
 
 
 def test_cosmetic_action_difference_is_not_a_change():
-    sp = one([Rule("a", SQL_A.filter, SqlRuleAction("SET a = 1"))], [Rule("a", SQL_A.filter, SqlRuleAction("set  a=1"))])
+    declared = Rule("a", SQL_A.filter, SqlRuleAction("SET a = 1"))
+    sp = one([declared], [Rule("a", SQL_A.filter, SqlRuleAction("set  a=1"))])
     assert sp.changes == ()
 
 

@@ -109,7 +109,7 @@ def _many_changes_state(desired):
         for sub in topic.subscriptions:
             if sub.rules:
                 first = sub.rules[0]
-                swapped = replace(first, filter=CorrelationFilter(subject="stale")) if first.name != "$Default" else first
+                swapped = first if first.name == "$Default" else replace(first, filter=CorrelationFilter(subject="x"))
                 junk = Rule("junk", TrueFilter())
                 subs.append(replace(sub, rules=(swapped, *sub.rules[1:-1], junk)))
             else:
