@@ -34,12 +34,12 @@ class LazyGroup(click.Group):
     """A group that imports each command's module only when the command is used."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(set(COMMANDS) | set(super().list_commands(ctx)))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)
         if target is None:
-            return None
+            return super().get_command(ctx, cmd_name)
         module_name, attr = target.split(":")
         try:
             module = importlib.import_module(module_name)
@@ -69,7 +69,7 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning user errors into a message and exit code 1."""
     try:
-        cli.main(args=argv, prog_name="sbrules", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="sbrules", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -84,4 +84,4 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
-    sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)

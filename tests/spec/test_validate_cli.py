@@ -174,3 +174,19 @@ def test_readme_rule_file_example_is_valid(run, tmp_path):
     report = json.loads(out)
     assert code == 0, report
     assert report["summary"]["subscriptions"] == 5 and report["summary"]["rules"] == 6
+
+
+def test_exit_codes_from_ctx_exit_are_kept(run):
+    import click
+
+    from reconciler.cli import cli
+
+    @cli.command("test-exit-code")
+    @click.pass_context
+    def _exit_three(ctx):
+        ctx.exit(3)
+
+    try:
+        assert run("test-exit-code")[0] == 3
+    finally:
+        cli.commands.pop("test-exit-code")
