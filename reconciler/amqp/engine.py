@@ -47,6 +47,8 @@ from reconciler.amqp.sas import TokenProvider
 log = logging.getLogger("reconciler.amqp")
 
 CBS_ADDRESS = "$cbs"
+#: Detach conditions on a working management link that a re-authorised retry can recover from.
+_RECOVERABLE_DETACH = {"amqp:unauthorized-access", "amqp:link:detach-forced", "amqp:connection:forced"}
 #: Re-put a token this long before it expires (NET2: 10 min, but never less than a third of its life).
 REFRESH_MARGIN_SECONDS = 600.0
 
@@ -105,6 +107,7 @@ class _Entity:
     receiver: proton.Receiver | None = None
     backlog: deque = field(default_factory=deque)
     token_expires_at: float = 0.0
+    proven: bool = False  # a response arrived over this link pair (attach refusals come as attach+detach)
 
     @property
     def sender_name(self) -> str | None:
@@ -420,6 +423,9 @@ class Engine(MessagingHandler):
         if event.receiver.name == self._cbs_receiver_name:
             self._on_cbs_response(key, msg)
             return
+        entity = self._entity_of(event.receiver)
+        if entity is not None:
+            entity.proven = True
         with self._lock:
             request = self._pending.pop(key, None)
         if request is None:
@@ -464,12 +470,16 @@ class Engine(MessagingHandler):
         entity = self._entity_of(link)
         if entity is None:
             return
-        error = error_for(
-            None,
-            condition.name if condition else "amqp:internal-error",
-            condition.description if condition else "the service closed the management link",
-            f"management link for {entity.name}",
-        )
+        name = str(condition.name) if condition else "amqp:internal-error"
+        description = condition.description if condition else "the service closed the management link"
+        context = f"management link for {entity.name}"
+        error: ManagementError
+        if entity.proven and name in _RECOVERABLE_DETACH:
+            # A link that worked was detached (token expired, service rebalancing): the next
+            # attempt re-authorises and re-attaches; a refused attach surfaces as it is.
+            error = ConnectionLostError(f"{context} closed by the service: {name}: {description}")
+        else:
+            error = error_for(None, name, description, context)
         self._fail_entity(entity, error)
 
     @guarded

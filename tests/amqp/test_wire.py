@@ -230,3 +230,39 @@ def test_silent_peer_is_dropped_and_reported():
             assert time.monotonic() - started < 1.8
     finally:
         listener.close()
+
+
+def test_detached_working_link_is_retried_but_refused_attach_is_not():
+    class Detaching(WireServer):
+        detach_next = True
+
+        def on_message(self, event):
+            address = event.receiver.remote_target.address
+            if address != "$cbs" and self.detach_next:
+                self.detach_next = False
+                self.requests.append((address, event.message))
+                event.receiver.condition = proton.Condition("amqp:link:detach-forced", "rebalancing")
+                event.receiver.close()
+                return
+            super().on_message(event)
+
+    with Detaching(respond=rules_page) as server:
+        with ManagementClient(server.connection_string(), timeout=5, retries=2, backoff=0.001) as client:
+            assert client.list_rules("t", "s")
+    assert len(server.requests) == 2 and len(server.cbs_requests) == 2
+
+    class Refusing(WireServer):
+        def on_link_opening(self, event):
+            super().on_link_opening(event)
+            event.link._refuse = event.link.is_receiver and event.link.remote_target.address != "$cbs"
+
+        def on_link_opened(self, event):
+            if getattr(event.link, "_refuse", False):  # as the service does: attach, then detach
+                event.link.condition = proton.Condition("amqp:unauthorized-access", "Listen claim required")
+                event.link.close()
+
+    with Refusing(respond=rules_page) as server:
+        with ManagementClient(server.connection_string(), timeout=5, retries=3, backoff=0.001) as client:
+            with pytest.raises(errors.UnauthorizedError, match="Listen claim required"):
+                client.list_rules("t", "s")
+    assert len(server.cbs_requests) == 1
