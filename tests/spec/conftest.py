@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.cli import main
 
 
 @pytest.fixture
@@ -24,19 +23,3 @@ def write(tmp_path: Path):
         return path
 
     return _write
-
-
-@pytest.fixture
-def run(capsys):
-    """run(*args) -> (exit code, stdout, stderr) of `sbrules` run in this process."""
-
-    def _run(*args: str) -> tuple[int, str, str]:
-        try:
-            main([str(a) for a in args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return _run

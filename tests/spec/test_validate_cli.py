@@ -41,23 +41,23 @@ subscriptions:
 }
 
 
-def test_example_rules_validate_clean(run, monkeypatch):
+def test_example_rules_validate_clean(run_cli, monkeypatch):
     monkeypatch.chdir(REPO)
-    code, out, err = run("validate", "rules/")
+    code, out, err = run_cli("validate", "rules/")
     assert code == 0, out + err
     assert "valid:" in out and "0 errors" in out and "warning" not in out.split("valid:")[0]
 
 
-def test_default_path_is_rules_dir(run, monkeypatch, tmp_path):
+def test_default_path_is_rules_dir(run_cli, monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)
-    assert run("validate")[0] == 0
+    assert run_cli("validate")[0] == 0
     monkeypatch.chdir(tmp_path)
-    code, _, err = run("validate")
+    code, _, err = run_cli("validate")
     assert code == 2 and "no ./rules directory" in err
 
 
-def test_missing_path_is_a_usage_error(run, tmp_path):
-    assert run("validate", tmp_path / "nope")[0] == 2
+def test_missing_path_is_a_usage_error(run_cli, tmp_path):
+    assert run_cli("validate", tmp_path / "nope")[0] == 2
 
 
 def _golden_tree(tmp_path: Path) -> None:
@@ -67,10 +67,10 @@ def _golden_tree(tmp_path: Path) -> None:
         path.write_text(text)
 
 
-def test_json_output_matches_golden(run, monkeypatch, tmp_path):
+def test_json_output_matches_golden(run_cli, monkeypatch, tmp_path):
     _golden_tree(tmp_path)
     monkeypatch.chdir(tmp_path)
-    code, out, _ = run("validate", "rules", "--format", "json")
+    code, out, _ = run_cli("validate", "rules", "--format", "json")
     assert code == 1
     doc = json.loads(out)
     if os.environ.get("SBRULES_UPDATE_GOLDEN"):
@@ -79,10 +79,10 @@ def test_json_output_matches_golden(run, monkeypatch, tmp_path):
     assert doc == json.loads(GOLDEN.read_text())
 
 
-def test_text_output_has_location_and_caret(run, monkeypatch, tmp_path):
+def test_text_output_has_location_and_caret(run_cli, monkeypatch, tmp_path):
     _golden_tree(tmp_path)
     monkeypatch.chdir(tmp_path)
-    code, out, err = run("validate", "rules")
+    code, out, err = run_cli("validate", "rules")
     assert code == 1
     lines = err.splitlines()
     head = next(i for i, line in enumerate(lines) if "sql-syntax" in line)
@@ -94,10 +94,10 @@ def test_text_output_has_location_and_caret(run, monkeypatch, tmp_path):
     assert lines[-1].startswith("invalid:")
 
 
-def test_github_annotations(run, monkeypatch, tmp_path):
+def test_github_annotations(run_cli, monkeypatch, tmp_path):
     _golden_tree(tmp_path)
     monkeypatch.chdir(tmp_path)
-    code, out, _ = run("validate", "rules", "--format", "github")
+    code, out, _ = run_cli("validate", "rules", "--format", "github")
     assert code == 1
     assert "::error file=rules/payments.yaml,line=7,col=5::[unknown-key] unknown key 'colour'" in out
     assert "::warning file=rules/orders.yaml,line=8,col=59::[ambiguous-integer]" in out
@@ -122,12 +122,12 @@ yaml_values = st.recursive(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=yaml_values)
-def test_fuzz_random_documents_never_crash(run, tmp_path_factory, doc):
+def test_fuzz_random_documents_never_crash(run_cli, tmp_path_factory, doc):
     import yaml
 
     path = tmp_path_factory.mktemp("fz") / "f.yaml"
     path.write_text(yaml.safe_dump(doc))
-    code, out, err = run("validate", path, "--format", "json")
+    code, out, err = run_cli("validate", path, "--format", "json")
     report = json.loads(out)
     assert code == (0 if report["valid"] else 1)
     assert "Traceback" not in err
@@ -135,10 +135,10 @@ def test_fuzz_random_documents_never_crash(run, tmp_path_factory, doc):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
-def test_fuzz_random_bytes_exit_1_with_a_message(run, tmp_path_factory, data):
+def test_fuzz_random_bytes_exit_1_with_a_message(run_cli, tmp_path_factory, data):
     path = tmp_path_factory.mktemp("fz") / "f.yaml"
     path.write_bytes(data)
-    code, out, err = run("validate", path)
+    code, out, err = run_cli("validate", path)
     assert code in (0, 1)
     if code == 1:
         assert "error[" in err
@@ -165,18 +165,18 @@ def test_python_dash_m_entry_point():
     assert done.returncode == 0 and "sbrules" in done.stdout
 
 
-def test_readme_rule_file_example_is_valid(run, tmp_path):
+def test_readme_rule_file_example_is_valid(run_cli, tmp_path):
     readme = (REPO / "README.md").read_text()
     example = readme.split("## Rule files", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "example.yaml"
     path.write_text(example)
-    code, out, err = run("validate", path, "--format", "json")
+    code, out, err = run_cli("validate", path, "--format", "json")
     report = json.loads(out)
     assert code == 0, report
     assert report["summary"]["subscriptions"] == 5 and report["summary"]["rules"] == 6
 
 
-def test_exit_codes_from_ctx_exit_are_kept(run):
+def test_exit_codes_from_ctx_exit_are_kept(run_cli):
     import click
 
     from reconciler.cli import cli
@@ -187,6 +187,6 @@ def test_exit_codes_from_ctx_exit_are_kept(run):
         ctx.exit(3)
 
     try:
-        assert run("test-exit-code")[0] == 3
+        assert run_cli("test-exit-code")[0] == 3
     finally:
         cli.commands.pop("test-exit-code")

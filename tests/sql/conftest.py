@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.cli import main
 
 from reconciler.model import CORRELATION_SYS_NAMES, CorrelationFilter, Message, TypedValue, typed_properties
 
@@ -55,19 +54,3 @@ def vector_correlation(doc: dict[str, Any]) -> CorrelationFilter:
         else:
             fields[_FIELD_BY_SYS_NAME[key]] = value
     return CorrelationFilter(**fields)
-
-
-@pytest.fixture
-def run_cli(capsys):
-    """run_cli(*args) -> (exit code, stdout, stderr) of `sbrules` run in this process."""
-
-    def _run(*args: str) -> tuple[int, str, str]:
-        try:
-            main([str(a) for a in args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return _run
