@@ -10,7 +10,7 @@ an interrupted apply leaves at most that temporary rule, which the next plan rem
 
 Retried requests can find their work already done: add-rule answering "already exists" with an
 identical rule, or remove-rule answering "not found", count as success. Subscriptions run in
-parallel (``parallel``), requests are paced by ``max_rate``, and every request is journalled.
+parallel (``parallel``) and every request is journalled. Pacing (``--max-rate``) is the client's.
 """
 
 from __future__ import annotations
@@ -60,7 +60,6 @@ class StepFailed(SbrulesError):
 class ApplyOptions:
     strategy: str = GAPLESS
     parallel: int = 4
-    max_rate: float | None = None
     fail_fast: bool = False
     journal: TextIO | None = None
     #: Called once per applied change, e.g. to advance a progress bar.
@@ -157,25 +156,6 @@ class Journal:
             self._stream.flush()
 
 
-class _Pacer:
-    """A shared limit of ``rate`` requests per second across all workers (None: unlimited)."""
-
-    def __init__(self, rate: float | None):
-        self._interval = 1.0 / rate if rate else 0.0
-        self._next = time.monotonic()
-        self._lock = threading.Lock()
-
-    def wait(self) -> None:
-        if not self._interval:
-            return
-        with self._lock:
-            now = time.monotonic()
-            slot = max(now, self._next)
-            self._next = slot + self._interval
-        if slot > now:
-            time.sleep(slot - now)
-
-
 class _NameTaken(StepFailed):
     """add-rule found a *different* rule under the name it wanted."""
 
@@ -192,9 +172,9 @@ class _Runner:
     """Applies the changes of one subscription, request by request, tracking which rules exist."""
 
     def __init__(
-        self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal, pacer: _Pacer
+        self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal
     ):
-        self.client, self.sp, self.options, self.journal, self.pacer = client, sp, options, journal, pacer
+        self.client, self.sp, self.options, self.journal = client, sp, options, journal
         self.live: set[str] = set()
 
     def _log(self, **entry: object) -> None:
@@ -203,7 +183,6 @@ class _Runner:
     # -- single requests, journalled, retried when transient, "already done" counted as done ------
     def _request(self, step: str, change: Change, op: str, rule_name: str, call: Callable[[], None]) -> str:
         for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
-            self.pacer.wait()
             started = time.perf_counter()
             outcome, error = "ok", None
             try:
@@ -229,7 +208,6 @@ class _Runner:
 
     def _read(self) -> tuple[Rule, ...]:
         for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
-            self.pacer.wait()
             try:
                 return tuple(self.client.list_rules(self.sp.topic, self.sp.subscription))
             except SbrulesError as exc:
@@ -338,7 +316,6 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
     if options.strategy not in STRATEGIES:
         raise SbrulesError(f"unknown replace strategy {options.strategy!r} (use {' or '.join(STRATEGIES)})")
     journal = Journal(options.journal)
-    pacer = _Pacer(options.max_rate)
     stop = threading.Event()
     results = [SubscriptionResult(sp) for sp in plan.subscriptions]
 
@@ -346,7 +323,7 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
         if not result.plan.changes:
             result.status = "unchanged"
             return
-        _Runner(client, result.plan, options, journal, pacer).run(result, stop)
+        _Runner(client, result.plan, options, journal).run(result, stop)
         if result.status in ("failed", "stale") and options.fail_fast:
             stop.set()
 

@@ -36,10 +36,10 @@ def load_desired(paths: tuple[Path, ...]) -> DesiredState:
 
 
 @contextlib.contextmanager
-def management_client(connection_string: str | None) -> Iterator:
+def management_client(connection_string: str | None, max_rate: float | None = None) -> Iterator:
     from reconciler.amqp.client import ManagementClient
 
-    with ManagementClient(require_connection_string(connection_string)) as client:
+    with ManagementClient(require_connection_string(connection_string), max_rate=max_rate) as client:
         yield client
 
 
@@ -113,7 +113,7 @@ def apply(
     """Apply a saved PLAN.json exactly, or plan PATH... (default ./rules) and apply after confirmation."""
     saved = len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json"
     desired = None if saved else load_desired(sources)
-    with management_client(connection_string) as client:
+    with management_client(connection_string, max_rate) as client:
         if saved:
             the_plan = _read_plan_file(sources[0])
         else:
@@ -132,7 +132,6 @@ def apply(
             options = ApplyOptions(
                 strategy=replace_strategy,
                 parallel=parallel,
-                max_rate=max_rate,
                 fail_fast=fail_fast,
                 journal=journal_file,
                 on_change=on_change,

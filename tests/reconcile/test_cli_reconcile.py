@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import time
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,18 @@ def test_plan_apply_drift_exit_codes(drifted, capsys, tmp_path, monkeypatch):
     assert code == 0 and "No changes." in out
     code, out, _ = run(capsys, "apply", rules)  # nothing to do: no confirmation needed
     assert code == 0
+
+
+def test_max_rate_paces_apply(drifted, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
+    journal = tmp_path / "j.jsonl"
+    started = time.monotonic()
+    code, out, _ = run(capsys, "apply", str(RULES), "--auto-approve", "--max-rate", "20", "--journal", str(journal))
+    elapsed = time.monotonic() - started
+    assert code == 0, out
+    requests = sum(1 for line in journal.read_text().splitlines() if "op" in json.loads(line))
+    assert requests >= 10
+    assert elapsed >= (requests - 1) / 20
 
 
 def test_export_then_plan_is_empty(drifted, capsys, tmp_path, monkeypatch):
