@@ -10,19 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.cli import main
-from reconciler.demo import drifted_namespace, run_demo
+from reconciler.demo import drifted_namespace
 from reconciler.emulator import Emulator
 from reconciler.spec import load_paths
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
 
 
 @pytest.fixture
@@ -36,44 +28,44 @@ def secret_of(connection_string: str) -> str:
     return re.search(r"SharedAccessKey=([^;]+)", connection_string).group(1)
 
 
-def test_plan_apply_drift_exit_codes(drifted, capsys, tmp_path, monkeypatch):
+def test_plan_apply_drift_exit_codes(drifted, run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
     rules = str(RULES)
-    code, out, _ = run(capsys, "plan", rules)
+    code, out, _ = run_cli("plan", rules)
     assert code == 0 and "Plan:" in out
-    code, _, _ = run(capsys, "plan", rules, "--detailed-exitcode")
+    code, _, _ = run_cli("plan", rules, "--detailed-exitcode")
     assert code == 2
-    code, out, _ = run(capsys, "drift", rules)
+    code, out, _ = run_cli("drift", rules)
     assert code == 2 and "added out of band" in out
-    code, out, _ = run(capsys, "drift", rules, "--format", "json")
+    code, out, _ = run_cli("drift", rules, "--format", "json")
     assert code == 2 and json.loads(out)["in_sync"] is False
 
-    code, _, err = run(capsys, "apply", rules)  # stdin is not a terminal under pytest
+    code, _, err = run_cli("apply", rules)  # stdin is not a terminal under pytest
     assert code == 1 and "--auto-approve" in err
 
     plan_file = tmp_path / "plan.json"
-    code, out, _ = run(capsys, "plan", rules, "--out", str(plan_file), "--format", "markdown")
+    code, out, _ = run_cli("plan", rules, "--out", str(plan_file), "--format", "markdown")
     assert code == 0 and out.startswith("### sbrules plan") and plan_file.exists()
     journal = tmp_path / "journal.jsonl"
-    code, out, _ = run(capsys, "apply", str(plan_file), "--journal", str(journal), "--parallel", "2")
+    code, out, _ = run_cli("apply", str(plan_file), "--journal", str(journal), "--parallel", "2")
     assert code == 0, out
     assert "Apply complete" in out
     entries = [json.loads(line) for line in journal.read_text().splitlines()]
     assert entries and all("outcome" in e for e in entries)
 
-    code, out, _ = run(capsys, "drift", rules)
+    code, out, _ = run_cli("drift", rules)
     assert code == 0 and "In sync" in out
-    code, out, _ = run(capsys, "plan", rules, "--detailed-exitcode")
+    code, out, _ = run_cli("plan", rules, "--detailed-exitcode")
     assert code == 0 and "No changes." in out
-    code, out, _ = run(capsys, "apply", rules)  # nothing to do: no confirmation needed
+    code, out, _ = run_cli("apply", rules)  # nothing to do: no confirmation needed
     assert code == 0
 
 
-def test_max_rate_paces_apply(drifted, capsys, tmp_path, monkeypatch):
+def test_max_rate_paces_apply(drifted, run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
     journal = tmp_path / "j.jsonl"
     started = time.monotonic()
-    code, out, _ = run(capsys, "apply", str(RULES), "--auto-approve", "--max-rate", "20", "--journal", str(journal))
+    code, out, _ = run_cli("apply", str(RULES), "--auto-approve", "--max-rate", "20", "--journal", str(journal))
     elapsed = time.monotonic() - started
     assert code == 0, out
     requests = sum(1 for line in journal.read_text().splitlines() if "op" in json.loads(line))
@@ -81,59 +73,56 @@ def test_max_rate_paces_apply(drifted, capsys, tmp_path, monkeypatch):
     assert elapsed >= (requests - 1) / 20
 
 
-def test_export_then_plan_is_empty(drifted, capsys, tmp_path, monkeypatch):
+def test_export_then_plan_is_empty(drifted, run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
-    code, _, err = run(
-        capsys, "export", "--topic", "orders", "--subscription", "billing", "--subscription", "shipping",
-        "--out", str(tmp_path),
-    )
+    subs = ["--subscription", "billing", "--subscription", "shipping"]
+    code, _, err = run_cli("export", "--topic", "orders", *subs, "--out", str(tmp_path))
     assert code == 0 and "orders.yaml" in err
     text = (tmp_path / "orders.yaml").read_text()
     assert "long: 1" in text  # typed values explicit
-    code, out, _ = run(capsys, "validate", str(tmp_path))
+    code, out, _ = run_cli("validate", str(tmp_path))
     assert code == 0, out
-    code, out, _ = run(capsys, "plan", str(tmp_path), "--detailed-exitcode")
+    code, out, _ = run_cli("plan", str(tmp_path), "--detailed-exitcode")
     assert code == 0 and "No changes." in out, out
-    code, out, _ = run(capsys, "export", "--topic", "orders")
+    code, out, _ = run_cli("export", "--topic", "orders")
     assert code == 1
 
 
-def test_errors_exit_1_and_name_the_problem(capsys, tmp_path):
+def test_errors_exit_1_and_name_the_problem(run_cli, tmp_path):
     declared = load_paths([RULES])
     with Emulator() as empty:
-        code, _, err = run(capsys, "plan", str(RULES), "--connection-string", empty.connection_string)
+        code, _, err = run_cli("plan", str(RULES), "--connection-string", empty.connection_string)
         assert code == 1 and "does not exist" in err and "orders/billing" in err
         assert secret_of(empty.connection_string) not in err
         wrong = empty.connection_string.replace(secret_of(empty.connection_string), "wrong-key-" + secrets.token_hex(8))
-        code, _, err = run(capsys, "drift", str(RULES), "--connection-string", wrong)
+        code, _, err = run_cli("drift", str(RULES), "--connection-string", wrong)
         assert code == 1 and err.strip()
         assert secret_of(wrong) not in err and "SharedAccessKey=" not in err
     bad = tmp_path / "bad.json"
     bad.write_text('{"format_version": 7}')
     with Emulator(declared) as emu:
-        code, _, err = run(capsys, "apply", str(bad), "--connection-string", emu.connection_string)
+        code, _, err = run_cli("apply", str(bad), "--connection-string", emu.connection_string)
         assert code == 1 and "format_version" in err
 
 
-def test_no_secret_in_any_output(drifted, capsys, tmp_path, monkeypatch):
+def test_no_secret_in_any_output(drifted, run_cli, tmp_path, monkeypatch):
     secret = secret_of(drifted.connection_string)
     monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
     outputs = []
     for fmt in ("text", "json", "markdown"):
-        outputs.append(run(capsys, "plan", str(RULES), "--format", fmt, "--out", str(tmp_path / "p.json")))
-    outputs.append(run(capsys, "drift", str(RULES), "--format", "json"))
+        outputs.append(run_cli("plan", str(RULES), "--format", fmt, "--out", str(tmp_path / "p.json")))
+    outputs.append(run_cli("drift", str(RULES), "--format", "json"))
     journal = tmp_path / "j.jsonl"
-    outputs.append(run(capsys, "apply", str(tmp_path / "p.json"), "--journal", str(journal)))
-    outputs.append(run(capsys, "export", "--topic", "orders", "--subscription", "nope"))
+    outputs.append(run_cli("apply", str(tmp_path / "p.json"), "--journal", str(journal)))
+    outputs.append(run_cli("export", "--topic", "orders", "--subscription", "nope"))
     assert outputs[-1][0] == 1 and "orders/nope" in outputs[-1][2]
     everything = "\n".join(o + e for _, o, e in outputs) + (tmp_path / "p.json").read_text() + journal.read_text()
     assert secret not in everything
     assert "SharedAccessKey" not in everything
 
 
-def test_demo_closes_the_loop(capsys):
-    lines: list[str] = []
-    assert run_demo(None, lines.append)
-    text = "\n".join(lines)
+def test_demo_closes_the_loop(run_cli):
+    code, text, _ = run_cli("demo")
+    assert code == 0, text
     assert "1. sbrules plan" in text and "Apply complete" in text and "In sync" in text
-    assert "must NOT show" in text
+    assert "rightly leaves it alone" in text
