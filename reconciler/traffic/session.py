@@ -29,7 +29,11 @@ def spark_session(
     if connect:
         builder = builder.remote(target)
     else:
-        builder = builder.master(target or DEFAULT_MASTER).config("spark.ui.enabled", "false")
+        builder = (
+            builder.master(target or DEFAULT_MASTER)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+        )
     flag = str(ansi).lower()
     session = (
         builder.config("spark.sql.ansi.enabled", flag).config("spark.sql.session.timeZone", "UTC").getOrCreate()

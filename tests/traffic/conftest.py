@@ -33,6 +33,22 @@ def spark():
 
 
 @pytest.fixture
+def interpreted(spark):
+    """Evaluate without code generation: the differential tests run hundreds of filter columns
+    over a few hundred rows, where compiling Java for them costs far more than interpreting."""
+    keys = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
+    saved = {k: spark.conf.get(k, None) for k in keys}
+    spark.conf.set("spark.sql.codegen.wholeStage", "false")
+    spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+    yield spark
+    for key, value in saved.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+
+
+@pytest.fixture
 def frame_of(spark, tmp_path):
     """Messages → a Spark DataFrame through the real Parquet layout (column ``idx`` = position)."""
 

@@ -1,7 +1,8 @@
 """Differential: the Spark translation agrees with the Python evaluator on the shared SQL vectors.
 
-Every accepted filter vector is evaluated on every vector message (n × n pairs) in one Spark job,
-and must give the same TRUE / FALSE / UNKNOWN / error as ``reconciler.sql``.
+Every accepted filter vector is evaluated on every vector message (n × n pairs) in one Spark job
+and must give the same TRUE / FALSE / UNKNOWN / error as ``reconciler.sql``; the diagonal must
+also give each vector's own ``expect``.
 """
 
 from __future__ import annotations
@@ -14,70 +15,69 @@ from reconciler.sql import CompiledFilter, MessageView, matches, parse_filter
 pytestmark = pytest.mark.spark
 
 
-def _python_label(vector, message) -> str:
-    if vector.params:
-        return CompiledFilter(parse_filter(vector.expr, vector.params)).outcome(MessageView.from_message(message)).label
-    return matches(Rule("r", SqlFilter(vector.expr)), message).label
+def python_label(expr: str, params, message) -> str:
+    if params:
+        return CompiledFilter(parse_filter(expr, params)).outcome(MessageView.from_message(message)).label
+    return matches(Rule("r", SqlFilter(expr)), message).label
 
 
-def _spark_label(cell) -> str:
+def spark_label(cell) -> str:
     if cell["e"] is not None:
         return "error"
     return {True: "true", False: "false", None: "unknown"}[cell["v"]]
 
 
-def test_every_vector_filter_on_every_vector_message(spark, frame_of, sql_filter_vectors):
+def evaluate_matrix(frame, predicates):
+    """[(idx, [cell per predicate])] for (predicate, error) column pairs, in one Spark job."""
     from pyspark.sql import functions as F
 
+    cells = [F.struct(p.alias("v"), e.alias("e")) for p, e in predicates]
+    return [(row["idx"], row["r"]) for row in frame.select("idx", F.array(*cells).alias("r")).collect()]
+
+
+def test_vectors_agree_with_python_evaluator_and_expectations(interpreted, frame_of, sql_filter_vectors):
     from reconciler.sql.spark import Untranslatable, to_spark
 
     vectors = sql_filter_vectors
-    frame = frame_of(v.message for v in vectors)
-    columns, translated, fallback = [], [], []
+    translated, predicates, fallback = [], [], []
     for v in vectors:
         try:
-            pred, err = to_spark(parse_filter(v.expr, v.params))
+            predicates.append(to_spark(parse_filter(v.expr, v.params)))
         except Untranslatable:
             fallback.append(v.id)
             continue
         translated.append(v)
-        columns.append(F.struct(pred.alias("v"), err.alias("e")))
-    rows = frame.select("idx", F.array(*columns).alias("r")).collect()
-    assert len(rows) == len(vectors)
-    mismatches = []
-    for row in rows:
-        message = vectors[row["idx"]].message
-        for vector, cell in zip(translated, row["r"]):
-            want, got = _python_label(vector, message), _spark_label(cell)
-            if want != got:
-                mismatches.append(f"{vector.id} {vector.expr!r} on message of {vectors[row['idx']].id}: python {want}, spark {got}")
-    assert not mismatches, "\n".join(mismatches[:40])
-    # Only non-constant LIKE patterns may need the Python fallback.
-    assert set(fallback) <= {v.id for v in vectors if " LIKE " in v.expr.upper()}
-
-
-def test_vector_expectations_hold_on_spark(spark, frame_of, sql_filter_vectors):
-    """The diagonal against the YAML ``expect`` itself (errors: error:eval ⇒ error column set)."""
-    from pyspark.sql import functions as F
-
-    from reconciler.sql.spark import Untranslatable, to_spark
-
-    vectors = []
-    columns = []
-    for v in sql_filter_vectors:
-        try:
-            pred, err = to_spark(parse_filter(v.expr, v.params))
-        except Untranslatable:
-            continue
-        vectors.append(v)
-        columns.append(F.struct(pred.alias("v"), err.alias("e")))
     frame = frame_of(v.message for v in vectors)
-    diagonal = F.element_at(F.array(*columns), (F.col("idx") + 1).cast("int"))
-    rows = frame.select("idx", diagonal.alias("r")).collect()
-    wrong = []
-    for row in rows:
-        v = vectors[row["idx"]]
-        got = "error:eval" if row["r"]["e"] is not None else row["r"]["v"] is True
-        if got != v.expect:
-            wrong.append(f"{v.id} {v.expr!r}: expect {v.expect}, spark {got}")
+    result = evaluate_matrix(frame, predicates)
+    assert len(result) == len(vectors)
+
+    mismatches, wrong = [], []
+    for idx, cells in result:
+        owner = vectors[idx]
+        for vector, cell in zip(translated, cells):
+            want, got = python_label(vector.expr, vector.params, owner.message), spark_label(cell)
+            if want != got:
+                mismatches.append(f"{vector.id} {vector.expr!r} on message of {owner.id}: python {want}, spark {got}")
+            if vector is owner:
+                expect = "error:eval" if got == "error" else got == "true"
+                if expect != vector.expect:
+                    wrong.append(f"{vector.id} {vector.expr!r}: expect {vector.expect}, spark {got}")
+    assert not mismatches, "\n".join(mismatches[:40])
     assert not wrong, "\n".join(wrong)
+    # Only LIKE with a pattern or escape computed per message needs the Python fallback.
+    assert fallback and set(fallback) <= {v.id for v in vectors if " LIKE " in v.expr.upper()}
+
+
+def test_correlation_vectors_agree(interpreted, frame_of, sql_correlation_vectors):
+    from reconciler.sql.spark import filter_columns
+
+    vectors = sql_correlation_vectors
+    frame = frame_of(message for _, _, message, _ in vectors)
+    result = evaluate_matrix(frame, [filter_columns(flt) for _, flt, _, _ in vectors])
+    for idx, cells in result:
+        message = vectors[idx][2]
+        for (vid, flt, _, expect), cell in zip(vectors, cells):
+            want = matches(Rule("r", flt), message).matched
+            assert cell["v"] is want and cell["e"] is None, (vid, vectors[idx][0])
+            if vid == vectors[idx][0]:
+                assert want is expect, vid
