@@ -1,0 +1,73 @@
+"""``sbrules sample``: peek a topic's subscriptions into a Parquet traffic sample."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from reconciler.cli.common import connection_option, format_option, require_connection_string
+
+
+@click.command()
+@click.option("--topic", required=True, help="Topic whose traffic to sample.")
+@click.option(
+    "--subscription",
+    "subscriptions",
+    multiple=True,
+    help="Subscription to peek (repeatable). Peek shows what a subscription's current rules let through: "
+    "for all of the topic's traffic, name a catch-all subscription (rule 1=1).",
+)
+@click.option("--max", "max_messages", type=click.IntRange(min=1), help="Peek at most N messages per subscription this run.")
+@click.option("--out", "dataset", default="traffic-sample", show_default=True, help="Dataset directory (created; re-runs continue).")
+@click.option("--page-size", type=click.IntRange(1, 1000), default=250, show_default=True, help="Messages per peek request.")
+@connection_option
+@format_option("text", "json")
+def sample(
+    topic: str,
+    subscriptions: tuple[str, ...],
+    max_messages: int | None,
+    dataset: str,
+    page_size: int,
+    connection_string: str | None,
+    fmt: str,
+) -> None:
+    """Peek messages (without locking them) into a Parquet dataset for `validate --traffic`.
+
+    A second run continues after the last sequence number peeked from each subscription; a message
+    seen through several subscriptions is stored once.
+    """
+    if not subscriptions:
+        raise click.UsageError("name at least one --subscription (a catch-all subscription sees all traffic)")
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from reconciler.amqp.client import ManagementClient
+    from reconciler.traffic.sampler import sample as run_sample
+
+    connection = require_connection_string(connection_string)
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, transient=True, console=_stderr_console()) as progress:
+        tasks = {s: progress.add_task(f"{topic}/{s}", total=max_messages) for s in subscriptions}
+
+        def on_page(subscription: str, count: int) -> None:
+            progress.advance(tasks[subscription], count)
+
+        with ManagementClient(connection) as client:
+            stats = run_sample(
+                client, topic, subscriptions, dataset, max_messages=max_messages, page_size=page_size, on_page=on_page
+            )
+    if fmt == "json":
+        click.echo(json.dumps(stats.to_json(), indent=2))
+        return
+    for s in stats.subscriptions:
+        click.echo(
+            f"{s.topic}/{s.subscription}: peeked {s.peeked} from sequence {s.start_sequence}, "
+            f"stored {s.written}, {s.duplicates} already stored"
+        )
+    click.echo(f"{stats.written} new messages in {stats.dataset} ({len(stats.files)} files)")
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
