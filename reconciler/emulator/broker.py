@@ -86,7 +86,7 @@ class Broker:
         payload = bytes(message) if isinstance(message, (bytes, bytearray, memoryview)) else bytes(message.encode())
         msg = decode(payload) if isinstance(message, (bytes, bytearray, memoryview)) else message
         scheduled = _to_datetime((msg.annotations or {}).get(_SCHEDULED_ANNOTATION))
-        self.view(payload, now)
+        view = self.view(payload, now)
         with self.namespace.lock:
             if address.subscription is not None or address.dead_letter:
                 raise OperationError(400, "amqp:not-allowed", f"cannot send to '{address.node}'")
@@ -101,19 +101,20 @@ class Broker:
                 )
                 self.namespace.touch()
                 return [stored.sequence_number]
-            self._arrive(entity, payload, msg, now)
+            if isinstance(entity, Topic):
+                self.route(entity, payload, msg, now, view)
+            else:
+                entity.store.enqueue(
+                    payload, session_id=_str_or_none(msg.group_id), message_id=_str_or_none(msg.id), now=now
+                )
             self.namespace.touch()
             return []
 
-    def _arrive(self, entity: Topic | Queue | Subscription, payload: bytes, msg: proton.Message, now: _dt.datetime) -> None:
-        if isinstance(entity, Topic):
-            self.route(entity, payload, msg, now)
-        else:
-            entity.store.enqueue(payload, session_id=_str_or_none(msg.group_id), message_id=_str_or_none(msg.id), now=now)
-
-    def route(self, topic: Topic, payload: bytes, msg: proton.Message, now: _dt.datetime) -> RouteStats:
+    def route(
+        self, topic: Topic, payload: bytes, msg: proton.Message, now: _dt.datetime, view: model.Message | None = None
+    ) -> RouteStats:
         """Offer one message to every subscription of ``topic``."""
-        view = self.view(payload, now)
+        view = view or self.view(payload, now)
         copies = dead = 0
         for sub in topic.subscriptions.values():
             rules = [entry.rule for entry in sub.rules.values()]
@@ -218,8 +219,7 @@ class Broker:
                     changed = True
             for store in self.namespace.stores(include_topics=False):
                 for stored in store.due_scheduled(now):
-                    stored.state = ACTIVE
-                    stored.scheduled_time = None
+                    store.activate(stored)
                     changed = True
                 if store.expire_locks(now):
                     changed = True

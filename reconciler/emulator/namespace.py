@@ -102,6 +102,8 @@ class MessageStore:
         self.messages: dict[int, StoredMessage] = {}
         self.locks: dict[uuid.UUID, int] = {}
         self.sessions: dict[str, SessionInfo] = {}
+        #: Sequence numbers of scheduled messages (so the broker's tick need not scan every message).
+        self.scheduled: set[int] = set()
 
     # -- enqueue ------------------------------------------------------------------------------
     def enqueue(
@@ -124,6 +126,7 @@ class MessageStore:
         if scheduled_time is not None and scheduled_time > now:
             stored.state = SCHEDULED
             stored.scheduled_time = scheduled_time
+            self.scheduled.add(stored.sequence_number)
         self.next_sequence += 1
         self.messages[stored.sequence_number] = stored
         if session_id is not None:
@@ -131,7 +134,14 @@ class MessageStore:
         return stored
 
     def due_scheduled(self, now: _dt.datetime) -> list[StoredMessage]:
-        return [m for m in self.messages.values() if m.state == SCHEDULED and m.scheduled_time <= now]
+        due = [self.messages[n] for n in sorted(self.scheduled) if self.messages[n].scheduled_time <= now]
+        return due
+
+    def activate(self, stored: StoredMessage) -> None:
+        """A scheduled message whose time has come becomes an ordinary active message."""
+        self.scheduled.discard(stored.sequence_number)
+        stored.state = ACTIVE
+        stored.scheduled_time = None
 
     # -- receive ------------------------------------------------------------------------------
     def next_visible(self, now: _dt.datetime, session_id: str | None = None, sessionful: bool = False) -> StoredMessage | None:
@@ -175,12 +185,14 @@ class MessageStore:
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
         stored = self.messages.pop(sequence_number, None)
+        self.scheduled.discard(sequence_number)
         if stored is not None:
             self.unlock(stored)
         return stored
 
     def expire_locks(self, now: _dt.datetime) -> list[StoredMessage]:
-        expired = [m for m in self.messages.values() if m.locked_until is not None and m.locked_until <= now]
+        locked = (self.messages.get(n) for n in list(self.locks.values()))
+        expired = [m for m in locked if m is not None and m.locked_until is not None and m.locked_until <= now]
         for stored in expired:
             self.unlock(stored)
         return expired

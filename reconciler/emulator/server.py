@@ -111,6 +111,8 @@ class ConnectionState:
     def __init__(self) -> None:
         self.grants: list[Grant] = []
         self.operations = 0
+        #: (node, reply-to) → the client's receiver link that gets those responses.
+        self.reply_links: dict[tuple[str, str | None], proton.Link] = {}
 
     def authorized(self, node_path: str) -> bool:
         now = time.time()
@@ -516,6 +518,22 @@ class ServerHandler(MessagingHandler):
 
     def _respond(self, request_link: proton.Link, node: str, reply_to: str | None, reply: proton.Message) -> None:
         """Send a response on the client's receiver link for ``node`` (matching reply-to when given)."""
+        cache = self._state(request_link).reply_links
+        target = cache.get((node, reply_to))
+        if target is None or not target.state & Endpoint.LOCAL_ACTIVE:
+            target = self._find_reply_link(request_link, node, reply_to)
+            if target is None:
+                log.info("emulator: no response link for %s; response dropped", node)
+                return
+            cache[(node, reply_to)] = target
+        reply.address = reply_to
+        delivery = target.delivery(uuid.uuid4().bytes)
+        target.send(reply.encode())
+        target.advance()
+        delivery.settle()
+
+    @staticmethod
+    def _find_reply_link(request_link: proton.Link, node: str, reply_to: str | None) -> proton.Link | None:
         candidates = []
         link = request_link.connection.link_head(Endpoint.LOCAL_ACTIVE)
         while link is not None:
@@ -527,15 +545,7 @@ class ServerHandler(MessagingHandler):
         if reply_to:
             exact = [lk for lk in candidates if lk.remote_target.address == reply_to or lk.name == reply_to]
             candidates = exact or candidates
-        if not candidates:
-            log.info("emulator: no response link for %s; response dropped", node)
-            return
-        reply.address = reply_to
-        target = candidates[0]
-        delivery = target.delivery(uuid.uuid4().bytes)
-        target.send(reply.encode())
-        target.advance()
-        delivery.settle()
+        return candidates[0] if candidates else None
 
 
 def _same_node(address: str, node: str) -> bool:

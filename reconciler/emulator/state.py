@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler import model
-from reconciler.emulator.namespace import MessageStore, Namespace, RuleEntry, SessionInfo, StoredMessage
+from reconciler.emulator.namespace import SCHEDULED, MessageStore, Namespace, RuleEntry, SessionInfo, StoredMessage
 from reconciler.errors import SbrulesError
 
 FORMAT_VERSION = 1
@@ -82,6 +82,8 @@ def _load_store(store: MessageStore, doc: dict[str, Any]) -> None:
             dead_letter_description=m.get("dead_letter_description"),
         )
         store.messages[stored.sequence_number] = stored
+        if stored.state == SCHEDULED:
+            store.scheduled.add(stored.sequence_number)
     for sid, state in doc.get("sessions", {}).items():
         store.sessions[sid] = SessionInfo(state=_unb64(state))
 

@@ -79,3 +79,22 @@ def test_damaged_state_file_is_a_clear_error(tmp_path):
     path.write_text("{not json")
     with pytest.raises(persistence.StateFileError, match="cannot read"):
         Emulator(state_file=path)
+
+
+def test_scheduled_messages_survive_a_restart_and_arrive_when_due(tmp_path):
+    path = tmp_path / "state.json"
+    due = proton.timestamp(int((time.time() + 0.5) * 1000))
+    with Emulator(ORDERS, state_file=path) as emu:
+        emu.broker.publish(
+            parse_address("orders"),
+            proton.Message(body="later", annotations={proton.symbol("x-opt-scheduled-enqueue-time"): due}),
+        )
+        assert emu.namespace.topic("orders").store.scheduled == {1}
+    with Emulator(ORDERS, state_file=path) as emu:
+        assert emu.namespace.topic("orders").store.scheduled == {1}
+        deadline = time.time() + 5
+        store = emu.namespace.subscription("orders", "all").store
+        while not store.messages and time.time() < deadline:
+            time.sleep(0.05)
+        assert len(store.messages) == 1
+        assert emu.namespace.topic("orders").store.messages == {}

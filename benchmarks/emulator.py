@@ -1,0 +1,178 @@
+"""Emulator throughput: management requests/s and routed messages/s (50 rules per subscription).
+
+The emulator runs as a separate process (``sbrules emulator``), as the reconciler benchmarks see
+it; a pipelined proton client keeps a window of requests (or transfers) in flight and measures
+completed operations per second. Prints one JSON document.
+
+    python benchmarks/emulator.py [--requests 5000] [--messages 3000] [--window 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import proton
+import yaml
+from proton.handlers import MessagingHandler
+from proton.reactor import Container
+
+from reconciler.emulator.auth import sign
+
+RULES_PER_SUBSCRIPTION = 50
+SUBSCRIPTIONS = 4
+
+
+def _rules_file(directory: Path) -> Path:
+    """A topic 'bench' with SUBSCRIPTIONS subscriptions of 50 SQL rules (some with actions) each."""
+    subs = {}
+    for s in range(SUBSCRIPTIONS):
+        rules = []
+        for r in range(RULES_PER_SUBSCRIPTION):
+            rule = {"name": f"r{r}", "sql": f"region = 'r{(s * 7 + r) % 60}' AND amount > {r * 10}"}
+            if r % 10 == 0:
+                rule["action"] = f"SET tagged = 'r{r}'"
+            rules.append(rule)
+        subs[f"s{s}"] = {"rules": rules}
+    subs["mgmt"] = {}
+    path = directory / "bench.yaml"
+    path.write_text(yaml.safe_dump({"topic": "bench", "subscriptions": subs}))
+    return path
+
+
+class _Pipelined(MessagingHandler):
+    """Connect, put a token, then keep ``window`` operations in flight until ``total`` complete."""
+
+    def __init__(self, url: str, key: str, entity: str, total: int, window: int, mode: str) -> None:
+        super().__init__(prefetch=0, auto_accept=True)
+        self.url, self.key, self.entity = url, key, entity
+        self.total, self.window, self.mode = total, window, mode
+        self.sent = self.done = 0
+        self.started = self.finished = 0.0
+        self.conn = self.sender = None
+        self.statuses: dict[int, int] = {}
+
+    def on_start(self, event: proton.Event) -> None:
+        self.conn = event.container.connect(self.url, allowed_mechs="ANONYMOUS")
+        self.cbs_out = event.container.create_sender(self.conn, "$cbs", name="cbs-out")
+        self.cbs_in = event.container.create_receiver(self.conn, "$cbs", name="cbs-in")
+        self.cbs_in.flow(1)
+        audience = f"sb://{self.url.split('//')[1]}/{self.entity.split('/')[0]}"
+        token = sign(audience, "RootManageSharedAccessKey", self.key, int(time.time()) + 3600)
+        self.cbs_out.send(proton.Message(
+            id="t", body=token,
+            properties={"operation": "put-token", "type": "servicebus.windows.net:sastoken", "name": audience},
+        ))
+
+    def _open_work_links(self, container: Container) -> None:
+        if self.mode == "management":
+            node = f"{self.entity}/$management"
+            self.sender = container.create_sender(self.conn, node, name="req")
+            self.replies = container.create_receiver(self.conn, node, name="rep")
+            self.replies.flow(self.window * 2)
+        else:
+            self.sender = container.create_sender(self.conn, self.entity, name="pub")
+        self.started = time.perf_counter()
+
+    def on_message(self, event: proton.Event) -> None:
+        if event.link.name == "cbs-in":
+            assert event.message.properties["status-code"] in (200, 202), event.message.properties
+            self._open_work_links(event.container)
+            return
+        status = int(event.message.properties["statusCode"])
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        event.link.flow(1)
+        self._completed(event)
+
+    def on_accepted(self, event: proton.Event) -> None:
+        if self.mode == "publish" and self.sender is not None and event.link.name == self.sender.name:
+            self._completed(event)
+
+    def on_rejected(self, event: proton.Event) -> None:
+        if self.mode == "publish":
+            self.statuses[-1] = self.statuses.get(-1, 0) + 1
+            self._completed(event)
+
+    def _completed(self, event: proton.Event) -> None:
+        self.done += 1
+        if self.done >= self.total:
+            self.finished = time.perf_counter()
+            event.connection.close()
+        else:
+            self._fill()
+
+    def on_sendable(self, event: proton.Event) -> None:
+        if self.sender is not None and event.link.name == self.sender.name:
+            self._fill()
+
+    def _fill(self) -> None:
+        while self.sender.credit and self.sent < self.total and self.sent - self.done < self.window:
+            self.sender.send(self._next())
+            self.sent += 1
+
+    def _next(self) -> proton.Message:
+        if self.mode == "management":
+            return proton.Message(
+                id=self.sent, reply_to="rep", body={"top": proton.int32(100), "skip": proton.int32(0)},
+                properties={"operation": "com.microsoft:enumerate-rules"},
+            )
+        n = self.sent
+        return proton.Message(
+            id=str(uuid.uuid4()), body=b"x" * 200,
+            properties={"region": f"r{n % 60}", "amount": n % 700, "tenant": proton.int32(n % 13)},
+        )
+
+
+def _run(url: str, key: str, entity: str, total: int, window: int, mode: str) -> dict:
+    handler = _Pipelined(url, key, entity, total, window, mode)
+    Container(handler).run()
+    seconds = handler.finished - handler.started
+    return {"operations": handler.done, "seconds": round(seconds, 3), "per_second": round(handler.done / seconds, 1),
+            "window": window, "outcomes": {str(k): v for k, v in sorted(handler.statuses.items())}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=5000)
+    parser.add_argument("--messages", type=int, default=3000)
+    parser.add_argument("--window", type=int, default=64)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        rules = _rules_file(Path(tmp))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "emulator", "--port", "0", "--rules", str(rules)],
+            stdout=subprocess.PIPE, text=True,
+        )
+        try:
+            conn = proc.stdout.readline().strip()
+            fields = dict(part.split("=", 1) for part in conn.split(";") if part)
+            url = fields["Endpoint"].replace("sb://", "amqp://")
+            key = fields["SharedAccessKey"]
+            management = _run(url, key, "bench/Subscriptions/mgmt", args.requests, args.window, "management")
+            routed = _run(url, key, "bench", args.messages, args.window, "publish")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(20)
+    print(json.dumps({
+        "benchmark": "emulator",
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "management_requests": {"operation": "enumerate-rules (1 rule, top=100)", **management},
+        "routed_messages": {
+            "subscriptions": SUBSCRIPTIONS + 1,
+            "sql_rules_per_subscription": RULES_PER_SUBSCRIPTION,
+            **routed,
+        },
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
