@@ -45,6 +45,10 @@ from reconciler.model import TypedValue, ValueType
 FILTER_ERROR_REASON = "FilterEvaluationException"
 MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
 _SCHEDULED_ANNOTATION = symbol("x-opt-scheduled-enqueue-time")
+#: proton.Message properties-section fields that model system properties (SQL actions may SET them).
+_MODEL_PROPERTY_FIELDS = (
+    "id", "correlation_id", "address", "reply_to", "subject", "group_id", "reply_to_group_id", "content_type",
+)
 
 
 def decode(payload: bytes) -> proton.Message:
@@ -150,15 +154,17 @@ class Broker:
 
     @staticmethod
     def _apply_copy(payload: bytes, copy: model.Message) -> bytes:
-        """Write a rule action's result (application and settable system properties) onto the wire message."""
+        """Write a rule action's result onto the wire message, keeping everything the model does not carry.
+
+        The copy is encoded by the codec (the one model → AMQP mapping); its properties section,
+        application properties and TTL replace the original's, while the body keeps its AMQP type.
+        """
         msg = decode(payload)
-        msg.properties = {key: codec.to_amqp(value) for key, value in copy.user.items()}
-        for name, attr in codec._MESSAGE_ATTRS.items():
-            value = copy.sys.get(name)
-            setattr(msg, attr, None if value is None or value.type is ValueType.NULL else str(value.value))
-        ttl = copy.sys.get("TimeToLive")
-        if ttl is not None and ttl.type is ValueType.DOUBLE:
-            msg.ttl = float(ttl.value)
+        patched = decode(codec.encode_message(copy))
+        for attr in _MODEL_PROPERTY_FIELDS:
+            setattr(msg, attr, getattr(patched, attr))
+        msg.properties = patched.properties
+        msg.ttl = patched.ttl
         return bytes(msg.encode())
 
     def _dead_letter_new(

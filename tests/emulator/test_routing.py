@@ -21,7 +21,11 @@ RULES = {
         Rule("big", SqlFilter("amount > 100")),
         Rule("tagged", SqlFilter("amount > 500"), SqlRuleAction("SET tier = 'gold'")),
     ],
-    "labels": [Rule("created", CorrelationFilter(subject="created")), Rule("none", SqlFilter("1=0"))],
+    "labels": [
+        Rule("created", CorrelationFilter(subject="created")),
+        Rule("none", SqlFilter("1=0")),
+        Rule("relabel", SqlFilter("amount = 1"), SqlRuleAction("SET sys.Label = 'small'")),
+    ],
     "strict": [Rule("typed", SqlFilter("code = 'x'"))],
 }
 
@@ -93,6 +97,15 @@ def test_action_copy_carries_the_action_result(routed):
     assert tagged[0].application_properties[b"tier"] == b"gold"
     plain = [m for m in seen if b"RuleName" not in (m.application_properties or {})]
     assert all(b"tier" not in m.application_properties for m in plain)
+
+
+def test_action_can_set_a_system_property(routed):
+    _, client = routed
+    with client.get_subscription_receiver("shop", "labels") as receiver:
+        seen = receiver.peek_messages(max_message_count=50)
+    relabelled = [m for m in seen if (m.application_properties or {}).get(b"RuleName") == b"relabel"]
+    assert [(str(m), m.subject) for m in relabelled] == [("m3", "small")]
+    assert [(str(m), m.subject) for m in seen if str(m) == "m0"] == [("m0", "created")]
 
 
 def test_filter_errors_dead_letter_with_a_reason(routed):
