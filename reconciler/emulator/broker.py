@@ -389,6 +389,25 @@ class Broker:
             self.namespace.touch()
             return out
 
+    def delete_messages(
+        self, store: MessageStore, count: int, before: _dt.datetime, session_id: str | None = None
+    ) -> int:
+        """batch-delete-messages: up to ``count`` unlocked messages enqueued before ``before``."""
+        now = utcnow()
+        if before.tzinfo is None:
+            before = before.replace(tzinfo=_dt.timezone.utc)
+        with self.namespace.lock:
+            doomed = [
+                m.sequence_number for m in store.messages.values()
+                if m.enqueued_time < before and (m.locked_until is None or m.locked_until <= now)
+                and (session_id is None or m.session_id == session_id)
+            ][:count]
+            for number in doomed:
+                store.remove(number)
+            if doomed:
+                self.namespace.touch()
+            return len(doomed)
+
     def update_disposition(
         self, store: MessageStore, tokens: Iterable[uuid.UUID], status: str, reason: str | None = None,
         description: str | None = None, properties: dict | None = None,

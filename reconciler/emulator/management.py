@@ -162,6 +162,7 @@ class ManagementNode:
             "get-message-sessions": self.get_message_sessions,
             "receive-by-sequence-number": self.receive_by_sequence_number,
             "update-disposition": self.update_disposition,
+            "batch-delete-messages": self.batch_delete_messages,
         }
 
     def handle(self, address: Address, operation: Any, body: Any) -> Response:
@@ -297,6 +298,21 @@ class ManagementNode:
         properties = {str(k): v for k, v in (modify or {}).items()}
         self.broker.update_disposition(self._store(address), tokens, status, reason, description, properties)
         return Response(200)
+
+    def batch_delete_messages(self, address: Address, body: Mapping[Any, Any]) -> Response:
+        count = _int(body, "message-count")
+        before = _get(body, "enqueued-time-utc")
+        if not isinstance(before, (int, _dt.datetime)) or isinstance(before, bool):
+            raise bad_request("'enqueued-time-utc' must be a timestamp")
+        if count <= 0:
+            raise bad_request("'message-count' must be positive")
+        cutoff = before if isinstance(before, _dt.datetime) else codec.timestamp_to_datetime(int(before))
+        deleted = self.broker.delete_messages(
+            self._store(address), count, cutoff, _str(body, "session-id", required=False)
+        )
+        if not deleted:
+            return Response(204, None, "No Content", "com.microsoft:message-not-found")
+        return Response(200, {"message-count": proton.int32(deleted)})
 
     # -- sessions ------------------------------------------------------------------------------
     def renew_session_lock(self, address: Address, body: Mapping[Any, Any]) -> Response:

@@ -327,6 +327,12 @@ class ServerHandler(MessagingHandler):
         """Send stored messages while the receiver has credit."""
         if not (link.state & Endpoint.LOCAL_ACTIVE and link.state & Endpoint.REMOTE_ACTIVE):
             return
+        if not self._state(link).authorized(link._sb_address.node):
+            # The service detaches links whose token expired without being renewed.
+            link.condition = Condition("amqp:unauthorized-access", f"the token for '{link._sb_address.node}' expired")
+            link.close()
+            self._release_link(link)
+            return
         store: MessageStore = link._sb_store
         session_id = link._sb_session
         while link.credit > 0:

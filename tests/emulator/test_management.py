@@ -255,3 +255,32 @@ def emulator_address(path: str):
     from reconciler.emulator.namespace import parse_address
 
     return parse_address(path)
+
+
+def test_batch_delete_messages(emulator):
+    for body in ("a", "b", "c"):
+        emulator.broker.publish(emulator_address("orders"), proton.Message(body=body))
+    later = proton.timestamp(int((time.time() + 60) * 1000))
+    with RawManagement(emulator, "orders/Subscriptions/all") as mgmt:
+        status, _, body = mgmt.request(
+            "com.microsoft:batch-delete-messages", {"message-count": proton.int32(2), "enqueued-time-utc": later}
+        )
+        assert (status, body) == (200, {"message-count": 2})
+        assert [m.sequence_number for m in emulator.namespace.subscription("orders", "all").store.messages.values()] == [3]
+        early = proton.timestamp(0)
+        status, props, _ = mgmt.request(
+            "com.microsoft:batch-delete-messages", {"message-count": proton.int32(2), "enqueued-time-utc": early}
+        )
+        assert (status, props["errorCondition"]) == (204, "com.microsoft:message-not-found")
+
+
+def test_receiver_is_detached_when_its_token_expires(emulator):
+    emulator.broker.publish(emulator_address("orders"), proton.Message(body="x"))
+    with _token_only(emulator) as helper:
+        expiry = int(time.time()) + 2
+        assert helper.put_token(f"sb://127.0.0.1:{emulator.port}/orders", expiry=expiry) == 202
+        receiver = helper.conn.create_receiver("orders/Subscriptions/all", name="r", credit=0)
+        time.sleep(max(0.0, expiry - time.time()) + 0.3)
+        receiver.flow(1)
+        with pytest.raises(LinkDetached, match="expired"):
+            receiver.receive(timeout=3)
