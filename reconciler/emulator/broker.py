@@ -438,7 +438,7 @@ class Broker:
                 if session_id is None:
                     return None
             info = store.sessions.setdefault(session_id, SessionInfo())
-            if info.locked(now) and info.lock_owner is not owner:
+            if info.locked(now) and info.lock_owner != owner:
                 raise OperationError(
                     410, "com.microsoft:session-cannot-be-locked",
                     f"The requested session '{session_id}' cannot be accepted. It may be locked by another receiver.",
@@ -450,7 +450,7 @@ class Broker:
     def release_session(self, store: MessageStore, session_id: str, owner: object) -> None:
         with self.namespace.lock:
             info = store.sessions.get(session_id)
-            if info is not None and info.lock_owner is owner:
+            if info is not None and info.lock_owner == owner:
                 info.lock_owner = None
                 info.locked_until = None
             for stored in store.messages.values():

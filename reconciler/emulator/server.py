@@ -395,6 +395,7 @@ class ServerHandler(MessagingHandler):
         lock = getattr(delivery, "_sb_lock", None)
         if lock is None:
             return
+        link = delivery.link
         delivery._sb_lock = None
         try:
             action(*lock)
@@ -405,7 +406,7 @@ class ServerHandler(MessagingHandler):
             # Echo the outcome in the settling disposition: peek-lock receivers wait for it.
             delivery.update(delivery.remote_state)
         delivery.settle()
-        self.pump(delivery.link)
+        self.pump(link)
 
     # -- incoming transfers -------------------------------------------------------------------------
     @_guarded
