@@ -32,7 +32,6 @@ from reconciler.emulator.namespace import (
     MessageStore,
     Namespace,
     OperationError,
-    Queue,
     SessionInfo,
     StoredMessage,
     Subscription,
@@ -245,7 +244,7 @@ class Broker:
                 stored = store.next_visible(now, session_id, sessionful)
                 if stored is None:
                     return None
-                if stored.delivery_count >= MAX_DELIVERY_COUNT and not store.path.endswith("$DeadLetterQueue"):
+                if stored.delivery_count >= MAX_DELIVERY_COUNT and store.dead_letters is not None:
                     self._move_to_dead_letters(store, stored, MAX_DELIVERY_REASON, "delivery count exceeded", now)
                     continue
                 if peek_lock:
@@ -335,7 +334,7 @@ class Broker:
         self, store: MessageStore, stored: StoredMessage, reason: str | None, description: str | None,
         now: _dt.datetime,
     ) -> None:
-        target = self._dead_letter_store(store)
+        target = store.dead_letters
         if target is None:
             raise OperationError(400, "amqp:not-allowed", "messages in a dead-letter queue cannot be dead-lettered")
         store.remove(stored.sequence_number)
@@ -344,14 +343,6 @@ class Broker:
         moved.modified_properties = dict(stored.modified_properties)
         moved.dead_letter_reason = reason
         moved.dead_letter_description = description
-
-    def _dead_letter_store(self, store: MessageStore) -> MessageStore | None:
-        if store.path.endswith("/$DeadLetterQueue"):
-            return None
-        for candidate in self.namespace.stores():
-            if candidate.path == store.path + "/$DeadLetterQueue":
-                return candidate
-        return None
 
     def renew_lock(self, store: MessageStore, tokens: Iterable[uuid.UUID]) -> list[_dt.datetime]:
         now = utcnow()

@@ -96,8 +96,10 @@ class SessionInfo:
 class MessageStore:
     """Messages of one entity (a queue, a subscription, a dead-letter queue, a topic's schedule)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, dead_letters: "MessageStore | None" = None) -> None:
         self.path = path
+        #: Where dead-lettered messages go (None for dead-letter queues and topics' schedules).
+        self.dead_letters = dead_letters
         self.next_sequence = 1
         self.messages: dict[int, StoredMessage] = {}
         self.locks: dict[uuid.UUID, int] = {}
@@ -212,8 +214,8 @@ class Subscription:
         self.name = name
         self.path = f"{topic}/Subscriptions/{name}"
         self.rules: dict[str, RuleEntry] = {}
-        self.store = MessageStore(self.path)
         self.dead_letters = MessageStore(self.path + "/$DeadLetterQueue")
+        self.store = MessageStore(self.path, self.dead_letters)
         self.filter_errors = 0
 
 
@@ -230,8 +232,8 @@ class Queue:
     def __init__(self, name: str) -> None:
         self.name = name
         self.path = name
-        self.store = MessageStore(name)
         self.dead_letters = MessageStore(name + "/$DeadLetterQueue")
+        self.store = MessageStore(name, self.dead_letters)
 
 
 @dataclass(frozen=True)
