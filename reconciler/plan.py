@@ -530,9 +530,13 @@ def render_markdown(plan: Plan) -> str:
         out.append("")
         out.append("```diff")
         for change in sp.changes:
-            out.append(f"{_SYMBOL[change.action].replace('~', '!')} {change.action} {change.rule}")
+            symbol = _SYMBOL[change.action].replace("~", "!")  # "!" lines render highlighted in a diff block
+            out.append(f"{symbol} {change.action} {change.rule}")
             out += [f"#   {reason}" for reason in change.reasons]
-            out += [f"    {line}" for line in change.diff]
+            shown = change.after if change.action == CREATE else change.before if change.action == DELETE else None
+            if shown:
+                out += _rule_lines(shown, f"{symbol}     ")
+            out += list(change.diff)  # unindented, so its -/+ lines are coloured too
         out.append("```")
         out.append("</details>")
         out.append("")
