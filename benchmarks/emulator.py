@@ -140,6 +140,18 @@ def _run(url: str, key: str, entity: str, total: int, window: int, mode: str) ->
             "window": window, "outcomes": {str(k): v for k, v in sorted(handler.statuses.items())}}
 
 
+def _startup_seconds(rounds: int = 5) -> float:
+    """Median time for the in-process Emulator to start serving and stop again."""
+    from reconciler.emulator import Emulator
+
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        with Emulator():
+            times.append(time.perf_counter() - start)
+    return round(sorted(times)[len(times) // 2], 4)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=5000)
@@ -165,6 +177,7 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "emulator",
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "in_process_startup_seconds": _startup_seconds(),
         "management_requests": {"operation": "enumerate-rules (1 rule, top=100)", **management},
         "routed_messages": {
             "subscriptions": SUBSCRIPTIONS + 1,

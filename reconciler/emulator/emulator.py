@@ -112,6 +112,8 @@ class Emulator:
     def start(self) -> "Emulator":
         if self._thread is not None:
             return self
+        if not is_loopback(self.host):
+            log.warning("emulator: listening on non-loopback %s without TLS, with a development key", self.host)
         ready = threading.Event()
         failure: list[BaseException] = []
         container = Container(self.handler)
