@@ -10,7 +10,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, Sequence
 
-from reconciler.amqp.errors import ManagementError, NotFoundError
+from reconciler.amqp.errors import ManagementError, NotFoundError, UnauthorizedError
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState, Rule
 from reconciler.plan import ActualState, managed_subscriptions
@@ -47,14 +47,6 @@ def explain(topic: str, subscription: str, exc: ManagementError) -> str:
     return f"{where}: {exc}"
 
 
-def read_subscription(client: RuleReader, topic: str, subscription: str) -> tuple[Rule, ...]:
-    """The live rules of one subscription, or an ObserveError naming it."""
-    try:
-        return tuple(client.list_rules(topic, subscription))
-    except ManagementError as exc:
-        raise ObserveError([explain(topic, subscription, exc)]) from None
-
-
 def observe_subscriptions(
     client: RuleReader, targets: Sequence[tuple[str, str]], *, concurrency: int = DEFAULT_CONCURRENCY
 ) -> dict[tuple[str, str], tuple[Rule, ...]]:
@@ -62,16 +54,25 @@ def observe_subscriptions(
     if not targets:
         return {}
     actual: dict[tuple[str, str], tuple[Rule, ...]] = {}
-    problems: list[str] = []
-    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(targets))), thread_name_prefix="observe") as pool:
-        futures = {target: pool.submit(read_subscription, client, *target) for target in targets}
+    failures: list[tuple[tuple[str, str], ManagementError]] = []
+    workers = max(1, min(concurrency, len(targets)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="observe") as pool:
+        futures = {target: pool.submit(client.list_rules, *target) for target in targets}
         for target, future in futures.items():
             try:
-                actual[target] = future.result()
-            except ObserveError as exc:
-                problems += exc.problems
-    if problems:
-        raise ObserveError(problems)
+                actual[target] = tuple(future.result())
+            except ManagementError as exc:
+                failures.append((target, exc))
+    if failures and all(isinstance(exc, UnauthorizedError) for _, exc in failures) and len(failures) > 1:
+        (topic, sub), first = failures[0]
+        raise ObserveError(
+            [
+                f"access refused for {len(failures)} of {len(targets)} subscriptions (check the key name, the key "
+                f"and its rights); first: {topic}/{sub}: {first}"
+            ]
+        )
+    if failures:
+        raise ObserveError([explain(topic, sub, exc) for (topic, sub), exc in failures])
     return actual
 
 

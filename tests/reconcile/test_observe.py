@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from reconciler.amqp.errors import BadRequestError
+from reconciler.amqp.errors import BadRequestError, UnauthorizedError
 from reconciler.observe import ObserveError, observe_subscriptions
 
 
@@ -51,3 +51,12 @@ def test_every_failure_is_reported_with_its_subscription(kit):
     assert problems[1] == "t/missing: topic 't' or subscription 'missing' does not exist in the namespace"
     assert problems[2].startswith("gone/x:")
     assert "3 subscriptions" in str(exc.value)
+
+
+def test_refused_credentials_are_reported_once(kit):
+    client = kit.FakeClient({("t", f"s{i}"): [kit.DEFAULT] for i in range(5)})
+    client.fault = lambda *a: UnauthorizedError("put-token for t/Subscriptions/x: invalid signature", status=401)
+    with pytest.raises(ObserveError) as exc:
+        observe_subscriptions(client, list(client.subs))
+    (problem,) = exc.value.problems
+    assert problem.startswith("access refused for 5 of 5 subscriptions")
