@@ -27,10 +27,7 @@ class ObserveError(SbrulesError):
 
     def __init__(self, problems: Sequence[str]):
         self.problems = list(problems)
-        head = "cannot read the live rules of " + (
-            "1 subscription" if len(problems) == 1 else f"{len(problems)} subscriptions"
-        )
-        super().__init__(head + ":\n" + "\n".join(f"  {p}" for p in problems))
+        super().__init__("cannot read the live rules:\n" + "\n".join(f"  {p}" for p in problems))
 
 
 def explain(topic: str, subscription: str, exc: ManagementError) -> str:
