@@ -110,7 +110,11 @@ def apply(
     fail_fast: bool,
     connection_string: str | None,
 ) -> None:
-    """Apply a saved PLAN.json exactly, or plan PATH... (default ./rules) and apply after confirmation."""
+    """Apply a saved PLAN.json exactly, or plan PATH... (default ./rules) and apply after confirmation.
+
+    Exit 0 when everything was applied (or nothing was to do), 1 when any change failed or a
+    subscription was refused as stale; the report lists what was and was not applied.
+    """
     saved = len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json"
     desired = None if saved else load_desired(sources)
     with management_client(connection_string, max_rate) as client:

@@ -15,7 +15,7 @@ from reconciler.demo import drifted_namespace
 from reconciler.emulator import Emulator
 from reconciler.model import CorrelationFilter, Rule, SqlFilter, TrueFilter
 from reconciler.observe import ObserveError, observe, observe_subscriptions
-from reconciler.plan import compute_plan, is_temp_rule_name, managed_subscriptions
+from reconciler.plan import compute_plan, is_temp_rule_name, managed_subscriptions, temp_rule_name
 from reconciler.spec import load_paths
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
@@ -146,3 +146,24 @@ def test_apply_under_faults_converges_without_loss_or_gaps(desired, seed, caplog
             names = {r.name for r in emu.namespace.rules(*target)}
             assert not any(is_temp_rule_name(n) for n in names)
             assert watcher.fewest[target] >= 1, f"{target} was empty at some moment"
+
+
+@pytest.mark.parametrize("crashed_after", ["add-temporary", "remove-old"])
+def test_rerun_after_a_crash_mid_replace_converges(desired, crashed_after):
+    """A gapless replace interrupted after its first or second request is finished by the next apply."""
+    declared = next(r for r in desired.topic("orders").subscription("billing").rules if r.name == "refunds")
+    old = replace(declared, filter=CorrelationFilter(subject="old-refund"))
+    with Emulator(desired) as emu, ManagementClient(emu.connection_string) as client:
+        ns = emu.namespace
+        ns.remove_rule("orders", "billing", "refunds")
+        ns.add_rule("orders", "billing", old)
+        ns.add_rule("orders", "billing", replace(declared, name=temp_rule_name("refunds")))
+        if crashed_after == "remove-old":
+            ns.remove_rule("orders", "billing", "refunds")
+        plan = _plan(client, desired)
+        expected = {"add-temporary": [("replace", "refunds")], "remove-old": [("create", "refunds")]}[crashed_after]
+        assert [(c.action, c.rule) for c in plan.changes] == expected + [("delete", "refunds.sbrules-tmp")]
+        report = apply_plan(client, plan)
+        assert report.ok, render_report(report)
+        assert not _plan(client, desired).has_changes
+        assert declared in ns.rules("orders", "billing")
