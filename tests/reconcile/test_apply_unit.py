@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from reconciler.amqp.errors import BadRequestError, ServerBusyError
 from reconciler.apply import DIRECT, ApplyOptions, apply_plan, render_report
 from reconciler.plan import Plan, compute_plan, is_temp_rule_name
@@ -163,10 +165,8 @@ def test_crash_mid_replace_is_repaired_by_the_next_plan(kit):
             raise Crash()  # the process dies after removing the old rule: only the temporary one is left
 
     client.fault = crash
-    try:
+    with pytest.raises(Crash):
         apply_plan(client, plan)
-    except Crash:
-        pass
     client.fault = lambda *a: None
     assert set(client.rules(T, "s")) == {"r.sbrules-tmp"}
     repair = _plan(client, desired)
