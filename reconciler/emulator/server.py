@@ -224,7 +224,12 @@ class ServerHandler(MessagingHandler):
             else:
                 self._open_outgoing(link)
         except OperationError as exc:
+            # A refused link is attached with a null terminus, then detached with the error (AMQP 2.6.3).
             link._sb_refusal = (exc.condition, exc.description)
+            if link.is_sender:
+                link.source.type = proton.Terminus.UNSPECIFIED
+            else:
+                link.target.type = proton.Terminus.UNSPECIFIED
 
     def _state(self, link: proton.Link) -> ConnectionState:
         state = getattr(link.connection, "_sb_state", None)

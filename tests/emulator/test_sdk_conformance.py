@@ -195,3 +195,20 @@ def test_sdk_works_against_a_started_emulator_without_rules_files():
             _send(sb, ServiceBusMessage("x"), topic="t")
             with sb.get_subscription_receiver("t", "s") as receiver:
                 assert [str(m) for m in receiver.peek_messages(max_message_count=2)] == ["x"]
+
+
+def test_next_available_session_times_out_when_none_has_messages(client):
+    from azure.servicebus import NEXT_AVAILABLE_SESSION
+    from azure.servicebus.exceptions import OperationTimeoutError
+
+    with pytest.raises(OperationTimeoutError):
+        with client.get_subscription_receiver("orders", "sessions", session_id=NEXT_AVAILABLE_SESSION):
+            pass
+
+
+def test_receiving_from_a_missing_subscription_is_entity_not_found(client):
+    from azure.servicebus.exceptions import MessagingEntityNotFoundError
+
+    with pytest.raises(MessagingEntityNotFoundError):
+        with client.get_subscription_receiver("orders", "ghost") as receiver:
+            receiver.receive_messages(max_message_count=1, max_wait_time=1)
