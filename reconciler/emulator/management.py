@@ -34,6 +34,8 @@ OPERATION_PREFIX = "com.microsoft:"
 MAX_RULE_NAME = 50
 MAX_SQL_FILTERS_PER_TOPIC = 2000
 MAX_PAGE = 2**31 - 1
+#: Descriptions quote request values; keep responses small however large the request was.
+MAX_DESCRIPTION = 1024
 
 
 @dataclass
@@ -48,9 +50,12 @@ class Response:
         return cls(exc.status, None, exc.description, exc.condition)
 
     def application_properties(self) -> dict[str, Any]:
+        description = self.description or _REASONS.get(self.status, "")
+        if len(description) > MAX_DESCRIPTION:
+            description = description[: MAX_DESCRIPTION - 1] + "…"
         props: dict[str, Any] = {
             "statusCode": proton.int32(self.status),
-            "statusDescription": self.description or _REASONS.get(self.status, ""),
+            "statusDescription": description,
         }
         if self.condition:
             props["errorCondition"] = symbol(self.condition)

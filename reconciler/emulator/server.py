@@ -424,6 +424,13 @@ class ServerHandler(MessagingHandler):
         link.advance()
         if link.credit < INCOMING_WINDOW // 2:
             link.flow(INCOMING_WINDOW - link.credit)
+        if len(payload) > MAX_MESSAGE_SIZE:
+            self._reject(
+                delivery, "amqp:link:message-size-exceeded",
+                f"message of {len(payload)} bytes exceeds the {MAX_MESSAGE_SIZE} byte limit",
+            )
+            self._count_operation(link.connection)
+            return
         message = proton.Message()
         try:
             message.decode(payload)

@@ -120,3 +120,17 @@ def test_undecodable_transfer_is_rejected_not_fatal(emulator):
         assert delivery.remote_state == proton.Delivery.REJECTED
     assert emulator.handler.errors == 0
     assert emulator.running
+
+
+def test_oversize_request_is_rejected_and_descriptions_stay_short(emulator):
+    with RawManagement(emulator, "orders/Subscriptions/all") as mgmt:
+        status, props, _ = mgmt.request("com.microsoft:add-rule", {"rule-name": "x" * 500_000, "rule-description": 1})
+        assert status == 400 and len(props["statusDescription"]) <= 1024
+        assert mgmt.put_token(f"sb://127.0.0.1:{emulator.port}/orders") == 202
+        sender = mgmt.conn.create_sender("orders", name="big-publisher")
+        delivery = sender.link.delivery(b"big")
+        sender.link.send(bytes(proton.Message(body=b"x" * 2_000_000).encode()))
+        sender.link.advance()
+        mgmt.conn.wait(lambda: bool(delivery.remote_state), timeout=10, msg="waiting for the outcome")
+        assert delivery.remote_state == proton.Delivery.REJECTED
+        assert mgmt.request("com.microsoft:enumerate-rules", {"top": 1, "skip": 0})[0] == 200
