@@ -163,8 +163,13 @@ class Emulator:
         self.save()
 
     def save(self) -> None:
-        if self.state_file is not None:
+        """Write the state file now (no-op without one)."""
+        if self.state_file is None:
+            return
+        try:
             persistence.save(self.namespace, self.state_file)
+        except OSError as exc:
+            raise persistence.StateFileError(f"cannot write emulator state file {self.state_file}: {exc}") from None
 
     def _save_loop(self) -> None:
         while not self._stop_saving.is_set():
@@ -175,8 +180,8 @@ class Emulator:
             self._dirty.clear()
             try:
                 self.save()
-            except OSError:
-                log.exception("emulator: could not write the state file")
+            except persistence.StateFileError as exc:
+                log.error("emulator: %s", exc)
 
     def __enter__(self) -> "Emulator":
         return self.start()
