@@ -212,3 +212,15 @@ def test_receiving_from_a_missing_subscription_is_entity_not_found(client):
     with pytest.raises(MessagingEntityNotFoundError):
         with client.get_subscription_receiver("orders", "ghost") as receiver:
             receiver.receive_messages(max_message_count=1, max_wait_time=1)
+
+
+def test_message_sent_with_a_scheduled_enqueue_time_waits_for_it(client, emulator):
+    with client.get_queue_sender("work") as sender:
+        due = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=1.5)
+        sender.send_messages(ServiceBusMessage("timed", scheduled_enqueue_time_utc=due))
+    assert [m.state for m in emulator.namespace.queue("work").store.messages.values()] == ["scheduled"]
+    with client.get_queue_receiver("work") as receiver:
+        received = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        assert [str(m) for m in received] == ["timed"]
+        assert received[0].scheduled_enqueue_time_utc is not None
+        receiver.complete_message(received[0])
