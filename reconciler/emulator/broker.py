@@ -108,7 +108,8 @@ class Broker:
                 self.route(entity, payload, msg, now, view)
             else:
                 entity.store.enqueue(
-                    payload, session_id=_str_or_none(msg.group_id), message_id=_str_or_none(msg.id), now=now
+                    payload, session_id=_str_or_none(msg.group_id), message_id=_str_or_none(msg.id),
+                    ttl=msg.ttl, now=now,
                 )
             self.namespace.touch()
             return []
@@ -135,6 +136,7 @@ class Broker:
                     body,
                     session_id=_str_or_none(copy.sys.get("SessionId").value if "SessionId" in copy.sys else None),
                     message_id=_str_or_none(msg.id),
+                    ttl=msg.ttl,
                     now=now,
                 )
                 copies += 1
@@ -224,7 +226,9 @@ class Broker:
                     changed = True
             for store in self.namespace.stores(include_topics=False):
                 for stored in store.due_scheduled(now):
-                    store.activate(stored)
+                    store.activate(stored, now, decode(stored.payload).ttl)
+                    changed = True
+                if store.drop_expired(now):
                     changed = True
                 if store.expire_locks(now):
                     changed = True

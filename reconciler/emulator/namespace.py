@@ -72,12 +72,14 @@ class StoredMessage:
     dead_letter_source: str | None = None
     dead_letter_reason: str | None = None
     dead_letter_description: str | None = None
+    #: Enqueued time + the message's time-to-live; expired messages are dropped (the service default).
+    expires_at: _dt.datetime | None = None
     #: Application properties to set on the next delivery (update-disposition properties-to-modify).
     modified_properties: dict = field(default_factory=dict)
 
     def visible(self, now: _dt.datetime) -> bool:
-        """Receivable now: active and not locked by anyone."""
-        if self.state != ACTIVE:
+        """Receivable now: active, not expired and not locked by anyone."""
+        if self.state != ACTIVE or (self.expires_at is not None and self.expires_at <= now):
             return False
         return self.locked_until is None or self.locked_until <= now
 
@@ -106,6 +108,8 @@ class MessageStore:
         self.sessions: dict[str, SessionInfo] = {}
         #: Sequence numbers of scheduled messages (so the broker's tick need not scan every message).
         self.scheduled: set[int] = set()
+        #: Sequence numbers of messages with a time-to-live.
+        self.expiring: set[int] = set()
 
     # -- enqueue ------------------------------------------------------------------------------
     def enqueue(
@@ -115,6 +119,7 @@ class MessageStore:
         session_id: str | None = None,
         message_id: str | None = None,
         scheduled_time: _dt.datetime | None = None,
+        ttl: float | None = None,
         now: _dt.datetime | None = None,
     ) -> StoredMessage:
         now = now or utcnow()
@@ -124,6 +129,7 @@ class MessageStore:
             payload=payload,
             session_id=session_id,
             message_id=message_id,
+            expires_at=now + _dt.timedelta(seconds=ttl) if ttl else None,
         )
         if scheduled_time is not None and scheduled_time > now:
             stored.state = SCHEDULED
@@ -131,6 +137,8 @@ class MessageStore:
             self.scheduled.add(stored.sequence_number)
         self.next_sequence += 1
         self.messages[stored.sequence_number] = stored
+        if stored.expires_at is not None:
+            self.expiring.add(stored.sequence_number)
         if session_id is not None:
             self.sessions.setdefault(session_id, SessionInfo())
         return stored
@@ -139,13 +147,28 @@ class MessageStore:
         due = [self.messages[n] for n in sorted(self.scheduled) if self.messages[n].scheduled_time <= now]
         return due
 
-    def activate(self, stored: StoredMessage) -> None:
-        """A scheduled message whose time has come becomes an ordinary active message."""
+    def activate(self, stored: StoredMessage, now: _dt.datetime, ttl: float | None) -> None:
+        """A scheduled message whose time has come becomes an ordinary active message, enqueued now."""
         self.scheduled.discard(stored.sequence_number)
         stored.state = ACTIVE
         stored.scheduled_time = None
+        stored.enqueued_time = now
+        stored.expires_at = now + _dt.timedelta(seconds=ttl) if ttl else None
+        if stored.expires_at is not None:
+            self.expiring.add(stored.sequence_number)
 
     # -- receive ------------------------------------------------------------------------------
+    def drop_expired(self, now: _dt.datetime) -> int:
+        """Remove active messages whose time-to-live has passed (locked ones wait for their lock)."""
+        candidates = (self.messages[n] for n in sorted(self.expiring) if n in self.messages)
+        expired = [
+            m.sequence_number for m in candidates
+            if m.expires_at is not None and m.expires_at <= now and m.state == ACTIVE and m.lock_token is None
+        ]
+        for number in expired:
+            self.remove(number)
+        return len(expired)
+
     def next_visible(self, now: _dt.datetime, session_id: str | None = None, sessionful: bool = False) -> StoredMessage | None:
         for stored in self.messages.values():
             if not stored.visible(now):
@@ -188,6 +211,7 @@ class MessageStore:
     def remove(self, sequence_number: int) -> StoredMessage | None:
         stored = self.messages.pop(sequence_number, None)
         self.scheduled.discard(sequence_number)
+        self.expiring.discard(sequence_number)
         if stored is not None:
             self.unlock(stored)
         return stored

@@ -58,6 +58,7 @@ def _store_doc(store: MessageStore) -> dict[str, Any]:
                 "dead_letter_source": m.dead_letter_source,
                 "dead_letter_reason": m.dead_letter_reason,
                 "dead_letter_description": m.dead_letter_description,
+                "expires_at": _time(m.expires_at),
             }
             for m in store.messages.values()
         ],
@@ -80,10 +81,13 @@ def _load_store(store: MessageStore, doc: dict[str, Any]) -> None:
             dead_letter_source=m.get("dead_letter_source"),
             dead_letter_reason=m.get("dead_letter_reason"),
             dead_letter_description=m.get("dead_letter_description"),
+            expires_at=_untime(m.get("expires_at")),
         )
         store.messages[stored.sequence_number] = stored
         if stored.state == SCHEDULED:
             store.scheduled.add(stored.sequence_number)
+        if stored.expires_at is not None:
+            store.expiring.add(stored.sequence_number)
     for sid, state in doc.get("sessions", {}).items():
         store.sessions[sid] = SessionInfo(state=_unb64(state))
 

@@ -159,3 +159,12 @@ def test_sas_tokens_are_checked_for_key_signature_audience_and_expiry():
         validator.validate(sign("sb://h:1/orders", "root", "k1", soon), "jwt", "sb://h:1/work")
     assert "k1" not in repr(validator)
     assert Grant("", soon).covers("anything/at/all")
+
+
+def test_expired_messages_are_dropped(broker):
+    _send(broker, "work", "short", ttl=0.5)
+    _send(broker, "work", "long")
+    store = broker.namespace.queue("work").store
+    broker.tick(_dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=1))
+    assert [m.sequence_number for m in store.messages.values()] == [2]
+    assert store.expiring == set()
