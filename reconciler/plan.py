@@ -80,19 +80,27 @@ def _canonical_true_false() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class _Canon:
-    """A SQL text and its canonical form, or the parse error and the text with spacing collapsed."""
+    """A SQL text, its canonical form (shown) and its comparison key, or the parse error.
+
+    Filters are compared with user property names case-folded (the broker looks them up
+    case-insensitively); actions are compared exactly, since SET creates properties as written.
+    """
 
     text: str
     canonical: str
+    key: str
     error: str | None = None
 
 
 def _canon(text: str, kind: str) -> _Canon:
-    parse = sql.canonical_filter if kind == "filter" else sql.canonical_action
     try:
-        return _Canon(text, parse(text))
+        if kind == "filter":
+            return _Canon(text, sql.canonical_filter(text), sql.filter_key(text))
+        canon = sql.canonical_action(text)
+        return _Canon(text, canon, canon)
     except sql.SqlError as exc:
-        return _Canon(text, " ".join(text.split()), str(exc))
+        collapsed = " ".join(text.split())
+        return _Canon(text, collapsed, collapsed, str(exc))
 
 
 @dataclass(frozen=True)
@@ -115,9 +123,9 @@ class Signature:
             ]
         key = [
             self.kind,
-            self.sql.canonical if self.sql else None,
+            self.sql.key if self.sql else None,
             corr,
-            self.action.canonical if self.action else None,
+            self.action.key if self.action else None,
         ]
         return json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -172,7 +180,7 @@ def compare(before: Signature, after: Signature) -> tuple[list[str], list[str]]:
         reasons.append(f"filter kind: {_describe_kind(before)} → {_describe_kind(after)}")
     elif before.kind == "sql":
         assert before.sql and after.sql
-        if before.sql.canonical != after.sql.canonical:
+        if before.sql.key != after.sql.key:
             reasons.append("SQL filter changed (canonical form)")
             diff += _sql_diff("filter", before.sql.canonical, after.sql.canonical)
     elif before.kind == "correlation":
@@ -184,7 +192,7 @@ def compare(before: Signature, after: Signature) -> tuple[list[str], list[str]]:
     elif before.action is not None and after.action is None:
         reasons.append("action removed")
         diff += _sql_diff("action", before.action.canonical, "")
-    elif before.action and after.action and before.action.canonical != after.action.canonical:
+    elif before.action and after.action and before.action.key != after.action.key:
         reasons.append("action changed (canonical form)")
         diff += _sql_diff("action", before.action.canonical, after.action.canonical)
     return reasons, diff

@@ -5,7 +5,7 @@ Semantics: ``spec/sql-language.md``; vectors: ``vectors/sql.yaml`` (both under .
 """
 
 from reconciler.sql.actions import CompiledAction
-from reconciler.sql.canonical import canonical, canonical_action, canonical_filter
+from reconciler.sql.canonical import canonical, canonical_action, canonical_filter, filter_key
 from reconciler.sql.errors import SqlError, SqlEvalError
 from reconciler.sql.evaluator import CompiledFilter, MessageView, Outcome
 from reconciler.sql.parser import parse_action, parse_filter
@@ -33,6 +33,7 @@ __all__ = [
     "compiled_action",
     "compiled_filter",
     "correlation_matches",
+    "filter_key",
     "matches",
     "parse_action",
     "parse_filter",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import fields, is_dataclass, replace
 
 from reconciler.model import ValueType
 from reconciler.sql import ast
@@ -38,6 +39,25 @@ def canonical(node: ast.Node) -> str:
 def canonical_filter(text: str) -> str:
     """Parse a filter and print its canonical form (raises SqlError)."""
     return canonical(parse_filter(text))
+
+
+def filter_key(text: str) -> str:
+    """What two filters are compared by: the canonical form with user property names lower-cased.
+
+    Filters look user properties up case-insensitively, so ``Amount > 1`` and ``amount > 1`` are
+    the same filter. Actions are not folded: ``SET Foo = 1`` creates a property named ``Foo``.
+    """
+    return canonical(_fold_user_case(parse_filter(text)))
+
+
+def _fold_user_case(node):
+    if isinstance(node, ast.Property):
+        return replace(node, name=node.name.lower()) if node.scope == "user" else node
+    if isinstance(node, tuple):
+        return tuple(_fold_user_case(item) for item in node)
+    if is_dataclass(node):
+        return replace(node, **{f.name: _fold_user_case(getattr(node, f.name)) for f in fields(node)})
+    return node
 
 
 def canonical_action(text: str) -> str:

@@ -78,6 +78,19 @@ def test_cosmetic_sql_differences_are_not_changes(live_sql):
     assert fingerprint([Rule("a", SqlFilter(live_sql))]) == fingerprint([SQL_A])
 
 
+def test_filter_property_name_case_is_not_a_change():
+    live = Rule("a", SqlFilter("AMOUNT > 1000 AND [Currency] = 'EUR'"))
+    sp = one([SQL_A], [live])
+    assert sp.changes == () and sp.unchanged == 1
+
+
+def test_action_property_name_case_is_a_change():
+    declared = Rule("a", TrueFilter(), SqlRuleAction("SET carrier = 'dhl'"))
+    live = Rule("a", TrueFilter(), SqlRuleAction("SET Carrier = 'dhl'"))
+    (change,) = one([declared], [live]).changes
+    assert change.reasons == ("action changed (canonical form)",)
+
+
 def test_string_literal_case_is_a_change():
     sp = one([SQL_A], [Rule("a", SqlFilter("amount > 1000 AND currency = 'eur'"))])
     (change,) = sp.changes

@@ -84,3 +84,12 @@ def test_canonical_action(text: str, expected: str) -> None:
 def test_canonical_filter_rejects_invalid_text() -> None:
     with pytest.raises(SqlError):
         canonical_filter("color =")
+
+
+def test_filter_key_folds_user_property_case_only():
+    from reconciler.sql import filter_key
+
+    assert filter_key("Amount > 1 AND [My Prop] = 'X'") == filter_key("amount > 1 AND [my prop] = 'X'")
+    assert filter_key("a = 'X'") != filter_key("a = 'x'")
+    assert filter_key("sys.label = 'x'") == "sys.Label = 'x'"
+    assert canonical_filter("Amount > 1") == "Amount > 1"
