@@ -145,6 +145,8 @@ class ServerHandler(MessagingHandler):
         self.message_links: set[proton.Link] = set()
         #: Callbacks that failed inside the guard (tests assert this stays 0).
         self.errors = 0
+        #: Management requests received (answered or refused), for tests that count retries.
+        self.requests = 0
         self._stopping = False
 
     # -- loop lifecycle -------------------------------------------------------------------------
@@ -508,6 +510,7 @@ class ServerHandler(MessagingHandler):
 
     # -- $management ---------------------------------------------------------------------------------
     def _management_request(self, link: proton.Link, request: proton.Message) -> None:
+        self.requests += 1
         address: Address = link._sb_address
         props = request.properties or {}
         if self.faults.server_busy():
