@@ -100,6 +100,11 @@ class Emulator:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @property
+    def key(self) -> str:
+        """The shared access key clients sign with (kept out of repr and logs)."""
+        return self._key
+
+    @property
     def connection_string(self) -> str:
         return (
             f"Endpoint=sb://{self._endpoint_host()}:{self.port};SharedAccessKeyName={self.key_name};"
