@@ -86,6 +86,10 @@ class Val:
     const: bool = False
     #: The .NET text form when it is cheap to have (literals, stored properties); see text_of.
     text: Column | None = None
+    #: Computed by an operator: its fields are big expressions, so parents bind it once (_let).
+    computed: bool = False
+    #: ``struct<t, s, l, d, b, e>`` holding this value, when it already exists as one column.
+    packed: Column | None = None
 
     def tag_col(self) -> Column:
         return self.tag if self.tag is not None else F.lit(next(iter(self.tags)))
@@ -182,7 +186,7 @@ def _case(branches: Iterable[_Branch]) -> Val:
                 t = F.lit(only)
             tag_values.append((br.cond, t))
         tag = _chain(tag_values, "string")
-    return Val(tags, tag, **cols)
+    return Val(tags, tag, **cols, computed=True)
 
 
 def _pred_case(branches: list[tuple[Cond, Column | None, Column | None]]) -> Pred:
@@ -197,6 +201,57 @@ def _pred_case(branches: list[tuple[Cond, Column | None, Column | None]]) -> Pre
     v = _chain([(c, v) for c, v, _ in live], "boolean")
     e = _chain([(c, e) for c, _, e in live], "string")
     return Pred(v if v is not None else F.lit(None).cast("boolean"), e)
+
+
+def _pack(value: Val) -> Column:
+    if value.packed is not None:
+        return value.packed
+    return F.struct(
+        value.tag_col().alias("t"),
+        *(value.field(name).alias(name) for name in ("s", "l", "d", "b")),
+        value.field("err").alias("e"),
+    )
+
+
+def _unpack(tags: frozenset[str], packed: Column, has_err: bool) -> Val:
+    return Val(
+        tags,
+        packed.getField("t") if len(tags) > 1 else None,
+        *(packed.getField(name) for name in ("s", "l", "d", "b")),
+        err=packed.getField("e") if has_err else None,
+        computed=True,
+        packed=packed,
+    )
+
+
+def _let(operands: list[Val], body: Callable[..., Any]) -> Any:
+    """``body(*operands)`` with computed operands bound once (a one-element ``transform``).
+
+    Operator translations mention each operand field several times; inlining computed operands
+    would grow the expression exponentially with nesting depth. Binding them through a lambda
+    variable keeps it linear.
+    """
+    if not any(o.computed for o in operands):
+        return body(*operands)
+    bound = [i for i, o in enumerate(operands) if o.computed]
+    record = F.array(F.struct(*(_pack(operands[i]).alias(f"o{i}") for i in bound)))
+    results: list[Any] = []
+
+    def inner(x: Column) -> Column:
+        args = [
+            _unpack(o.tags, x.getField(f"o{i}"), o.err is not None) if o.computed else o for i, o in enumerate(operands)
+        ]
+        result = body(*args)
+        results.append(result)
+        if isinstance(result, Val):
+            return _pack(result)
+        return F.struct(result.v.alias("v"), _err_col(result.err).alias("e"))
+
+    out = F.transform(record, inner)[0]
+    (result,) = results
+    if isinstance(result, Val):
+        return _unpack(result.tags, out, result.err is not None)
+    return Pred(out.getField("v"), out.getField("e") if result.err is not None else None)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -300,19 +355,16 @@ def text_of(value: Val) -> Column:
     """The .NET text form of a known (non-missing) value: what ``+`` and LIKE see."""
     if value.text is not None:
         return value.text
-    branches = [
-        (value.is_({"string", "uuid"}), value.s),
-        (value.is_({"null"}), F.lit("")),
-        (value.is_({"bool"}), F.when(value.b, F.lit("True")).otherwise(F.lit("False"))),
-        (value.is_(INTEGRAL), value.l.cast("string") if value.l is not None else None),
-        (value.is_({"double"}), dotnet_double_text(value.d) if value.d is not None else None),
-        (
-            value.is_({"timestamp"}),
-            F.date_format(F.timestamp_micros(value.l), "MM/dd/yyyy HH:mm:ss") if value.l is not None else None,
-        ),
-        (value.is_({"timespan"}), timespan_text(value.l) if value.l is not None else None),
+    branches: list[tuple[Cond, Callable[[], Column]]] = [
+        (value.is_({"string", "uuid"}), lambda: value.s),
+        (value.is_({"null"}), lambda: F.lit("")),
+        (value.is_({"bool"}), lambda: F.when(value.b, F.lit("True")).otherwise(F.lit("False"))),
+        (value.is_(INTEGRAL), lambda: value.l.cast("string")),
+        (value.is_({"double"}), lambda: dotnet_double_text(value.d)),
+        (value.is_({"timestamp"}), lambda: F.date_format(F.timestamp_micros(value.l), "MM/dd/yyyy HH:mm:ss")),
+        (value.is_({"timespan"}), lambda: timespan_text(value.l)),
     ]
-    out = _chain([(c, v) for c, v in branches if c is not False], "string")
+    out = _chain([(c, make()) for c, make in branches if c is not False], "string")
     return out if out is not None else F.lit(None).cast("string")
 
 
@@ -386,6 +438,10 @@ def _double_op(op: str, x: Column, y: Column) -> Column:
 
 def arithmetic(op: str, a: Val, b: Val) -> Val:
     """``+ - * / %`` (§5.5): MISSING first, then string concatenation, numbers, null, errors."""
+    return _let([a, b], lambda x, y: _arithmetic(op, x, y))
+
+
+def _arithmetic(op: str, a: Val, b: Val) -> Val:
     branches = [_Branch(_any_missing(a, b), frozenset({MISSING}))]
     if op == "+":
         either_string = _or(a.is_({"string"}), b.is_({"string"}))
@@ -444,6 +500,10 @@ def timespan_text(micros: Column) -> Column:
 
 def negate(a: Val) -> Val:
     """Unary minus: numbers (checked), MISSING stays MISSING, anything else is an error."""
+    return _let([a], _negate)
+
+
+def _negate(a: Val) -> Val:
     branches = [_Branch(a.is_({MISSING}), frozenset({MISSING}))]
     if a.is_({"int"}) is not False:
         branches.append(
@@ -462,7 +522,7 @@ def negate(a: Val) -> Val:
 
 
 def _with_err(value: Val, err: Column | None) -> Val:
-    return Val(value.tags, value.tag, value.s, value.l, value.d, value.b, err, value.const, value.text)
+    return Val(value.tags, value.tag, value.s, value.l, value.d, value.b, err, value.const, value.text, value.computed)
 
 
 def _or(*conds: Cond) -> Cond:
@@ -491,6 +551,10 @@ _COMPARE: dict[str, Callable[[Column, Column], Column]] = {
 
 def compare(op: str, a: Val, b: Val) -> Pred:
     """``= <> < <= > >=`` per the C# table of §5.4 (null semantics, no coercion, NaN never equal)."""
+    return _let([a, b], lambda x, y: _compare(op, x, y))
+
+
+def _compare(op: str, a: Val, b: Val) -> Pred:
     equality = op in ("=", "<>")
     cmp = _COMPARE[op]
     branches: list[tuple[Cond, Column | None, Column | None]] = [
@@ -527,6 +591,10 @@ def compare(op: str, a: Val, b: Val) -> Pred:
 
 def in_list(value: Val, items: list[Val], negated: bool) -> Pred:
     """Ordered ``CASE`` of Service Bus ``=`` (§5.7): FALSE, not NULL, when no item matches."""
+    return _let([value, *items], lambda x, *rest: _in_list(x, list(rest), negated))
+
+
+def _in_list(value: Val, items: list[Val], negated: bool) -> Pred:
     item_errs = [i.err for i in items]
     x = _with_err(value, None)
     fast = _in_fast_path(x, items)
@@ -537,7 +605,7 @@ def in_list(value: Val, items: list[Val], negated: bool) -> Pred:
         for item in items:
             if item.is_({MISSING}) is not False:
                 branches.append((item.is_({MISSING}), None, F.lit("IN cannot compare with a missing property")))
-            eq = compare("=", x, _with_err(item, None))
+            eq = _compare("=", x, _with_err(item, None))
             if eq.err is not None:
                 branches.append((eq.err.isNotNull(), None, eq.err))
             branches.append((F.coalesce(eq.v, F.lit(False)), F.lit(True), None))
@@ -554,11 +622,10 @@ def _in_fast_path(x: Val, items: list[Val]) -> Pred | None:
             continue
         same = {"string"} if kind == "string" else INTEGRAL
         values = [getattr(i, column) for i in items]
-        branches: list[tuple[Cond, Column | None, Column | None]] = [
-            (x.is_({MISSING}), None, None),
-            (x.is_(same), getattr(x, column).isin(*values), None),
-            (x.is_({"null"}), F.lit(False), None),
-        ]
+        branches: list[tuple[Cond, Column | None, Column | None]] = [(x.is_({MISSING}), None, None)]
+        if x.is_(same) is not False:
+            branches.append((x.is_(same), getattr(x, column).isin(*values), None))
+        branches.append((x.is_({"null"}), F.lit(False), None))
         if kind == "long" and x.is_({"double"}) is not False:
             doubles = [v.cast("double") for v in values]
             branches.append((x.is_({"double"}), x.d.isin(*doubles) & ~F.isnan(x.d), None))
@@ -569,6 +636,10 @@ def _in_fast_path(x: Val, items: list[Val]) -> Pred | None:
 
 def like(value: Val, pattern: str, escape: str | None, negated: bool) -> Pred:
     """LIKE with a constant pattern: an anchored Java regex with ``(?d)`` built here (§5.6)."""
+    return _let([value], lambda x: _like(x, pattern, escape, negated))
+
+
+def _like(value: Val, pattern: str, escape: str | None, negated: bool) -> Pred:
     regex, units = like_regex(pattern, escape)
     text = text_of(value)
     if units:
@@ -661,25 +732,14 @@ class _Translator:
         (arg,) = node.args
         if isinstance(arg, ast.Literal) and arg.type is ValueType.STRING:
             return user_property(arg.value)
-        name = self.value(arg)
-        found = _lookup(F.lower(name.s) if name.s is not None else F.lit(None).cast("string"))
-        bad = name.is_(USER_TAGS - {"string"})
-        err = _when(bad, F.concat(F.lit("property() needs a string, got "), name.tag_col()))
-        return _with_err(found, _err(name.err, err))
+        return _let([self.value(arg)], _dynamic_property)
 
     def predicate(self, node: ast.Predicate) -> Pred:
         if isinstance(node, ast.Comparison):
             return compare(node.op, self.value(node.left), self.value(node.right))
-        if isinstance(node, ast.And):
-            left, right = self.predicate(node.left), self.predicate(node.right)
-            v = F.when(left.v == F.lit(False), F.lit(False)).otherwise(left.v & right.v)
-            later = None if right.err is None else F.when(F.coalesce(left.v, F.lit(True)), right.err)
-            return Pred(v, _err(left.err, later))
-        if isinstance(node, ast.Or):
-            left, right = self.predicate(node.left), self.predicate(node.right)
-            v = F.when(left.v == F.lit(True), F.lit(True)).otherwise(left.v | right.v)
-            later = None if right.err is None else F.when(~F.coalesce(left.v, F.lit(False)), right.err)
-            return Pred(v, _err(left.err, later))
+        if isinstance(node, (ast.And, ast.Or)):
+            parts = [self.predicate(p) for p in _flatten(node, type(node))]
+            return _junction(parts, isinstance(node, ast.And))
         if isinstance(node, ast.Not):
             inner = self.predicate(node.operand)
             return Pred(~inner.v, inner.err)
@@ -701,6 +761,40 @@ class _Translator:
             escape = _constant_text(node.escape)
             return like(self.value(node.value), pattern, escape, node.negated)
         raise TypeError(f"not a predicate node: {node!r}")
+
+
+def _dynamic_property(name: Val) -> Val:
+    """``property(expr)``: the user property named by a computed string (error if not a string)."""
+    found = _lookup(F.lower(name.s) if name.s is not None else F.lit(None).cast("string"))
+    bad = name.is_(USER_TAGS - {"string"})
+    err = _when(bad, F.concat(F.lit("property() needs a string, got "), name.tag_col()))
+    return Val(found.tags, found.tag, found.s, found.l, found.d, found.b, _err(name.err, err), computed=True)
+
+
+def _junction(parts: list[Pred], is_and: bool) -> Pred:
+    """n-ary AND / OR with Service Bus short-circuiting: operand k is evaluated (and its error
+    counts) only while no earlier operand decided the result; each operand is mentioned twice."""
+    v = parts[0].v
+    for part in parts[1:]:
+        v = (v & part.v) if is_and else (v | part.v)
+    if all(p.err is None for p in parts):
+        return Pred(v)
+    decided = F.lit(not is_and)
+    err = None
+    for i, part in enumerate(parts):
+        if part.err is not None:
+            err = F.when(part.err.isNotNull(), part.err) if err is None else err.when(part.err.isNotNull(), part.err)
+        if i < len(parts) - 1 and any(p.err is not None for p in parts[i + 1 :]):
+            stop = part.v == decided
+            null = F.lit(None).cast("string")
+            err = F.when(stop, null) if err is None else err.when(stop, null)
+    return Pred(v, err)
+
+
+def _flatten(node: ast.Predicate, cls: type) -> list[ast.Predicate]:
+    if isinstance(node, cls):
+        return _flatten(node.left, cls) + _flatten(node.right, cls)
+    return [node]
 
 
 def to_spark(node: ast.Predicate | ast.Expr) -> tuple[Column, Column]:
