@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 import proton
@@ -68,12 +67,6 @@ def _str_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-@dataclass(frozen=True)
-class RouteStats:
-    delivered_copies: int
-    dead_lettered: int
-
-
 class Broker:
     """Message operations over a Namespace (thread-safe through the namespace lock)."""
 
@@ -116,10 +109,9 @@ class Broker:
 
     def route(
         self, topic: Topic, payload: bytes, msg: proton.Message, now: _dt.datetime, view: model.Message | None = None
-    ) -> RouteStats:
+    ) -> None:
         """Offer one message to every subscription of ``topic``."""
         view = view or self.view(payload, now)
-        copies = dead = 0
         for sub in topic.subscriptions.values():
             rules = [entry.rule for entry in sub.rules.values()]
             result = sql.route_rules(rules, view)
@@ -129,7 +121,6 @@ class Broker:
                 self.filter_errors += 1
                 description = "; ".join(f"rule {name!r}: {error}" for name, error in errors)
                 self._dead_letter_new(sub, payload, msg, FILTER_ERROR_REASON, description, now)
-                dead += 1
             for rule_name, copy in result.copies:
                 body = payload if rule_name is None else self._apply_copy(payload, copy)
                 sub.store.enqueue(
@@ -139,8 +130,6 @@ class Broker:
                     ttl=msg.ttl,
                     now=now,
                 )
-                copies += 1
-        return RouteStats(copies, dead)
 
     def view(self, payload: bytes, now: _dt.datetime) -> model.Message:
         """The model message filters see, with broker-assigned Size and EnqueuedTimeUtc."""

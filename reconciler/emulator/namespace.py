@@ -223,10 +223,6 @@ class MessageStore:
             self.unlock(stored)
         return expired
 
-    def active_count(self) -> int:
-        return sum(1 for m in self.messages.values() if m.state == ACTIVE)
-
-
 @dataclass
 class RuleEntry:
     rule: Rule
@@ -309,7 +305,6 @@ class Namespace:
         self.lock = threading.RLock()
         self.topics: dict[str, Topic] = {}
         self.queues: dict[str, Queue] = {}
-        self.changes = 0
         self._listeners: list[Callable[[], None]] = []
 
     # -- change notification (persistence, receivers waiting for messages) -------------------
@@ -317,7 +312,6 @@ class Namespace:
         self._listeners.append(callback)
 
     def touch(self) -> None:
-        self.changes += 1
         for callback in self._listeners:
             callback()
 
@@ -429,10 +423,6 @@ class Namespace:
         """The subscription's rules in creation order (test API)."""
         with self.lock:
             return [entry.rule for entry in self.subscription(topic, subscription).rules.values()]
-
-    def rule_entries(self, topic: str, subscription: str) -> list[RuleEntry]:
-        with self.lock:
-            return list(self.subscription(topic, subscription).rules.values())
 
     def add_rule(self, topic: str, subscription: str, rule: Rule) -> None:
         with self.lock:

@@ -168,3 +168,11 @@ def test_expired_messages_are_dropped(broker):
     broker.tick(_dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=1))
     assert [m.sequence_number for m in store.messages.values()] == [2]
     assert store.expiring == set()
+
+
+def test_deleting_a_subscription_stops_routing_to_it(broker):
+    broker.namespace.delete_subscription("orders", "all")
+    _send(broker, "orders", "x", properties={"region": "eu"})
+    assert [s.name for s in broker.namespace.topic("orders").subscriptions.values()] == ["sessions", "eu"]
+    with pytest.raises(OperationError):
+        broker.namespace.delete_subscription("orders", "all")
