@@ -356,7 +356,8 @@ class Broker:
             found = []
             for number in numbers:
                 stored = store.messages.get(int(number))
-                if stored is None or stored.state != DEFERRED or (session_id is not None and stored.session_id != session_id):
+                wrong_session = session_id is not None and stored is not None and stored.session_id != session_id
+                if stored is None or stored.state != DEFERRED or wrong_session:
                     raise OperationError(
                         404, "com.microsoft:message-not-found", f"deferred message {number} was not found"
                     )
@@ -410,7 +411,9 @@ class Broker:
                 raise bad_request(f"unknown disposition-status {status!r}")
 
     # -- sessions ------------------------------------------------------------------------------
-    def accept_session(self, store: MessageStore, session_id: str | None, owner: object) -> tuple[str, _dt.datetime] | None:
+    def accept_session(
+        self, store: MessageStore, session_id: str | None, owner: object
+    ) -> tuple[str, _dt.datetime] | None:
         """Lock a session for a receiver link: the named one, or the first unlocked one with messages."""
         now = utcnow()
         with self.namespace.lock:

@@ -225,7 +225,9 @@ class ManagementNode:
             if isinstance(rule.filter, model.SqlFilter):
                 topic = self.namespace.topic(address.topic or "")
                 count = sum(
-                    isinstance(e.rule.filter, model.SqlFilter) for s in topic.subscriptions.values() for e in s.rules.values()
+                    isinstance(e.rule.filter, model.SqlFilter)
+                    for s in topic.subscriptions.values()
+                    for e in s.rules.values()
                 )
                 if count >= MAX_SQL_FILTERS_PER_TOPIC:
                     raise OperationError(

@@ -169,7 +169,9 @@ class MessageStore:
             self.remove(number)
         return len(expired)
 
-    def next_visible(self, now: _dt.datetime, session_id: str | None = None, sessionful: bool = False) -> StoredMessage | None:
+    def next_visible(
+        self, now: _dt.datetime, session_id: str | None = None, sessionful: bool = False
+    ) -> StoredMessage | None:
         for stored in self.messages.values():
             if not stored.visible(now):
                 continue
@@ -198,7 +200,8 @@ class MessageStore:
         stored = self.messages.get(seq) if seq is not None else None
         if stored is None or stored.lock_token != token or stored.locked_until is None or stored.locked_until <= now:
             raise lock_lost(
-                "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
+                "The lock supplied is invalid. Either the lock expired, "
+                "or the message has already been removed from the queue."
             )
         return stored
 

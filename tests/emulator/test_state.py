@@ -55,7 +55,9 @@ def test_state_is_saved_soon_after_a_change_without_stopping(tmp_path):
                 break
             time.sleep(0.05)
         doc = json.loads(path.read_text())
-    names = [r["rule"]["name"] for t in doc["topics"] for s in t["subscriptions"] if s["name"] == "all" for r in s["rules"]]
+    (orders,) = doc["topics"]
+    (all_sub,) = [s for s in orders["subscriptions"] if s["name"] == "all"]
+    names = [r["rule"]["name"] for r in all_sub["rules"]]
     assert names == ["$Default", "vip"]
 
 
