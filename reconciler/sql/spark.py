@@ -278,7 +278,10 @@ def literal(value: TypedValue | ast.Literal) -> Val:
 
 
 def _lookup(key: Column) -> Val:
-    cell = F.try_element_at(F.col(PROPS), key)
+    return _cell_val(F.try_element_at(F.col(PROPS), key))
+
+
+def _cell_val(cell: Column) -> Val:
     return Val(
         USER_TAGS,
         F.coalesce(cell.getField("t"), F.lit(MISSING)),
@@ -290,9 +293,20 @@ def _lookup(key: Column) -> Val:
     )
 
 
-def user_property(name: str) -> Val:
+#: Pre-computed ``props[name]`` cells by lower-cased name (see :func:`property_names`).
+Cells = Mapping[str, Column]
+
+
+def _cell(name: str, cells: Cells | None) -> Column:
+    key = name.lower()
+    if cells is not None and key in cells:
+        return cells[key]
+    return F.try_element_at(F.col(PROPS), F.lit(key))
+
+
+def user_property(name: str, cells: Cells | None = None) -> Val:
     """``props[lower(name)]``: a NULL struct is MISSING (tag ``missing``)."""
-    return _lookup(F.lit(name.lower()))
+    return _cell_val(_cell(name, cells))
 
 
 def system_property(name: str) -> Val:
@@ -713,11 +727,14 @@ def _constant_text(node: ast.Expr | None) -> str | None:
 
 
 class _Translator:
+    def __init__(self, cells: Cells | None = None):
+        self.cells = cells
+
     def value(self, node: ast.Expr) -> Val:
         if isinstance(node, ast.Literal):
             return literal(node)
         if isinstance(node, ast.Property):
-            return system_property(node.name) if node.scope == "sys" else user_property(node.name)
+            return system_property(node.name) if node.scope == "sys" else user_property(node.name, self.cells)
         if isinstance(node, ast.Unary):
             return negate(self.value(node.operand))
         if isinstance(node, ast.Binary):
@@ -731,7 +748,7 @@ class _Translator:
             return Val(frozenset({"uuid"}), s=F.expr("uuid()"))
         (arg,) = node.args
         if isinstance(arg, ast.Literal) and arg.type is ValueType.STRING:
-            return user_property(arg.value)
+            return user_property(arg.value, self.cells)
         return _let([self.value(arg)], _dynamic_property)
 
     def predicate(self, node: ast.Predicate) -> Pred:
@@ -747,13 +764,13 @@ class _Translator:
             if node.prop.scope == "sys":
                 isnull = F.col(SYS_COLUMNS[node.prop.name]).isNull()
             else:
-                cell = F.try_element_at(F.col(PROPS), F.lit(node.prop.name.lower()))
+                cell = _cell(node.prop.name, self.cells)
                 isnull = cell.isNull() | (cell.getField("t") == "null")
             return Pred(~isnull if node.negated else isnull)
         if isinstance(node, ast.Exists):
             if node.prop.scope == "sys":
                 return Pred(F.lit(True))
-            return Pred(F.map_contains_key(F.col(PROPS), F.lit(node.prop.name.lower())))
+            return Pred(_cell(node.prop.name, self.cells).isNotNull())
         if isinstance(node, ast.In):
             return in_list(self.value(node.value), [self.value(i) for i in node.items], node.negated)
         if isinstance(node, ast.Like):
@@ -797,14 +814,16 @@ def _flatten(node: ast.Predicate, cls: type) -> list[ast.Predicate]:
     return [node]
 
 
-def to_spark(node: ast.Predicate | ast.Expr) -> tuple[Column, Column]:
+def to_spark(node: ast.Predicate | ast.Expr, cells: Cells | None = None) -> tuple[Column, Column]:
     """Translate an AST node: (predicate or typed-value struct, error) — error NULL = no error.
 
     A predicate yields a nullable boolean (NULL = UNKNOWN); an expression yields
     ``struct<t, s, l, d, b>`` with ``t = 'missing'`` for an absent property.
-    Raises :class:`Untranslatable` for constructs without a native translation.
+    Raises :class:`Untranslatable` for constructs without a native translation. ``cells`` maps
+    lower-cased property names to columns already holding ``props[name]`` (a projection computed
+    once per row, shared by many rules); other names are looked up in ``props`` directly.
     """
-    tr = _Translator()
+    tr = _Translator(cells)
     if isinstance(node, ast.PREDICATE_TYPES):
         pred = tr.predicate(node)
         return pred.v, _err_col(pred.err)
@@ -828,7 +847,7 @@ def _err_col(err: Column | None) -> Column:
 # ------------------------------------------------------------------------------------------------
 
 
-def correlation_match(flt: CorrelationFilter) -> Column:
+def correlation_match(flt: CorrelationFilter, cells: Cells | None = None) -> Column:
     """AND of exact, type-strict ``object.Equals`` matches; never UNKNOWN, never an error (§5.10)."""
     from reconciler.model import CORRELATION_SYS_NAMES
 
@@ -836,7 +855,7 @@ def correlation_match(flt: CorrelationFilter) -> Column:
         return F.lit(False)
     conds = [F.col(SYS_COLUMNS[CORRELATION_SYS_NAMES[f]]) == F.lit(v) for f, v in flt.system_fields().items()]
     for name, tv in flt.properties:
-        cell = F.try_element_at(F.col(PROPS), F.lit(name.lower()))
+        cell = _cell(name, cells)
         same_type = cell.getField("t") == F.lit(tv.type.value)
         if tv.type is ValueType.NULL:
             conds.append(same_type)
@@ -865,26 +884,52 @@ class RuleColumns:
     fallback: str | None = None
 
 
-def filter_columns(flt: Any, parameters: Mapping[str, TypedValue] | None = None) -> tuple[Column, Column]:
+def property_names(flt: Any) -> set[str]:
+    """Lower-cased user property names a filter reads by constant name (for pre-computed cells)."""
+    if isinstance(flt, CorrelationFilter):
+        return {name.lower() for name, _ in flt.properties}
+    if not isinstance(flt, SqlFilter):
+        return set()
+    from reconciler.sql import SqlError, parse_filter
+
+    try:
+        stack: list[Any] = [parse_filter(flt.expression)]
+    except SqlError:
+        return set()
+    names = set()
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Property) and node.scope == "user":
+            names.add(node.name.lower())
+        elif isinstance(node, ast.Function) and node.name == "property" and isinstance(node.args[0], ast.Literal):
+            if node.args[0].type is ValueType.STRING:
+                names.add(node.args[0].value.lower())
+        stack.extend(ast.children(node))
+    return names
+
+
+def filter_columns(
+    flt: Any, parameters: Mapping[str, TypedValue] | None = None, cells: Cells | None = None
+) -> tuple[Column, Column]:
     """(match, error) of a model filter; raises Untranslatable (or SqlError for bad SQL)."""
     if isinstance(flt, TrueFilter):
         return F.lit(True), F.lit(None).cast("string")
     if isinstance(flt, FalseFilter):
         return F.lit(False), F.lit(None).cast("string")
     if isinstance(flt, CorrelationFilter):
-        return correlation_match(flt), F.lit(None).cast("string")
+        return correlation_match(flt, cells), F.lit(None).cast("string")
     if isinstance(flt, SqlFilter):
         from reconciler.sql import parse_filter
 
-        pred, err = to_spark(parse_filter(flt.expression, parameters))
+        pred, err = to_spark(parse_filter(flt.expression, parameters), cells)
         return F.coalesce(pred, F.lit(False)) & err.isNull(), err
     raise TypeError(f"not a filter: {flt!r}")
 
 
-def rule_columns(rule: Rule) -> RuleColumns:
+def rule_columns(rule: Rule, cells: Cells | None = None) -> RuleColumns:
     """The rule's match/error columns: native when possible, otherwise a reported Python UDF."""
     try:
-        matched, error = filter_columns(rule.filter)
+        matched, error = filter_columns(rule.filter, cells=cells)
         return RuleColumns(matched, error)
     except Untranslatable as exc:
         from reconciler.traffic.fallback import python_rule_columns

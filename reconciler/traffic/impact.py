@@ -142,7 +142,12 @@ def _read_sample(spark: Any, dataset: str) -> Any:
 def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from reconciler.sql.spark import rule_columns
+    from reconciler.sql.spark import property_names, rule_columns
+
+    # Each property the filters name is looked up in the props map once per message.
+    names = sorted({n for s in scopes for r in s.desired + s.current for n in property_names(r.filter)})
+    cells = {name: F.col(f"_p{i}") for i, name in enumerate(names)}
+    frame = frame.select("*", *(F.try_element_at(F.col("props"), F.lit(n)).alias(f"_p{i}") for i, n in enumerate(names)))
 
     # One pair of columns per distinct filter: unchanged rules cost nothing extra.
     filters: dict[Filter, int] = {}
@@ -154,7 +159,7 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
                 continue
             index = len(compiled)
             filters[rule.filter] = index
-            columns = rule_columns(rule)
+            columns = rule_columns(rule, cells)
             compiled.append(columns.matched.alias(f"m{index}"))
             compiled.append(columns.error.alias(f"e{index}"))
             if columns.fallback:
