@@ -31,6 +31,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from reconciler.model import (
+    CORRELATION_SYS_NAMES,
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -849,8 +850,6 @@ def _err_col(err: Column | None) -> Column:
 
 def correlation_match(flt: CorrelationFilter, cells: Cells | None = None) -> Column:
     """AND of exact, type-strict ``object.Equals`` matches; never UNKNOWN, never an error (§5.10)."""
-    from reconciler.model import CORRELATION_SYS_NAMES
-
     if flt.is_empty():
         return F.lit(False)
     conds = [F.col(SYS_COLUMNS[CORRELATION_SYS_NAMES[f]]) == F.lit(v) for f, v in flt.system_fields().items()]
