@@ -3,8 +3,8 @@
 1. Filter evaluation on Spark: N synthetic sampled messages × R rules, native translation vs a
    Python-UDF evaluation of the same rules (one UDF per row evaluating every rule with the Python
    evaluator) vs Spark's own scan of the same columns with no filters. ``native_s`` is a fresh
-   query (analysis + optimisation of 50 translated filters + execution, what a report costs);
-   ``native_execution_only_s`` re-runs the planned query (the per-message cost). With
+   query (analysis + optimisation + code generation of 50 translated filters + execution, what a
+   report costs); ``*_execution_only_s`` re-run an already planned query (the per-message cost). With
    ``--udf-fraction`` < 1 the UDF runs on that sample and the speed-up compares per-message cost.
 2. Sampling throughput: peek from the emulator through ``ManagementClient`` + decode + Parquet
    write, in messages/s (and the decode-free row conversion + write alone).
@@ -160,8 +160,9 @@ def spark_benchmark(path: str, rule_list: list[Rule], master: str, udf_fraction:
 
     scan_s = timed(scan)
     native_s = timed(native)
-    planned = frame.agg(*native_aggs)  # the same query re-run: execution only, planning cached
-    native_exec_s = timed(planned.collect)
+    # The same DataFrames re-run: planning and code generation cached, execution only.
+    scan_exec_s = timed(frame.agg(F.sum(F.size("props")), F.count("subject"), F.count("message_id")).collect)
+    native_exec_s = timed(frame.agg(*native_aggs).collect)
     started = time.perf_counter()
     python_udf()
     udf_s = time.perf_counter() - started
@@ -178,8 +179,9 @@ def spark_benchmark(path: str, rule_list: list[Rule], master: str, udf_fraction:
         "native_s": round(native_s, 3),
         "native_messages_per_s": round(rows / native_s),
         "native_vs_scan": round(native_s / scan_s, 2),
+        "scan_execution_only_s": round(scan_exec_s, 3),
         "native_execution_only_s": round(native_exec_s, 3),
-        "native_execution_only_vs_scan": round(native_exec_s / scan_s, 2),
+        "native_vs_scan_execution_only": round(native_exec_s / scan_exec_s, 2),
         "python_udf_messages": udf_rows,
         "python_udf_s": round(udf_s, 3),
         "python_udf_messages_per_s": round(udf_rows / udf_s),
