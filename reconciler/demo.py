@@ -141,8 +141,8 @@ def drifted_namespace(desired: DesiredState) -> tuple[DesiredState, list[Drift]]
     return state, drifts
 
 
-def run_demo(rules_dir: Path | None, echo: Callable[[str], None]) -> bool:
-    """Seed an emulator, then plan → apply → drift; True when the namespace ends in sync."""
+def run_demo(rules_dir: Path | None, echo: Callable[[str], None], traffic: bool = True) -> bool:
+    """Seed an emulator, then plan → (traffic impact) → apply → drift; True when it ends in sync."""
     from reconciler.amqp.client import ManagementClient
     from reconciler.emulator import Emulator
 
@@ -159,12 +159,14 @@ def run_demo(rules_dir: Path | None, echo: Callable[[str], None]) -> bool:
             plan = compute_plan(desired, observe(client, desired))
             echo(render_text(plan))
             cosmetic_ok = all(_check_cosmetic(plan, drift, echo) for drift in drifts if drift.cosmetic_rule)
-            echo("\n━━ 2. sbrules apply --auto-approve — creations, then replacements, then deletions ━━\n")
+            if traffic:
+                _traffic(emulator, client, desired, live, echo)
+            echo("\n━━ 3. sbrules apply --auto-approve — creations, then replacements, then deletions ━━\n")
             for warning in plan.warnings:
                 echo(f"warning: {warning}")
             report = apply_plan(client, plan, ApplyOptions())
             echo(render_report(report))
-            echo("\n━━ 3. sbrules drift — what a nightly job runs; exit 0 means in sync ━━\n")
+            echo("\n━━ 4. sbrules drift — what a nightly job runs; exit 0 means in sync ━━\n")
             after = compute_plan(desired, observe(client, desired))
             echo(render_drift_text(after))
     in_sync = cosmetic_ok and report.ok and not after.has_changes
@@ -174,6 +176,18 @@ def run_demo(rules_dir: Path | None, echo: Callable[[str], None]) -> bool:
         else "\nThe namespace did not converge; see above."
     )
     return in_sync
+
+
+def _traffic(emulator, client, desired: DesiredState, live: DesiredState, echo: Callable[[str], None]) -> None:
+    """Step 2: what the plan would do to real messages (Spark), when Spark can run here."""
+    from reconciler.demo_traffic import run_traffic_step, spark_available
+
+    echo("\n━━ 2. sbrules sample + validate --traffic — who gains or loses which messages ━━\n")
+    reason = spark_available()
+    if reason:
+        echo(f"Skipped: {reason}.")
+        return
+    run_traffic_step(emulator, client, desired, live, echo)
 
 
 def _check_cosmetic(plan: Plan, drift: Drift, echo: Callable[[str], None]) -> bool:

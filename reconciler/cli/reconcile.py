@@ -214,9 +214,15 @@ def export(topic: str, subscriptions: tuple[str, ...], out: Path | None, connect
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Rule files (default: the project's rules/).",
 )
-def demo(rules_dir: Path | None) -> None:
-    """Plan → apply → drift against a local in-process emulator, narrated. Needs no Azure."""
+@click.option(
+    "--traffic/--no-traffic",
+    default=True,
+    show_default=True,
+    help="Also sample published messages and show the Spark impact report (starts a local JVM).",
+)
+def demo(rules_dir: Path | None, traffic: bool) -> None:
+    """Plan → traffic impact → apply → drift against a local in-process emulator, narrated. Needs no Azure."""
     from reconciler.demo import run_demo
 
-    if not run_demo(rules_dir, click.echo):
+    if not run_demo(rules_dir, click.echo, traffic=traffic):
         raise SystemExit(1)

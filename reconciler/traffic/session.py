@@ -9,6 +9,7 @@ not depend on a cluster default; timestamps are read and shown in UTC.
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,6 +22,9 @@ def spark_session(
     master: str | None = None, *, app_name: str = "sbrules", ansi: bool = True
 ) -> "SparkSession":
     """Get (or create) the session; ``master`` beats ``$SPARK_REMOTE`` beats ``local[*]``."""
+    # A local driver binds to loopback and runs workers on this interpreter, unless told otherwise.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)

@@ -122,7 +122,7 @@ def test_no_secret_in_any_output(drifted, run_cli, tmp_path, monkeypatch):
 
 
 def test_demo_closes_the_loop(run_cli):
-    code, text, _ = run_cli("demo")
+    code, text, _ = run_cli("demo", "--no-traffic")
     assert code == 0, text
     assert "1. sbrules plan" in text and "Apply complete" in text and "In sync" in text
     assert "rightly leaves it alone" in text
