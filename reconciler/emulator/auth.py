@@ -39,9 +39,13 @@ class Grant:
     def covers(self, node_path: str, now: float | None = None) -> bool:
         if (now if now is not None else time.time()) >= self.expires:
             return False
-        granted = [p.lower() for p in self.path.split("/") if p]
-        wanted = [p.lower() for p in node_path.split("/") if p]
-        return wanted[: len(granted)] == granted
+        granted = path_parts(self.path)
+        return path_parts(node_path)[: len(granted)] == granted
+
+
+def path_parts(path: str) -> tuple[str, ...]:
+    """An entity path compared case-insensitively, segment by segment."""
+    return tuple(p.lower() for p in path.split("/") if p)
 
 
 def _fields(token: str) -> dict[str, str]:

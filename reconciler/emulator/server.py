@@ -26,7 +26,7 @@ import proton
 from proton import Condition, Delivery, Endpoint, Link, symbol
 from proton.handlers import IncomingMessageHandler, MessagingHandler
 
-from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator
+from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator, path_parts
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
 from reconciler.emulator.management import ManagementNode, Response
@@ -109,14 +109,23 @@ class ConnectionState:
     """Per-connection bookkeeping: CBS grants and the operation counter for the close-after fault."""
 
     def __init__(self) -> None:
-        self.grants: list[Grant] = []
+        #: audience path segments → latest expiry granted for it (one entry per entity token).
+        self.grants: dict[tuple[str, ...], float] = {}
         self.operations = 0
         #: (node, reply-to) → the client's receiver link that gets those responses.
         self.reply_links: dict[tuple[str, str | None], proton.Link] = {}
+        #: lower-cased node → response links attached from it, in attach order.
+        self.response_links: dict[str, list[proton.Link]] = {}
+
+    def grant(self, grant: Grant) -> None:
+        key = path_parts(grant.path)
+        self.grants[key] = max(grant.expires, self.grants.get(key, 0.0))
 
     def authorized(self, node_path: str) -> bool:
+        """Whether a live token covers the node: a lookup per path prefix, not a scan of all grants."""
         now = time.time()
-        return any(g.covers(node_path, now) for g in self.grants)
+        wanted = path_parts(node_path)
+        return any(self.grants.get(wanted[:n], 0.0) > now for n in range(len(wanted) + 1))
 
 
 class ServerHandler(MessagingHandler):
@@ -265,6 +274,7 @@ class ServerHandler(MessagingHandler):
         source = link.remote_source.address or ""
         if source == CBS_NODE:
             link._sb_kind = "cbs-reply"
+            self._state(link).response_links.setdefault(CBS_NODE.lower(), []).append(link)
             return
         address = parse_address(source)
         self._require_token(link, address)
@@ -272,6 +282,7 @@ class ServerHandler(MessagingHandler):
         if address.management:
             self.namespace.entity(address)
             link._sb_kind = "management-reply"
+            self._state(link).response_links.setdefault(address.node.lower(), []).append(link)
             return
         store = self.namespace.store(address)
         link._sb_kind = "messages"
@@ -500,7 +511,7 @@ class ServerHandler(MessagingHandler):
             except TokenRejected as exc:
                 status, description = 401, f"Unauthorized: {exc}"
             else:
-                self._state(link).grants.append(grant)
+                self._state(link).grant(grant)
                 status, description = 202, "Accepted"
         reply = proton.Message(
             correlation_id=request.id,
@@ -553,24 +564,12 @@ class ServerHandler(MessagingHandler):
         target.advance()
         delivery.settle()
 
-    @staticmethod
-    def _find_reply_link(request_link: proton.Link, node: str, reply_to: str | None) -> proton.Link | None:
-        candidates = []
-        link = request_link.connection.link_head(Endpoint.LOCAL_ACTIVE)
-        while link is not None:
-            if link.is_sender and getattr(link, "_sb_kind", None) in ("cbs-reply", "management-reply"):
-                source = link.remote_source.address or ""
-                if source == node or _same_node(source, node):
-                    candidates.append(link)
-            link = link.next(Endpoint.LOCAL_ACTIVE)
+    def _find_reply_link(self, request_link: proton.Link, node: str, reply_to: str | None) -> proton.Link | None:
+        """The client's response link for ``node``: found in the per-connection index, not by a scan."""
+        links = self._state(request_link).response_links.get(node.lower(), [])
+        links[:] = [lk for lk in links if not lk.state & Endpoint.LOCAL_CLOSED]
+        candidates = [lk for lk in links if lk.state & Endpoint.LOCAL_ACTIVE]
         if reply_to:
             exact = [lk for lk in candidates if lk.remote_target.address == reply_to or lk.name == reply_to]
             candidates = exact or candidates
         return candidates[0] if candidates else None
-
-
-def _same_node(address: str, node: str) -> bool:
-    try:
-        return parse_address(address).node.lower() == node.lower()
-    except OperationError:
-        return False
