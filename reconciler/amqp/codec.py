@@ -393,6 +393,17 @@ def encode_enumerate_rules_body(rules: list[tuple[Rule, _dt.datetime | None]]) -
     return {"rules": [{"rule-description": encode_rule_description(r, at)} for r, at in rules]}
 
 
+def encode_value_section(value: Any) -> bytes:
+    """``value`` as a complete amqp-value body section (descriptor 0x77), ready to append to a message.
+
+    Lets a server encode a large, unchanging body once and reuse the bytes: proton walks Python
+    objects slowly, and an enumerate-rules page of 50 rules costs milliseconds to encode.
+    """
+    data = proton.Data()
+    data.put_object(value)
+    return b"\x00\x53\x77" + bytes(data.encode())
+
+
 def decode_enumerate_rules_body(body: Any, offset: int = 0) -> list[Rule]:
     """Rules from an enumerate-rules 200 body; ``offset`` numbers entries in error messages."""
     entries = body.get("rules") if isinstance(body, Mapping) else None

@@ -10,6 +10,7 @@ becomes a 400 with a description naming the field, never an exception in the loo
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -44,6 +45,8 @@ class Response:
     body: Any = None
     description: str = ""
     condition: str | None = None
+    #: the body as an already encoded amqp-value section (used instead of ``body`` when set)
+    encoded_body: bytes | None = None
 
     @classmethod
     def error(cls, exc: OperationError) -> "Response":
@@ -211,7 +214,7 @@ class ManagementNode:
             entries = list(sub.rules.values())[skip: skip + top]
         if not entries:
             return Response(204, None, "No Content")
-        return Response(200, codec.encode_enumerate_rules_body([(e.rule, e.created_at) for e in entries]))
+        return Response(200, encoded_body=_rules_page(tuple((e.rule, e.created_at) for e in entries)))
 
     def add_rule(self, address: Address, body: Mapping[Any, Any]) -> Response:
         rule = codec.decode_add_rule_body(body)
@@ -366,3 +369,9 @@ def _validate_sql(rule: str, kind: str, text: str, parse: Callable[[str], Any]) 
         raise OperationError(
             400, "com.microsoft:argument-error", f"rule {rule!r}: invalid SQL {kind}{where}: {exc.message}"
         ) from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _rules_page(entries: tuple[tuple[model.Rule, Any], ...]) -> bytes:
+    """An enumerate-rules page, encoded once per distinct content (rules change rarely, reads repeat)."""
+    return codec.encode_value_section(codec.encode_enumerate_rules_body(list(entries)))

@@ -538,7 +538,8 @@ class ServerHandler(MessagingHandler):
         tracking = props.get("com.microsoft:tracking-id")
         if tracking is not None:
             reply.properties["com.microsoft:tracking-id"] = tracking
-        send = functools.partial(self._respond, link, address.node, request.reply_to, reply)
+        body = response.encoded_body or b""
+        send = functools.partial(self._respond, link, address.node, request.reply_to, reply, body)
         if self.faults.latency > 0 and self.container is not None:
             self.container.schedule(self.faults.latency, _Timer(functools.partial(self._send_later, send)))
         else:
@@ -548,8 +549,13 @@ class ServerHandler(MessagingHandler):
     def _send_later(self, send: Callable[[], None], event: proton.Event) -> None:
         send()
 
-    def _respond(self, request_link: proton.Link, node: str, reply_to: str | None, reply: proton.Message) -> None:
-        """Send a response on the client's receiver link for ``node`` (matching reply-to when given)."""
+    def _respond(
+        self, request_link: proton.Link, node: str, reply_to: str | None, reply: proton.Message, body: bytes = b""
+    ) -> None:
+        """Send a response on the client's receiver link for ``node`` (matching reply-to when given).
+
+        ``body`` is an already encoded body section, appended after the reply's other sections.
+        """
         cache = self._state(request_link).reply_links
         target = cache.get((node, reply_to))
         if target is None or not target.state & Endpoint.LOCAL_ACTIVE:
@@ -560,7 +566,7 @@ class ServerHandler(MessagingHandler):
             cache[(node, reply_to)] = target
         reply.address = reply_to
         delivery = target.delivery(uuid.uuid4().bytes)
-        target.send(reply.encode())
+        target.send(bytes(reply.encode()) + body)
         target.advance()
         delivery.settle()
 

@@ -316,3 +316,13 @@ def test_fields_proton_cannot_carry_are_refused_not_truncated():
         c.encode_message(m.Message(sys={"ContentType": m.TypedValue("string", "tëxt")}))
     with pytest.raises(c.CodecError, match="NUL"):
         c.encode_message(m.Message(sys={"To": m.TypedValue("string", "a\x00b")}))
+
+
+def test_value_section_appended_to_a_bodiless_message_decodes_as_its_body():
+    rule = m.Rule("r", m.SqlFilter("a = 1"))
+    body = c.encode_enumerate_rules_body([(rule, None)])
+    head = proton.Message(correlation_id="c1", properties={"statusCode": int32(200)})
+    decoded = proton.Message()
+    decoded.decode(bytes(head.encode()) + c.encode_value_section(body))
+    assert decoded.correlation_id == "c1"
+    assert c.decode_enumerate_rules_body(decoded.body) == [rule]
