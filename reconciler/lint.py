@@ -87,7 +87,7 @@ def _subscription(topic: Topic, sub: Subscription) -> Iterator[Diagnostic]:
 
 def _topic_limits(topic: Topic) -> Iterator[Diagnostic]:
     sql = corr = 0
-    for _, sub in [(topic, s) for s in topic.subscriptions]:
+    for sub in topic.subscriptions:
         for rule in sub.rules or ():
             if isinstance(rule.filter, (SqlFilter, TrueFilter, FalseFilter)):
                 sql += 1

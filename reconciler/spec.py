@@ -69,10 +69,6 @@ def _fast_check():
     return fastjsonschema.compile(_validator().schema)
 
 
-def rules_schema() -> dict:
-    return _validator().schema
-
-
 # ------------------------------------------------------------------------------------------------
 # YAML nodes → plain data + marks
 # ------------------------------------------------------------------------------------------------
