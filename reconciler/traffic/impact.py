@@ -55,6 +55,8 @@ def impact_report(
 
     spark = spark_session(spark_master)
     frame = _read_sample(spark, dataset)
+    scopes, unsampled = _sampled_topics_only(frame, scopes)
+    skipped += unsampled
     report = _evaluate(frame, scopes)
     report.update(dataset=str(dataset), against=against, skipped=skipped)
     return report
@@ -125,6 +127,21 @@ def _plan_rules(desired: DesiredState, path: str) -> dict[tuple[str, str], tuple
         key = (topic.name if topic else sp.topic, sub.name if sub else sp.subscription)
         out[key] = (tuple(rules), "plan")
     return out
+
+
+def _sampled_topics_only(frame: Any, scopes: list[Scope]) -> tuple[list[Scope], list[dict]]:
+    """Keep subscriptions whose topic has sampled messages: with no traffic, "never matches" would mislead."""
+    sampled = {row[0].lower() for row in frame.select("topic").distinct().collect() if row[0] is not None}
+    kept = [s for s in scopes if s.topic.lower() in sampled]
+    if not kept:
+        topics = ", ".join(sorted({s.topic for s in scopes}))
+        raise ImpactError(f"the sample holds no messages of the declared topics ({topics}); sample them first")
+    skipped = [
+        {"topic": s.topic, "subscription": s.subscription, "reason": "no sampled messages of this topic"}
+        for s in scopes
+        if s.topic.lower() not in sampled
+    ]
+    return kept, skipped
 
 
 def _read_sample(spark: Any, dataset: str) -> Any:

@@ -172,3 +172,15 @@ def test_missing_sample_and_connection_are_user_errors(tmp_path):
         impact_report(DESIRED, str(tmp_path), against=_plan(tmp_path / "plan.json"))
     with pytest.raises(ImpactError, match="connection string"):
         impact_report(DESIRED, str(tmp_path), against="live")
+
+
+def test_topics_without_sampled_messages_are_skipped_not_never_matching(spark, sample, tmp_path):
+    other = Topic("payments", (Subscription("ledger", (Rule("$Default", TrueFilter()),)),))
+    desired = DesiredState(DESIRED.topics + (other,))
+    report = impact_report(desired, sample, against=_plan(tmp_path / "plan.json"))
+    assert [s["topic"] for s in report["subscriptions"]] == ["orders", "orders"]
+    assert {"topic": "payments", "subscription": "ledger", "reason": "no sampled messages of this topic"} in report["skipped"]
+    assert all(r["topic"] == "orders" for r in report["never_matching_rules"])
+    only_other = DesiredState((other,))
+    with pytest.raises(ImpactError, match="no messages of the declared topics"):
+        impact_report(only_other, sample, against=_plan(tmp_path / "plan2.json"))
