@@ -122,10 +122,6 @@ class ConnectionString:
         )
 
     @property
-    def has_credentials(self) -> bool:
-        return bool(self.key or self.signature)
-
-    @property
     def endpoint(self) -> str:
         """``sb://host[:port]/`` (the scheme is always sb, as in the SDKs)."""
         host = f"[{self.host}]" if ":" in self.host else self.host

@@ -26,8 +26,6 @@ ADDITIVE_OPS = ("+", "-")
 MULTIPLICATIVE_OPS = ("*", "/", "%")
 #: Comparison operators after normalisation (``!=`` is parsed as ``<>``).
 COMPARISON_OPS = ("=", "<>", "<", "<=", ">", ">=")
-#: Functions after normalisation (``p`` is ``property``).
-FUNCTIONS = ("newid", "property")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +150,6 @@ Predicate = Union[Comparison, Like, In, IsNull, Exists, And, Or, Not]
 Statement = Union[Set, Remove]
 Node = Union[Expr, Predicate, Statement, Action]
 
-EXPRESSION_TYPES = (Literal, Property, Function, Unary, Binary)
 PREDICATE_TYPES = (Comparison, Like, In, IsNull, Exists, And, Or, Not)
 
 
