@@ -581,6 +581,26 @@ def decode_message(payload: bytes | memoryview) -> DecodedMessage:
     return DecodedMessage(decoded, annotations, len(raw))
 
 
+def owned(value: Any) -> Any:
+    """``value`` with every binary copied out of proton's memory.
+
+    proton hands binaries back as memoryviews into the decoded message's buffer; once that message
+    is freed (on the event-loop thread) the view reads garbage. Anything passed to another thread
+    must be copied first.
+    """
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, dict):
+        return {owned(k): owned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [owned(v) for v in value]
+    if isinstance(value, Described):
+        return Described(value.descriptor, owned(value.value))
+    if isinstance(value, proton.Array):
+        return proton.Array(value.descriptor, value.type, *[owned(v) for v in value.elements])
+    return value
+
+
 def encode_value(value: Any) -> bytes:
     """AMQP-encode one value (byte-level round trips in tests; pre-encoded bodies in the emulator)."""
     data = proton.Data()

@@ -31,6 +31,7 @@ from proton import Condition, Message, SSLDomain, symbol, uint
 from proton.handlers import MessagingHandler
 from proton.reactor import ApplicationEvent, AtMostOnce, Container, EventInjector, LinkOption
 
+from reconciler.amqp import codec
 from reconciler.amqp.connection import ConnectionString, Transport
 from reconciler.amqp.errors import (
     AuthenticationError,
@@ -433,7 +434,8 @@ class Engine(MessagingHandler):
             return
         props = dict(msg.properties or {})
         status, description, condition = response_status(props)
-        request.finish(Response(status, description, condition, msg.body, {str(k): v for k, v in props.items()}))
+        body, props = codec.owned(msg.body), codec.owned(props)  # the caller reads them on another thread
+        request.finish(Response(status, description, condition, body, {str(k): v for k, v in props.items()}))
 
     def _on_cbs_response(self, key: str, msg: Message) -> None:
         name = self._cbs_waiting.pop(key, None)
