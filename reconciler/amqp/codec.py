@@ -192,24 +192,28 @@ def _require_str(value: Any, where: str) -> str:
     return value
 
 
+def _decode_properties(raw: Any, where: str) -> tuple[tuple[str, TypedValue], ...]:
+    """A correlation filter's typed properties map (the same shape in requests and rule descriptions)."""
+    if not isinstance(raw, Mapping):
+        raise CodecError(f"{where} must be a map, got {type(raw).__name__}")
+    props: dict[str, TypedValue] = {}
+    for key, value in raw.items():
+        name = _require_str(str(key) if type(key) is symbol else key, f"{where} key")
+        try:
+            props[name] = from_amqp(value)
+        except CodecError as exc:
+            raise CodecError(f"{where}[{name!r}]: {exc}") from None
+    return tuple(props.items())
+
+
 def _decode_correlation_map(corr: Any, where: str) -> CorrelationFilter:
     if not isinstance(corr, Mapping):
         raise CodecError(f"{where} must be a map")
     fields: dict[str, Any] = {}
     for key, value in corr.items():
         if key == "properties":
-            if value is None:
-                continue
-            if not isinstance(value, Mapping):
-                raise CodecError(f"{where}.properties must be a map")
-            props = {}
-            for pkey, pvalue in value.items():
-                name = _require_str(str(pkey) if type(pkey) is symbol else pkey, f"{where}.properties key")
-                try:
-                    props[name] = from_amqp(pvalue)
-                except CodecError as exc:
-                    raise CodecError(f"{where}.properties[{name!r}]: {exc}") from None
-            fields["properties"] = tuple(props.items())
+            if value is not None:
+                fields["properties"] = _decode_properties(value, f"{where}.properties")
         elif key in _WIRE_TO_FIELD:
             if value is not None:
                 fields[_WIRE_TO_FIELD[key]] = _require_str(value, f"{where}.{key}")
@@ -326,17 +330,8 @@ def _decode_filter(value: Any, where: str) -> model.Filter:
             if raw is not None:
                 system[name] = _require_str(raw, f"{where}[{index}] ({CORRELATION_WIRE_KEYS[index]})")
         props_raw = fields[8] if len(fields) == 9 else None
-        props: dict[str, TypedValue] = {}
-        if props_raw is not None:
-            if not isinstance(props_raw, Mapping):
-                raise CodecError(f"{where}[8] (properties) must be a map, got {type(props_raw).__name__}")
-            for key, raw in props_raw.items():
-                key_text = _require_str(str(key) if type(key) is symbol else key, f"{where}[8] key")
-                try:
-                    props[key_text] = from_amqp(raw)
-                except CodecError as exc:
-                    raise CodecError(f"{where}[8] (properties) {key_text!r}: {exc}") from None
-        return CorrelationFilter(**system, properties=tuple(props.items()))
+        props = _decode_properties(props_raw, f"{where}[8] (properties)") if props_raw is not None else ()
+        return CorrelationFilter(**system, properties=props)
     raise CodecError(f"{where}: unknown filter descriptor {_code_text(code)}")
 
 
