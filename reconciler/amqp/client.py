@@ -16,8 +16,9 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from proton import UNDESCRIBED, Array, Data, int32, uint
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid as _uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import proton
 from proton import Described, int32, symbol, timestamp, ulong
 
 from reconciler import model
+from reconciler.amqp import decoder, encoder
 from reconciler.errors import SbrulesError
 from reconciler.model import (
     CORRELATION_FIELDS,
@@ -417,17 +419,20 @@ def decode_enumerate_rules_body(body: Any, offset: int = 0) -> list[Rule]:
 # Whole messages (peek-message, schedule-message, receive-by-sequence-number payloads)
 # ------------------------------------------------------------------------------------------------
 
-#: System property → proton.Message attribute (properties / header sections).
-_MESSAGE_ATTRS = {
-    "MessageId": "id",
-    "CorrelationId": "correlation_id",
-    "To": "address",
-    "ReplyTo": "reply_to",
-    "Label": "subject",
-    "SessionId": "group_id",
-    "ReplyToSessionId": "reply_to_group_id",
-    "ContentType": "content_type",
+#: System property → (proton.Message attribute, index in the properties section list, AMQP 1.0 §3.2.4).
+_MESSAGE_FIELDS = {
+    "MessageId": ("id", 0),
+    "To": ("address", 2),
+    "Label": ("subject", 3),
+    "ReplyTo": ("reply_to", 4),
+    "CorrelationId": ("correlation_id", 5),
+    "ContentType": ("content_type", 6),
+    "SessionId": ("group_id", 10),
+    "ReplyToSessionId": ("reply_to_group_id", 12),
 }
+_ABSOLUTE_EXPIRY_TIME = 8
+#: Indexes into the header section list: ttl (ms) and delivery-count.
+_TTL, _DELIVERY_COUNT = 2, 4
 
 #: System property → message annotation (spec §6/§7).
 ANNOTATIONS = {
@@ -467,8 +472,8 @@ def encode_message(message: model.Message, annotations: Mapping[str, Any] | None
             raise CodecError("ContentType is an AMQP symbol and must be ASCII")
         if name in _C_STRING_ATTRS and "\x00" in str(value.value):
             raise CodecError(f"{name} must not contain NUL characters")
-        if name in _MESSAGE_ATTRS:
-            setattr(msg, _MESSAGE_ATTRS[name], value.value)
+        if name in _MESSAGE_FIELDS:
+            setattr(msg, _MESSAGE_FIELDS[name][0], value.value)
         elif name in ANNOTATIONS:
             ann[symbol(ANNOTATIONS[name])] = to_amqp(value)
         elif name == "TimeToLive":
@@ -486,74 +491,50 @@ def encode_message(message: model.Message, annotations: Mapping[str, Any] | None
     return bytes(msg.encode())
 
 
-def _body_bytes(body: Any) -> bytes:
-    if body is None:
-        return b""
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        return bytes(body)
-    if isinstance(body, str):
-        return body.encode()
-    data = proton.Data()
-    data.put_object(body)
-    return bytes(data.encode())
+def _body_bytes(sections: list[tuple[int, Any]]) -> bytes:
+    """The body as bytes: data sections joined, an amqp-value string as UTF-8, any other value encoded."""
+    data = [value for code, value in sections if code == decoder.DATA]
+    if data:
+        return b"".join(data)
+    for code, value in sections:
+        if code in (decoder.AMQP_VALUE, decoder.AMQP_SEQUENCE):
+            if isinstance(value, bytes):
+                return value
+            if isinstance(value, str):
+                return value.encode()
+            return encode_value(value) if value is not None else b""
+    return b""
 
 
-def _plain(value: Any) -> Any:
-    return bytes(value) if isinstance(value, memoryview) else value
-
-
-_PROPERTIES_SECTION = 0x73
-_CONTENT_TYPE_INDEX = 6
-
-
-def _content_type(raw: bytes) -> str | None:
-    """Content-type from the properties section, read directly.
-
-    proton.Message.decode accepts truncated input silently, so every section is walked here
-    (raising on bad input); and Message.content_type reports an absent value as the text 'None'.
-    """
-    data = proton.Data()
-    offset = 0
-    content_type = None
-    try:
-        while offset < len(raw):
-            offset += data.decode(raw[offset:])
-    except proton.DataException as exc:
-        raise CodecError(f"undecodable AMQP message ({len(raw)} bytes) at byte {offset}: {exc}") from None
-    data.rewind()
-    while data.next():
-        section = data.get_object()
-        if isinstance(section, Described) and section.descriptor == _PROPERTIES_SECTION:
-            fields = section.value if isinstance(section.value, list) else []
-            if len(fields) > _CONTENT_TYPE_INDEX and fields[_CONTENT_TYPE_INDEX] is not None:
-                content_type = str(fields[_CONTENT_TYPE_INDEX])
-    return content_type
+def _field(fields: Any, index: int) -> Any:
+    return fields[index] if isinstance(fields, list) and len(fields) > index else None
 
 
 def decode_message(payload: bytes | memoryview) -> DecodedMessage:
     """Decode an AMQP-encoded message into the model view (lenient about property types)."""
     raw = bytes(payload)
-    content_type = _content_type(raw)
-    msg = proton.Message()
     try:
-        msg.decode(raw)
-    except proton.MessageException as exc:
+        sections = decoder.decode_sections(raw)
+    except decoder.DecodeError as exc:
         raise CodecError(f"undecodable AMQP message ({len(raw)} bytes): {exc}") from None
+    by_code = dict(sections)
+    header, properties = by_code.get(decoder.HEADER), by_code.get(decoder.PROPERTIES)
     sys_props: dict[str, TypedValue] = {}
-    for name, attr in _MESSAGE_ATTRS.items():
-        value = content_type if name == "ContentType" else getattr(msg, attr)
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            value = bytes(value).hex()  # a binary message-id / correlation-id
+    for name, (_, index) in _MESSAGE_FIELDS.items():
+        value = _field(properties, index)
+        if isinstance(value, bytes):
+            value = value.hex()  # a binary message-id / correlation-id
         if value is not None:
             sys_props[name] = TypedValue(ValueType.STRING, str(value))
-    if msg.ttl:
-        sys_props["TimeToLive"] = TypedValue(ValueType.DOUBLE, float(msg.ttl))
-    if msg.expiry_time:
-        sys_props["ExpiresAtUtc"] = TypedValue(
-            ValueType.TIMESTAMP, _EPOCH + _dt.timedelta(seconds=float(msg.expiry_time))
-        )
-    sys_props["DeliveryCount"] = TypedValue(ValueType.INT, int(msg.delivery_count or 0))
-    annotations = {str(k): _plain(v) for k, v in (msg.annotations or {}).items()}
+    ttl = _field(header, _TTL)
+    if ttl:
+        sys_props["TimeToLive"] = TypedValue(ValueType.DOUBLE, int(ttl) / 1000)
+    expiry = _field(properties, _ABSOLUTE_EXPIRY_TIME)
+    if expiry:
+        sys_props["ExpiresAtUtc"] = TypedValue(ValueType.TIMESTAMP, timestamp_to_datetime(expiry))
+    sys_props["DeliveryCount"] = TypedValue(ValueType.INT, int(_field(header, _DELIVERY_COUNT) or 0))
+    raw_annotations = by_code.get(decoder.MESSAGE_ANNOTATIONS)
+    annotations = {str(k): v for k, v in raw_annotations.items()} if isinstance(raw_annotations, dict) else {}
     for key, value in annotations.items():
         sys_name = _ANNOTATION_TO_SYS.get(key)
         if sys_name is None or value is None:
@@ -567,47 +548,28 @@ def decode_message(payload: bytes | memoryview) -> DecodedMessage:
             raise CodecError(f"message annotation {key}: {exc}") from None
         sys_props[sys_name] = tv
     user: dict[str, TypedValue] = {}
-    for key, value in (msg.properties or {}).items():
+    application = by_code.get(decoder.APPLICATION_PROPERTIES)
+    for key, value in (application.items() if isinstance(application, dict) else ()):
         try:
             user[str(key)] = from_amqp(value, strict=False)
         except CodecError as exc:
             raise CodecError(f"application property {key!r}: {exc}") from None
-    decoded = model.Message(sys=sys_props, user=user, body=_body_bytes(msg.body))
+    decoded = model.Message(sys=sys_props, user=user, body=_body_bytes(sections))
     return DecodedMessage(decoded, annotations, len(raw))
 
 
-def owned(value: Any) -> Any:
-    """``value`` with every binary copied out of proton's memory.
-
-    proton hands binaries back as memoryviews into the decoded message's buffer; once that message
-    is freed (on the event-loop thread) the view reads garbage. Anything passed to another thread
-    must be copied first.
-    """
-    if isinstance(value, memoryview):
-        return bytes(value)
-    if isinstance(value, dict):
-        return {owned(k): owned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [owned(v) for v in value]
-    if isinstance(value, Described):
-        return Described(value.descriptor, owned(value.value))
-    if isinstance(value, proton.Array):
-        return proton.Array(value.descriptor, value.type, *[owned(v) for v in value.elements])
-    return value
-
-
 def encode_value(value: Any) -> bytes:
-    """AMQP-encode one value (byte-level round trips in tests; pre-encoded bodies in the emulator)."""
-    data = proton.Data()
-    data.put_object(value)
-    return bytes(data.encode())
+    """AMQP-encode one value (pre-encoded bodies in the emulator, byte-level round trips in tests)."""
+    try:
+        return encoder.encode_value(value)
+    except encoder.EncodeError as exc:
+        raise CodecError(f"cannot encode an AMQP value: {exc}") from None
 
 
 def decode_value(payload: bytes) -> Any:
-    data = proton.Data()
-    data.decode(payload)
-    data.rewind()
-    if not data.next():
-        raise CodecError("empty AMQP payload")
-    return data.get_object()
+    """The one AMQP value ``payload`` holds (binaries as bytes)."""
+    try:
+        return decoder.decode_value(payload)
+    except decoder.DecodeError as exc:
+        raise CodecError(f"undecodable AMQP value: {exc}") from None
 
