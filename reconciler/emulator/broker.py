@@ -214,6 +214,8 @@ class Broker:
                     self.route(topic, stored.payload, decode(stored.payload), now)
                     changed = True
             for store in self.namespace.stores(include_topics=False):
+                if not (store.scheduled or store.expiring or store.locks):
+                    continue  # most stores are idle: the tick runs every 50 ms over all of them
                 for stored in store.due_scheduled(now):
                     store.activate(stored, now, decode(stored.payload).ttl)
                     changed = True

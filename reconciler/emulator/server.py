@@ -26,6 +26,8 @@ import proton
 from proton import Condition, Delivery, Endpoint, Link, symbol
 from proton.handlers import IncomingMessageHandler, MessagingHandler
 
+from reconciler.amqp import decoder, encoder
+from reconciler.amqp.decoder import ManagementMessage
 from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator, path_parts
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
@@ -444,13 +446,13 @@ class ServerHandler(MessagingHandler):
             )
             self._count_operation(link.connection)
             return
-        message = proton.Message()
-        try:
-            message.decode(payload)
-        except (proton.MessageException, proton.DataException, ValueError) as exc:
-            self._reject(delivery, "amqp:decode-error", f"undecodable message: {exc}")
-            return
         kind = getattr(link, "_sb_kind", None)
+        if kind in ("cbs", "management"):
+            try:
+                message = decoder.decode_management_message(payload)
+            except decoder.DecodeError as exc:
+                self._reject(delivery, "amqp:decode-error", f"undecodable message: {exc}")
+                return
         if kind == "cbs":
             self._accept(delivery)
             self._put_token(link, message)
@@ -499,8 +501,8 @@ class ServerHandler(MessagingHandler):
             _close_connection(connection, "amqp:connection:forced", f"fault injection: closed after {limit} operations")
 
     # -- $cbs -------------------------------------------------------------------------------------
-    def _put_token(self, link: proton.Link, request: proton.Message) -> None:
-        props = request.properties or {}
+    def _put_token(self, link: proton.Link, request: ManagementMessage) -> None:
+        props = request.properties
         if str(props.get("operation")) != "put-token":
             status, description = 400, "unsupported $cbs operation"
         elif self.faults.refuse_cbs:
@@ -513,33 +515,35 @@ class ServerHandler(MessagingHandler):
             else:
                 self._state(link).grant(grant)
                 status, description = 202, "Accepted"
-        reply = proton.Message(
-            correlation_id=request.id,
-            properties={"status-code": proton.int32(status), "status-description": description},
+        reply = encoder.encode_message(
+            to=request.reply_to,
+            correlation_id=request.message_id,
+            application_properties={"status-code": proton.int32(status), "status-description": description},
         )
         self._respond(link, CBS_NODE, request.reply_to, reply)
 
     # -- $management ---------------------------------------------------------------------------------
-    def _management_request(self, link: proton.Link, request: proton.Message) -> None:
+    def _management_request(self, link: proton.Link, request: ManagementMessage) -> None:
         self.requests += 1
         address: Address = link._sb_address
-        props = request.properties or {}
+        props = request.properties
         if self.faults.server_busy():
             response = Response(503, None, "fault injection: the server is busy", "com.microsoft:server-busy")
         elif not self._state(link).authorized(address.node):
             response = Response(401, None, f"no valid token covers '{address.node}'", "amqp:unauthorized-access")
         else:
             response = self.management.handle(address, props.get("operation"), request.body)
-        reply = proton.Message(
-            correlation_id=request.id if request.id is not None else request.correlation_id,
-            properties=response.application_properties(),
-            body=response.body,
-        )
+        reply_properties = response.application_properties()
         tracking = props.get("com.microsoft:tracking-id")
         if tracking is not None:
-            reply.properties["com.microsoft:tracking-id"] = tracking
-        body = response.encoded_body or b""
-        send = functools.partial(self._respond, link, address.node, request.reply_to, reply, body)
+            reply_properties["com.microsoft:tracking-id"] = tracking
+        reply = encoder.encode_message(
+            to=request.reply_to,
+            correlation_id=request.message_id if request.message_id is not None else request.correlation_id,
+            application_properties=reply_properties,
+            body=response.body,
+        ) + (response.encoded_body or b"")
+        send = functools.partial(self._respond, link, address.node, request.reply_to, reply)
         if self.faults.latency > 0 and self.container is not None:
             self.container.schedule(self.faults.latency, _Timer(functools.partial(self._send_later, send)))
         else:
@@ -549,13 +553,8 @@ class ServerHandler(MessagingHandler):
     def _send_later(self, send: Callable[[], None], event: proton.Event) -> None:
         send()
 
-    def _respond(
-        self, request_link: proton.Link, node: str, reply_to: str | None, reply: proton.Message, body: bytes = b""
-    ) -> None:
-        """Send a response on the client's receiver link for ``node`` (matching reply-to when given).
-
-        ``body`` is an already encoded body section, appended after the reply's other sections.
-        """
+    def _respond(self, request_link: proton.Link, node: str, reply_to: str | None, reply: bytes) -> None:
+        """Send an encoded response on the client's receiver link for ``node`` (matching reply-to when given)."""
         cache = self._state(request_link).reply_links
         target = cache.get((node, reply_to))
         if target is None or not target.state & Endpoint.LOCAL_ACTIVE:
@@ -564,9 +563,8 @@ class ServerHandler(MessagingHandler):
                 log.info("emulator: no response link for %s; response dropped", node)
                 return
             cache[(node, reply_to)] = target
-        reply.address = reply_to
         delivery = target.delivery(uuid.uuid4().bytes)
-        target.send(bytes(reply.encode()) + body)
+        target.send(reply)
         target.advance()
         delivery.settle()
 
