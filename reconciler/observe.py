@@ -1,13 +1,12 @@
 """Read the live rules of every managed subscription: all at once, bounded, over one connection.
 
-The management client pipelines requests from many threads over a single AMQP connection, so a
-thread pool of ``concurrency`` workers is enough to keep the link full. Every failure is collected
-and reported together, each naming its topic/subscription.
+The management client pipelines the whole batch over a single AMQP connection from this one
+thread, ``concurrency`` requests in flight at a time. Every failure is collected and reported
+together, each naming its topic/subscription.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, Sequence
 
 from reconciler.amqp.errors import ManagementError, NotFoundError, UnauthorizedError
@@ -19,7 +18,9 @@ DEFAULT_CONCURRENCY = 32
 
 
 class RuleReader(Protocol):
-    def list_rules(self, topic: str, subscription: str) -> list[Rule]: ...
+    def list_rules_many(
+        self, targets: Sequence[tuple[str, str]], *, window: int | None = None
+    ) -> list[list[Rule] | ManagementError]: ...
 
 
 class ObserveError(SbrulesError):
@@ -52,14 +53,11 @@ def observe_subscriptions(
         return {}
     actual: dict[tuple[str, str], tuple[Rule, ...]] = {}
     failures: list[tuple[tuple[str, str], ManagementError]] = []
-    workers = max(1, min(concurrency, len(targets)))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="observe") as pool:
-        futures = {target: pool.submit(client.list_rules, *target) for target in targets}
-        for target, future in futures.items():
-            try:
-                actual[target] = tuple(future.result())
-            except ManagementError as exc:
-                failures.append((target, exc))
+    for target, result in zip(targets, client.list_rules_many(targets, window=max(1, concurrency))):
+        if isinstance(result, ManagementError):
+            failures.append((target, result))
+        else:
+            actual[target] = tuple(result)
     if failures and all(isinstance(exc, UnauthorizedError) for _, exc in failures) and len(failures) > 1:
         (topic, sub), first = failures[0]
         raise ObserveError(

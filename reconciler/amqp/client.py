@@ -1,7 +1,9 @@
 """The Service Bus `$management` client: typed operations over one pipelined AMQP connection.
 
 Every method is safe to call from many threads at once; requests share one connection and one
-link pair per entity, with at most ``window`` in flight. Transient failures (server busy,
+link pair per entity, with at most ``window`` in flight. ``request_all`` (and ``list_rules_many``)
+pipeline a whole batch from the calling thread alone, which costs far less than a thread per
+request. Transient failures (server busy,
 timeouts, internal errors, dropped connections) are retried with capped exponential backoff and
 full jitter, reconnecting and re-authenticating as needed; other errors surface at once.
 Request and response shapes follow spec/protocol.md §1-§9 (keys and AMQP types exactly).
@@ -12,13 +14,15 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import logging
+import heapq
+import queue
 import random
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from proton import UNDESCRIBED, Array, Data, int32, uint
 
@@ -37,8 +41,12 @@ from reconciler.amqp.sas import TokenProvider, token_provider_for
 
 log = logging.getLogger("reconciler.amqp")
 
+#: One management call of a batch: (entity path, operation, request body).
+Call = tuple[str, str, Mapping[str, Any]]
+
 OP_PREFIX = "com.microsoft:"
 RULES_PAGE_SIZE = 100
+ENUMERATE_RULES = OP_PREFIX + "enumerate-rules"
 #: NET2 treats these as "nothing there" for reads rather than failures.
 _EMPTY_CONDITIONS = {"com.microsoft:message-not-found", "com.microsoft:session-not-found"}
 
@@ -84,6 +92,10 @@ class ScheduledMessage:
     enqueue_time: _dt.datetime
     partition_key: str | None = None
     via_partition_key: str | None = None
+
+
+def _context(entity: str, operation: str) -> str:
+    return f"{operation.removeprefix(OP_PREFIX)} on {entity}"
 
 
 def _long_array(values: Iterable[int]) -> Array:
@@ -139,6 +151,7 @@ class ManagementClient:
         self.retries = retries
         self._backoff = backoff
         self._max_backoff = max_backoff
+        self._window_size = window
         self._window = threading.BoundedSemaphore(window)
         self._interval = 1.0 / max_rate if max_rate else 0.0
         self._rate_lock = threading.Lock()
@@ -182,9 +195,76 @@ class ManagementClient:
                 if not exc.transient or attempt > self.retries:
                     exc.after_retry = attempt > 1
                     raise
-                delay = random.uniform(0, min(self._max_backoff, self._backoff * 2 ** (attempt - 1)))
+                delay = self._retry_delay(attempt)
                 log.info("%s on %s failed (%s); retry %d in %.2fs", operation, entity, type(exc).__name__, attempt, delay)
                 time.sleep(delay)
+
+    def request_all(
+        self,
+        calls: Sequence[Call],
+        *,
+        ok: Iterable[int] = (200,),
+        empty_ok: bool = False,
+        window: int | None = None,
+        timeout: float | None = None,
+    ) -> list[Response | ManagementError]:
+        """Pipeline ``calls`` from this thread, at most ``window`` in flight; one result per call, in order.
+
+        Each call is retried like ``request``; a call that fails for good yields its error
+        instead of a response, so one failure does not hide the others.
+        """
+        ok, timeout = tuple(ok), timeout or self.timeout
+        window = max(1, min(window or self._window_size, self._window_size))
+        results: list[Response | ManagementError | None] = [None] * len(calls)
+        attempts = [0] * len(calls)
+        ready = list(range(len(calls)))[::-1]
+        retries: list[tuple[float, int]] = []  # (due, index) heap
+        in_flight: dict[int, tuple[Request, float]] = {}
+        finished: queue.SimpleQueue[tuple[int, Request]] = queue.SimpleQueue()
+        while ready or retries or in_flight:
+            now = time.monotonic()
+            while retries and retries[0][0] <= now:
+                ready.append(heapq.heappop(retries)[1])
+            while ready and len(in_flight) < window:
+                index = ready.pop()
+                attempts[index] += 1
+                self._throttle()
+                if not self._window.acquire(timeout=timeout):  # shared with other threads' requests
+                    entity, operation, _ = calls[index]
+                    results[index] = OperationTimeoutError(f"{_context(entity, operation)}: no free request slot")
+                    continue
+
+                def finished_one(request: Request, index: int = index) -> None:
+                    self._window.release()
+                    finished.put((index, request))
+
+                request = self._new_request(*calls[index], timeout, finished_one)
+                in_flight[index] = (request, time.monotonic() + timeout)
+                self._engine.submit(request)
+            wake = min([deadline for _, deadline in in_flight.values()] + [due for due, _ in retries[:1]])
+            try:
+                index, request = finished.get(timeout=max(0.0, wake - time.monotonic()))
+                done = [index] if in_flight.get(index, (None,))[0] is request else []  # else: already timed out
+            except queue.Empty:
+                now = time.monotonic()
+                done = [i for i, (_, deadline) in in_flight.items() if deadline <= now]
+            for index in done:
+                request, _ = in_flight.pop(index)
+                if not request.done.is_set() and self._engine.forget(request):
+                    self._window.release()  # timed out: no response will release its slot
+                entity, operation, _ = calls[index]
+                try:
+                    results[index] = self._outcome(request, entity, operation, ok, timeout, empty_ok)
+                except ManagementError as exc:
+                    if exc.transient and attempts[index] <= self.retries:
+                        heapq.heappush(retries, (time.monotonic() + self._retry_delay(attempts[index]), index))
+                    else:
+                        exc.after_retry = attempts[index] > 1
+                        results[index] = exc
+        return results  # type: ignore[return-value] - every slot is filled when the loop ends
+
+    def _retry_delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self._max_backoff, self._backoff * 2 ** (attempt - 1)))
 
     def _throttle(self) -> None:
         if not self._interval:
@@ -196,23 +276,37 @@ class ManagementClient:
         if slot > now:
             time.sleep(slot - now)
 
+    @staticmethod
+    def _new_request(
+        entity: str, operation: str, body: Mapping[str, Any], timeout: float,
+        on_done: Callable[[Request], None] | None = None,
+    ) -> Request:
+        props = {"operation": operation, "com.microsoft:server-timeout": uint(int(timeout * 1000))}
+        return Request(entity, operation, dict(body), props, on_done)
+
     def _attempt(
         self, entity: str, operation: str, body: Mapping[str, Any], ok: tuple[int, ...], timeout: float, empty_ok: bool
     ) -> Response:
-        context = f"{operation.removeprefix(OP_PREFIX)} on {entity}"
         deadline = time.monotonic() + timeout
         self._throttle()
         if not self._window.acquire(timeout=timeout):
-            raise OperationTimeoutError(f"{context}: no free request slot within {timeout:g}s")
+            raise OperationTimeoutError(f"{_context(entity, operation)}: no free request slot within {timeout:g}s")
         try:
-            props = {"operation": operation, "com.microsoft:server-timeout": uint(int(timeout * 1000))}
-            request = Request(entity, operation, dict(body), props)
+            request = self._new_request(entity, operation, body, timeout)
             self._engine.submit(request)
             if not request.done.wait(max(0.0, deadline - time.monotonic())):
                 self._engine.forget(request)
-                raise OperationTimeoutError(f"{context}: no response within {timeout:g}s")
         finally:
             self._window.release()
+        return self._outcome(request, entity, operation, ok, timeout, empty_ok)
+
+    def _outcome(
+        self, request: Request, entity: str, operation: str, ok: tuple[int, ...], timeout: float, empty_ok: bool
+    ) -> Response:
+        """The response of a finished request, or the error it stands for (a timeout if unfinished)."""
+        context = _context(entity, operation)
+        if not request.done.is_set():
+            raise OperationTimeoutError(f"{context}: no response within {timeout:g}s")
         if request.error is not None:
             raise request.error
         response = request.response
@@ -226,19 +320,44 @@ class ManagementClient:
     # -- rules -------------------------------------------------------------------------------
     def list_rules(self, topic: str, subscription: str) -> list[model.Rule]:
         """All rules of a subscription (enumerate-rules, 100 per page until a short page or 204)."""
-        entity = entity_path(topic, subscription)
-        rules: list[model.Rule] = []
-        while True:
-            response = self.request(
-                entity, OP_PREFIX + "enumerate-rules",
-                {"top": int32(RULES_PAGE_SIZE), "skip": int32(len(rules))}, ok=(200, 204),
-            )
-            if response.status == 204 or response.body is None:
-                return rules
-            page = codec.decode_enumerate_rules_body(response.body, offset=len(rules))
-            rules.extend(page)
-            if len(page) < RULES_PAGE_SIZE:
-                return rules
+        result = self.list_rules_many([(topic, subscription)], window=1)[0]
+        if isinstance(result, ManagementError):
+            raise result
+        return result
+
+    def list_rules_many(
+        self, targets: Sequence[tuple[str, str]], *, window: int | None = None
+    ) -> list[list[model.Rule] | ManagementError]:
+        """The rules of every (topic, subscription), pipelined; per target its rules or its error.
+
+        Pages are read in rounds: every target's first page at once, then the next page of those
+        whose page was full (100 rules).
+        """
+        rules: list[list[model.Rule]] = [[] for _ in targets]
+        results: list[list[model.Rule] | ManagementError] = list(rules)
+        todo = list(range(len(targets)))
+        while todo:
+            calls = [
+                (entity_path(*targets[i]), ENUMERATE_RULES, {"top": int32(RULES_PAGE_SIZE), "skip": int32(len(rules[i]))})
+                for i in todo
+            ]
+            responses = self.request_all(calls, ok=(200, 204), window=window)
+            full = []
+            for index, response in zip(todo, responses):
+                if isinstance(response, ManagementError):
+                    results[index] = response
+                    continue
+                if response.status == 204 or response.body is None:
+                    continue
+                try:
+                    page = codec.decode_enumerate_rules_body(response.body, offset=len(rules[index]))
+                except codec.CodecError as exc:
+                    raise codec.CodecError(f"{'/'.join(targets[index])}: {exc}") from None
+                rules[index].extend(page)
+                if len(page) == RULES_PAGE_SIZE:
+                    full.append(index)
+            todo = full
+        return results
 
     def add_rule(self, topic: str, subscription: str, rule: model.Rule) -> None:
         """Create ``rule``; raises AlreadyExistsError when a rule of that name exists.

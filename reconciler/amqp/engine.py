@@ -73,12 +73,14 @@ class Response:
 
 @dataclass(eq=False)
 class Request:
-    """One request in flight; the loop fills ``response`` or ``error`` and sets ``done``."""
+    """One request in flight; the loop fills ``response`` or ``error``, sets ``done`` and calls
+    ``on_done`` (a batch waits on one completion queue instead of a thread per request)."""
 
     entity: str
     operation: str
     body: Any
     properties: dict[str, Any]
+    on_done: Callable[["Request"], None] | None = None
     message_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     done: threading.Event = field(default_factory=threading.Event)
     response: Response | None = None
@@ -88,6 +90,8 @@ class Request:
         if not self.done.is_set():
             self.response, self.error = response, error
             self.done.set()
+            if self.on_done is not None:
+                self.on_done(self)
 
 
 class _Attributes(LinkOption):
@@ -215,10 +219,13 @@ class Engine(Handler):
         if wake:  # one wake-up drains the whole inbox; a wake-up per request costs an event each
             self._injector.trigger(ApplicationEvent("sbrules_work"))
 
-    def forget(self, request: Request) -> None:
-        """Stop waiting for ``request`` (the caller timed out); a late response is dropped."""
+    def forget(self, request: Request) -> bool:
+        """Stop waiting for ``request`` (the caller timed out); a late response is dropped.
+
+        False when the loop had already taken it to finish it (its ``on_done`` still runs).
+        """
         with self._lock:
-            self._pending.pop(request.message_id, None)
+            return self._pending.pop(request.message_id, None) is not None
 
     def close(self, timeout: float = 5.0) -> None:
         if self._closed:

@@ -82,6 +82,35 @@ def test_pipelined_requests_from_many_threads(client, emulator):
     assert not failures and results == [20] * 120
 
 
+def test_batch_reads_every_target_from_one_thread_with_per_target_errors(client, emulator):
+    for i in range(130):
+        emulator.namespace.add_rule("orders", "empty", m.Rule(f"r{i:03d}", m.SqlFilter(f"n = {i}")))
+    targets = [("orders", "billing"), ("orders", "nosuch"), ("orders", "empty"), ("nosuch", "x")]
+    before = threading.active_count()
+    results = client.list_rules_many(targets, window=2)
+    assert threading.active_count() == before  # no thread per request
+    assert results[0] == [m.Rule("big", m.SqlFilter("amount > 100"))]
+    assert isinstance(results[1], errors.NotFoundError) and isinstance(results[3], errors.NotFoundError)
+    assert [r.name for r in results[2]] == [f"r{i:03d}" for i in range(130)]  # two pages
+
+
+def test_batch_retries_transient_failures_per_call(emulator):
+    emulator.faults.update(busy_fraction=0.5, seed=3)
+    with ManagementClient(emulator.connection_string, timeout=5, retries=10, backoff=0.001) as c:
+        results = c.list_rules_many([("orders", "billing")] * 40)
+    assert all(r == [m.Rule("big", m.SqlFilter("amount > 100"))] for r in results)
+    assert emulator.handler.requests > 40
+
+
+def test_batch_times_out_each_call_and_frees_its_slot(emulator):
+    emulator.faults.update(latency=1.0)
+    with ManagementClient(emulator.connection_string, timeout=0.3, retries=0, window=2) as c:
+        results = c.list_rules_many([("orders", "billing")] * 3)
+        assert all(isinstance(r, errors.OperationTimeoutError) for r in results)
+        emulator.faults.clear()
+        assert c.list_rules("orders", "billing")  # every window slot came back
+
+
 def test_server_busy_is_retried(emulator):
     emulator.faults.update(busy_fraction=0.5, seed=7)
     with ManagementClient(emulator.connection_string, timeout=5, retries=10, backoff=0.001) as c:

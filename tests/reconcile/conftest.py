@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Callable
 
 import pytest
 
-from reconciler.amqp.errors import AlreadyExistsError, ConnectionLostError, NotFoundError
+from reconciler.amqp.errors import AlreadyExistsError, ConnectionLostError, ManagementError, NotFoundError
 from reconciler.model import CorrelationFilter, DesiredState, Rule, Subscription, Topic, TrueFilter
 
 
@@ -53,6 +54,18 @@ class FakeClient:
         self._hook("list", topic, sub, None, "before")
         with self.lock:
             return list(self._sub(topic, sub).values())
+
+    def list_rules_many(self, targets, *, window=None):
+        """Like the real client: ``window`` reads in flight at once, each target's rules or error."""
+
+        def read(target):
+            try:
+                return self.list_rules(*target)
+            except ManagementError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max_workers=window or 64) as pool:
+            return list(pool.map(read, targets))
 
     def add_rule(self, topic: str, sub: str, rule: Rule) -> None:
         self._hook("add", topic, sub, rule.name, "before")
