@@ -299,14 +299,15 @@ def encode_rule_description(rule: Rule, created_at: _dt.datetime | None = None) 
     return Described(RULE_DESCRIPTION_CODE, values)
 
 
-def _descriptor(value: Any, where: str) -> tuple[ulong, list[Any]]:
+def _descriptor(value: Any, where: str, suffix: str = "") -> tuple[ulong, list[Any]]:
+    """Descriptor and list of a described list; errors name ``where + suffix`` (joined only then)."""
     if not isinstance(value, Described):
-        raise CodecError(f"{where}: expected a described list, got {type(value).__name__}")
+        raise CodecError(f"{where}{suffix}: expected a described list, got {type(value).__name__}")
     code = value.descriptor
     if isinstance(code, str):
         code = _SYMBOLIC.get(str(code), code)
     if not isinstance(value.value, list):
-        raise CodecError(f"{where}: described value is {type(value.value).__name__}, not a list")
+        raise CodecError(f"{where}{suffix}: described value is {type(value.value).__name__}, not a list")
     return code, value.value
 
 
@@ -314,40 +315,47 @@ def _code_text(code: Any) -> str:
     return f"0x{int(code):016x}" if isinstance(code, int) else repr(code)
 
 
-def _decode_filter(value: Any, where: str) -> model.Filter:
-    code, fields = _descriptor(value, where)
+def _decode_filter(value: Any, rule: str) -> model.Filter:
+    """``rule`` locates the rule-description; locations are formatted only into errors, since this
+    runs for every rule of every page read."""
+    code, fields = _descriptor(value, rule, "[0] (filter)")
     if code == SQL_FILTER_CODE:
         if not fields:
-            raise CodecError(f"{where}: sql-filter list has no expression")
-        return SqlFilter(_require_str(fields[0], f"{where}[0] (expression)"))
+            raise CodecError(f"{rule}[0] (filter): sql-filter list has no expression")
+        expression = fields[0]
+        if type(expression) is not str:
+            _require_str(expression, f"{rule}[0] (filter)[0] (expression)")
+        return SqlFilter(expression)
     if code == TRUE_FILTER_CODE:
         return TrueFilter()
     if code == FALSE_FILTER_CODE:
         return FalseFilter()
     if code == CORRELATION_FILTER_CODE:
         if len(fields) > 9:
-            raise CodecError(f"{where}: correlation-filter list has {len(fields)} fields, at most 9")
+            raise CodecError(f"{rule}[0] (filter): correlation-filter list has {len(fields)} fields, at most 9")
         system: dict[str, str] = {}
         for index, (name, raw) in enumerate(zip(CORRELATION_FIELDS, fields)):
             if raw is not None:
-                system[name] = _require_str(raw, f"{where}[{index}] ({CORRELATION_WIRE_KEYS[index]})")
+                system[name] = raw if type(raw) is str else _require_str(
+                    raw, f"{rule}[0] (filter)[{index}] ({CORRELATION_WIRE_KEYS[index]})"
+                )
         props_raw = fields[8] if len(fields) == 9 else None
-        props = _decode_properties(props_raw, f"{where}[8] (properties)") if props_raw is not None else ()
+        props = _decode_properties(props_raw, f"{rule}[0] (filter)[8] (properties)") if props_raw is not None else ()
         return CorrelationFilter(**system, properties=props)
-    raise CodecError(f"{where}: unknown filter descriptor {_code_text(code)}")
+    raise CodecError(f"{rule}[0] (filter): unknown filter descriptor {_code_text(code)}")
 
 
-def _decode_action(value: Any, where: str) -> model.Action:
+def _decode_action(value: Any, rule: str) -> model.Action:
     if value is None:
         return EmptyAction()
-    code, fields = _descriptor(value, where)
+    code, fields = _descriptor(value, rule, "[1] (action)")
     if code == EMPTY_RULE_ACTION_CODE:
         return EmptyAction()
     if code == SQL_RULE_ACTION_CODE:
         if not fields:
-            raise CodecError(f"{where}: sql-rule-action list has no expression")
-        return SqlRuleAction(_require_str(fields[0], f"{where}[0] (expression)"))
-    raise CodecError(f"{where}: unknown action descriptor {_code_text(code)}")
+            raise CodecError(f"{rule}[1] (action): sql-rule-action list has no expression")
+        return SqlRuleAction(_require_str(fields[0], f"{rule}[1] (action)[0] (expression)"))
+    raise CodecError(f"{rule}[1] (action): unknown action descriptor {_code_text(code)}")
 
 
 @dataclass(frozen=True)
@@ -361,7 +369,7 @@ class RuleDescription:
 def decode_rule_description_full(value: Any, label: str = "rule") -> RuleDescription:
     """Decode a rule-description, keeping created-at. ``label`` names the rule in errors until
     the name (element 2) is known."""
-    code, fields = _descriptor(value, f"{label}: rule-description")
+    code, fields = _descriptor(value, label, ": rule-description")
     if code != RULE_DESCRIPTION_CODE:
         raise CodecError(f"{label}: rule-description has unknown descriptor {_code_text(code)}")
     if not 3 <= len(fields) <= 4:
@@ -370,8 +378,8 @@ def decode_rule_description_full(value: Any, label: str = "rule") -> RuleDescrip
     if type(name) is not str:
         raise CodecError(f"{label}: rule-description[2] (name) must be a string, got {type(name).__name__}")
     where = f"rule {name!r}: rule-description"
-    flt = _decode_filter(fields[0], f"{where}[0] (filter)")
-    action = _decode_action(fields[1], f"{where}[1] (action)")
+    flt = _decode_filter(fields[0], where)
+    action = _decode_action(fields[1], where)
     created_at = None
     if len(fields) == 4 and fields[3] is not None:
         if not isinstance(fields[3], int) or isinstance(fields[3], bool):
