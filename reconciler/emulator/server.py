@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import itertools
 import logging
 import time
 import uuid
@@ -113,6 +114,8 @@ class ConnectionState:
     def __init__(self) -> None:
         #: audience path segments → latest expiry granted for it (one entry per entity token).
         self.grants: dict[tuple[str, ...], float] = {}
+        #: node path → the latest expiry of a grant covering it (cleared when a token is put).
+        self._covered_until: dict[str, float] = {}
         self.operations = 0
         #: (node, reply-to) → the client's receiver link that gets those responses.
         self.reply_links: dict[tuple[str, str | None], proton.Link] = {}
@@ -122,12 +125,16 @@ class ConnectionState:
     def grant(self, grant: Grant) -> None:
         key = path_parts(grant.path)
         self.grants[key] = max(grant.expires, self.grants.get(key, 0.0))
+        self._covered_until.clear()
 
     def authorized(self, node_path: str) -> bool:
-        """Whether a live token covers the node: a lookup per path prefix, not a scan of all grants."""
-        now = time.time()
-        wanted = path_parts(node_path)
-        return any(self.grants.get(wanted[:n], 0.0) > now for n in range(len(wanted) + 1))
+        """Whether a live token covers the node: a lookup per path prefix, remembered per node."""
+        until = self._covered_until.get(node_path)
+        if until is None:
+            wanted = path_parts(node_path)
+            until = max(self.grants.get(wanted[:n], 0.0) for n in range(len(wanted) + 1))
+            self._covered_until[node_path] = until
+        return until > time.time()
 
 
 class ServerHandler(MessagingHandler):
@@ -159,6 +166,8 @@ class ServerHandler(MessagingHandler):
         #: Management requests received (answered or refused), for tests that count retries.
         self.requests = 0
         self._stopping = False
+        #: Delivery tags of responses (settled at once, so they only need to differ from each other).
+        self._reply_tags = map(b"%x".__mod__, itertools.count())
 
     # -- loop lifecycle -------------------------------------------------------------------------
     @_guarded
@@ -563,7 +572,7 @@ class ServerHandler(MessagingHandler):
                 log.info("emulator: no response link for %s; response dropped", node)
                 return
             cache[(node, reply_to)] = target
-        delivery = target.delivery(uuid.uuid4().bytes)
+        delivery = target.delivery(next(self._reply_tags))
         target.send(reply)
         target.advance()
         delivery.settle()
