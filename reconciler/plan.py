@@ -442,6 +442,9 @@ def plan_subscription(
             reason = ("declared, not in the namespace",)
             creates.append(Change(topic, subscription, rule.name, CREATE, reason, after=rule))
             continue
+        if current == rule:  # the common case, and cheaper than comparing signatures
+            unchanged += 1
+            continue
         reasons, diff = compare(signature(current), after_sig)
         if current.name != rule.name:
             reasons.insert(0, f"name case: {current.name!r} → {rule.name!r}")
