@@ -254,9 +254,15 @@ class ServerHandler(MessagingHandler):
                 link.target.type = proton.Terminus.UNSPECIFIED
 
     def _state(self, link: proton.Link) -> ConnectionState:
-        state = getattr(link.connection, "_sb_state", None)
+        """The link's connection state, remembered on the link: every ``link.connection`` builds a
+        new Python wrapper, which was a large share of the cost of a request."""
+        state = getattr(link, "_sb_state", None)
         if state is None:
-            state = link.connection._sb_state = ConnectionState()
+            connection = link.connection
+            state = getattr(connection, "_sb_state", None)
+            if state is None:
+                state = connection._sb_state = ConnectionState()
+            link._sb_state = state
         return state
 
     def _require_token(self, link: proton.Link, address: Address) -> None:
@@ -379,7 +385,7 @@ class ServerHandler(MessagingHandler):
                 delivery.settle()
             else:
                 delivery._sb_lock = (store, stored.lock_token)
-            self._count_operation(link.connection)
+            self._count_operation(link)
         if link.drain_mode and link.credit > 0:
             link.drained()
 
@@ -453,7 +459,7 @@ class ServerHandler(MessagingHandler):
                 delivery, "amqp:link:message-size-exceeded",
                 f"message of {len(payload)} bytes exceeds the {MAX_MESSAGE_SIZE} byte limit",
             )
-            self._count_operation(link.connection)
+            self._count_operation(link)
             return
         kind = getattr(link, "_sb_kind", None)
         if kind in ("cbs", "management"):
@@ -472,7 +478,7 @@ class ServerHandler(MessagingHandler):
             self._publish(delivery, link, payload)
         else:
             self._reject(delivery, "amqp:not-allowed", "this link does not accept messages")
-        self._count_operation(link.connection)
+        self._count_operation(link)
 
     @staticmethod
     def _accept(delivery: proton.Delivery) -> None:
@@ -500,14 +506,14 @@ class ServerHandler(MessagingHandler):
         self._accept(delivery)
         self.pump_all()
 
-    def _count_operation(self, connection: proton.Connection) -> None:
-        state = getattr(connection, "_sb_state", None)
-        if state is None:
-            return
+    def _count_operation(self, link: proton.Link) -> None:
+        state = self._state(link)
         state.operations += 1
         limit = self.faults.close_after_ops
         if limit is not None and state.operations >= limit:
-            _close_connection(connection, "amqp:connection:forced", f"fault injection: closed after {limit} operations")
+            _close_connection(
+                link.connection, "amqp:connection:forced", f"fault injection: closed after {limit} operations"
+            )
 
     # -- $cbs -------------------------------------------------------------------------------------
     def _put_token(self, link: proton.Link, request: ManagementMessage) -> None:
