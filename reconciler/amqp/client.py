@@ -243,8 +243,10 @@ class ManagementClient:
                 self._engine.submit(request)
             wake = min([deadline for _, deadline in in_flight.values()] + [due for due, _ in retries[:1]])
             try:
-                index, request = finished.get(timeout=max(0.0, wake - time.monotonic()))
-                done = [index] if in_flight.get(index, (None,))[0] is request else []  # else: already timed out
+                arrived = [finished.get(timeout=max(0.0, wake - time.monotonic()))]
+                while not finished.empty():  # take every response in at once, then refill the window
+                    arrived.append(finished.get_nowait())
+                done = [i for i, request in arrived if in_flight.get(i, (None,))[0] is request]  # else timed out
             except queue.Empty:
                 now = time.monotonic()
                 done = [i for i, (_, deadline) in in_flight.items() if deadline <= now]

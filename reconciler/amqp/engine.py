@@ -120,13 +120,9 @@ class _Entity:
     token_expires_at: float = 0.0
     proven: bool = False  # a response arrived over this link pair (attach refusals come as attach+detach)
 
-    @property
-    def sender_name(self) -> str | None:
-        return self.sender.name if self.sender is not None else None
-
-    @property
-    def receiver_name(self) -> str | None:
-        return self.receiver.name if self.receiver is not None else None
+    #: Link names, kept as strings: reading ``link.name`` is a foreign call on every use.
+    sender_name: str | None = None
+    receiver_name: str | None = None
 
     @property
     def address(self) -> str:
@@ -353,23 +349,23 @@ class Engine(Handler):
         self._cbs_waiting[message_id] = entity.name
         entity.token_expires_at = token.expires_at
         assert self._cbs_sender is not None
-        self._enqueue(self._cbs_sender, msg)
+        self._enqueue(self._cbs_sender, self._cbs_sender_name, msg)
 
     def _send(self, entity: _Entity, request: Request) -> None:
-        assert entity.sender is not None
+        assert entity.sender is not None and entity.sender_name is not None
         msg = encoder.encode_message(
             message_id=request.message_id, reply_to=entity.reply_to, body=request.body,
             application_properties=request.properties,
         )
-        self._enqueue(entity.sender, msg)
+        self._enqueue(entity.sender, entity.sender_name, msg)
 
-    def _enqueue(self, sender: proton.Sender, msg: bytes) -> None:
+    def _enqueue(self, sender: proton.Sender, name: str, msg: bytes) -> None:
         """Send when the link has credit (a pre-settled delivery sent without credit is lost)."""
-        self._outbox.setdefault(sender.name, deque()).append(msg)
-        self._flush(sender)
+        self._outbox.setdefault(name, deque()).append(msg)
+        self._flush(sender, name)
 
-    def _flush(self, sender: proton.Sender) -> None:
-        outbox = self._outbox.get(sender.name)
+    def _flush(self, sender: proton.Sender, name: str) -> None:
+        outbox = self._outbox.get(name)
         while outbox and sender.credit > 0:
             delivery = sender.delivery(sender.delivery_tag())
             sender.send(outbox.popleft())
@@ -378,16 +374,17 @@ class Engine(Handler):
 
     def _attach(self, entity: _Entity) -> None:
         options = [_Attributes(self._link_timeout_ms)]
+        entity.sender_name = self._link_name(f"{entity.name}-mgmt-sender")
+        entity.receiver_name = self._link_name(f"{entity.name}-mgmt-receiver")
         entity.sender = self._container.create_sender(
-            self._connection, target=entity.address, name=self._link_name(f"{entity.name}-mgmt-sender"),
-            options=[AtMostOnce(), *options],
+            self._connection, target=entity.address, name=entity.sender_name, options=[AtMostOnce(), *options],
         )
         entity.receiver = self._container.create_receiver(
-            self._connection, source=entity.address, target=entity.reply_to,
-            name=self._link_name(f"{entity.name}-mgmt-receiver"), options=options,
+            self._connection, source=entity.address, target=entity.reply_to, name=entity.receiver_name,
+            options=options,
         )
         entity.receiver.flow(CREDIT)
-        self._link_entities[entity.sender.name] = self._link_entities[entity.receiver.name] = entity
+        self._link_entities[entity.sender_name] = self._link_entities[entity.receiver_name] = entity
         entity.state = "ready"
         while entity.backlog:
             request = entity.backlog.popleft()
@@ -419,8 +416,8 @@ class Engine(Handler):
             if link is not None and link.state & proton.Endpoint.LOCAL_ACTIVE:
                 link.close()
         entity.backlog.clear()
-        if entity.sender is not None:
-            self._outbox.pop(entity.sender.name, None)
+        if entity.sender_name is not None:
+            self._outbox.pop(entity.sender_name, None)
         self._fail_all(lambda: error_copy(error), entity=entity.name)
 
     def _drop(self, reason: str, error_type: type[ManagementError] = ConnectionLostError) -> None:
@@ -444,8 +441,9 @@ class Engine(Handler):
 
     @guarded
     def on_link_flow(self, event: proton.Event) -> None:
-        if event.link.is_sender:
-            self._flush(event.link)
+        link = event.link
+        if link.is_sender:
+            self._flush(link, link.name)
 
     @guarded
     def on_delivery(self, event: proton.Event) -> None:
@@ -465,18 +463,19 @@ class Engine(Handler):
         delivery.settle()
         if link.credit < CREDIT // 2:
             link.flow(CREDIT - link.credit)
+        name = link.name
         try:
             message = decoder.decode_management_message(payload)
         except decoder.DecodeError as exc:
-            log.warning("dropping an undecodable response on %s: %s", link.name, exc)
+            log.warning("dropping an undecodable response on %s: %s", name, exc)
             return
-        self._on_response(link, message)
+        self._on_response(name, message)
 
-    def _on_response(self, receiver: proton.Link, message: decoder.ManagementMessage) -> None:
-        if receiver.name == self._cbs_receiver_name:
+    def _on_response(self, receiver: str, message: decoder.ManagementMessage) -> None:
+        if receiver == self._cbs_receiver_name:
             self._on_cbs_response(message)
             return
-        entity = self._entity_of(receiver)
+        entity = self._link_entities.get(receiver)
         if entity is not None:
             entity.proven = True
         key = str(message.correlation_id)
@@ -505,9 +504,6 @@ class Engine(Handler):
         log.warning("token refused for %s: status %s", entity.address, status)
         self._fail_entity(entity, error)
 
-    def _entity_of(self, link: proton.Link) -> _Entity | None:
-        return self._link_entities.get(link.name)
-
     @guarded
     def on_link_remote_close(self, event: proton.Event) -> None:
         link = event.link
@@ -517,7 +513,7 @@ class Engine(Handler):
         if link.name in (self._cbs_sender_name, self._cbs_receiver_name):
             self._drop(f"$cbs link closed: {_condition_text(condition)}")
             return
-        entity = self._entity_of(link)
+        entity = self._link_entities.get(link.name)
         if entity is None:
             return
         name = str(condition.name) if condition else "amqp:internal-error"
