@@ -24,7 +24,7 @@ the shortest round-trip form (e.g. ``4.9E-324``), and then the text differs from
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from pyspark.sql import Column
@@ -58,6 +58,10 @@ MAX_CONCAT = 32767
 DATETIME_MIN = micros_since_epoch(_dt.datetime(1, 1, 1, tzinfo=_dt.timezone.utc))
 DATETIME_MAX = micros_since_epoch(_dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=_dt.timezone.utc))
 
+#: Computed operands up to this nesting depth are inlined by their parent operator, deeper ones bound.
+INLINE_DEPTH = 1
+BOUND = INLINE_DEPTH + 1
+
 _FIELD_TYPES = {"tag": "string", "s": "string", "l": "bigint", "d": "double", "b": "boolean", "err": "string"}
 
 
@@ -87,10 +91,12 @@ class Val:
     const: bool = False
     #: The .NET text form when it is cheap to have (literals, stored properties); see text_of.
     text: Column | None = None
-    #: Computed by an operator: its fields are big expressions, so parents bind it once (_let).
-    computed: bool = False
+    #: Operator nesting below this value (0 = leaf): deeper values are bound once by parents (_let).
+    depth: int = 0
     #: ``struct<t, s, l, d, b, e>`` holding this value, when it already exists as one column.
     packed: Column | None = None
+    #: Tag tests already built (each Column operation is a py4j round trip to the JVM).
+    _tests: dict[frozenset[str], Cond] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def tag_col(self) -> Column:
         return self.tag if self.tag is not None else F.lit(next(iter(self.tags)))
@@ -102,7 +108,9 @@ class Val:
             return False
         if self.tags <= wanted:
             return True
-        return self.tag.isin(*sorted(wanted))
+        if wanted not in self._tests:
+            self._tests[wanted] = self.tag.isin(*sorted(wanted))
+        return self._tests[wanted]
 
     def field(self, name: str) -> Column:
         column = getattr(self, name)
@@ -187,7 +195,7 @@ def _case(branches: Iterable[_Branch]) -> Val:
                 t = F.lit(only)
             tag_values.append((br.cond, t))
         tag = _chain(tag_values, "string")
-    return Val(tags, tag, **cols, computed=True)
+    return Val(tags, tag, **cols, depth=1)
 
 
 def _pred_case(branches: list[tuple[Cond, Column | None, Column | None]]) -> Pred:
@@ -214,34 +222,38 @@ def _pack(value: Val) -> Column:
     )
 
 
-def _unpack(tags: frozenset[str], packed: Column, has_err: bool) -> Val:
+def _unpack(tags: frozenset[str], packed: Column, has_err: bool, depth: int) -> Val:
     return Val(
         tags,
         packed.getField("t") if len(tags) > 1 else None,
         *(packed.getField(name) for name in ("s", "l", "d", "b")),
         err=packed.getField("e") if has_err else None,
-        computed=True,
+        depth=depth,
         packed=packed,
     )
 
 
 def _let(operands: list[Val], body: Callable[..., Any]) -> Any:
-    """``body(*operands)`` with computed operands bound once (a one-element ``transform``).
+    """``body(*operands)`` with deeply computed operands bound once (a one-element ``transform``).
 
     Operator translations mention each operand field several times; inlining computed operands
-    would grow the expression exponentially with nesting depth. Binding them through a lambda
-    variable keeps it linear.
+    at every level would grow the expression exponentially with nesting depth, so operands deeper
+    than :data:`INLINE_DEPTH` are bound through a lambda variable (linear size). Shallower ones are
+    inlined: higher-order functions are interpreted, not compiled, and cost far more per row than
+    Spark's common-subexpression elimination of a repeated small operand.
     """
-    if not any(o.computed for o in operands):
-        return body(*operands)
-    bound = [i for i, o in enumerate(operands) if o.computed]
+    deepest = max(o.depth for o in operands)
+    if deepest <= INLINE_DEPTH:
+        result = body(*operands)
+        if deepest and isinstance(result, Val):
+            result = replace(result, depth=deepest + 1)
+        return result
+    bound = [i for i, o in enumerate(operands) if o.depth]
     record = F.array(F.struct(*(_pack(operands[i]).alias(f"o{i}") for i in bound)))
     results: list[Any] = []
 
     def inner(x: Column) -> Column:
-        args = [
-            _unpack(o.tags, x.getField(f"o{i}"), o.err is not None) if o.computed else o for i, o in enumerate(operands)
-        ]
+        args = [_unpack(o.tags, x.getField(f"o{i}"), o.err is not None, 0) if o.depth else o for i, o in enumerate(operands)]
         result = body(*args)
         results.append(result)
         if isinstance(result, Val):
@@ -251,7 +263,7 @@ def _let(operands: list[Val], body: Callable[..., Any]) -> Any:
     out = F.transform(record, inner)[0]
     (result,) = results
     if isinstance(result, Val):
-        return _unpack(result.tags, out, result.err is not None)
+        return _unpack(result.tags, out, result.err is not None, BOUND)
     return Pred(out.getField("v"), out.getField("e") if result.err is not None else None)
 
 
@@ -298,6 +310,15 @@ def _cell_val(cell: Column) -> Val:
 Cells = Mapping[str, Column]
 
 
+class PropertyCells(dict):
+    """:data:`Cells` that also build each property's :class:`Val` once for all the filters using
+    it: translating many filters is dominated by py4j round trips, one per Column operation."""
+
+    def __init__(self, columns: Mapping[str, Column]):
+        super().__init__(columns)
+        self.vals: dict[str, Val] = {}
+
+
 def _cell(name: str, cells: Cells | None) -> Column:
     key = name.lower()
     if cells is not None and key in cells:
@@ -307,6 +328,11 @@ def _cell(name: str, cells: Cells | None) -> Column:
 
 def user_property(name: str, cells: Cells | None = None) -> Val:
     """``props[lower(name)]``: a NULL struct is MISSING (tag ``missing``)."""
+    key = name.lower()
+    if isinstance(cells, PropertyCells) and key in cells:
+        if key not in cells.vals:
+            cells.vals[key] = _cell_val(cells[key])
+        return cells.vals[key]
     return _cell_val(_cell(name, cells))
 
 
@@ -537,7 +563,7 @@ def _negate(a: Val) -> Val:
 
 
 def _with_err(value: Val, err: Column | None) -> Val:
-    return Val(value.tags, value.tag, value.s, value.l, value.d, value.b, err, value.const, value.text, value.computed)
+    return replace(value, err=err, packed=None)
 
 
 def _or(*conds: Cond) -> Cond:
@@ -746,7 +772,8 @@ class _Translator:
 
     def function(self, node: ast.Function) -> Val:
         if node.name == "newid":
-            return Val(frozenset({"uuid"}), s=F.expr("uuid()"))
+            # Bound by parents, so that one evaluation sees one value, not a fresh uuid per mention.
+            return Val(frozenset({"uuid"}), s=F.expr("uuid()"), depth=BOUND)
         (arg,) = node.args
         if isinstance(arg, ast.Literal) and arg.type is ValueType.STRING:
             return user_property(arg.value, self.cells)
@@ -786,7 +813,7 @@ def _dynamic_property(name: Val) -> Val:
     found = _lookup(F.lower(name.s) if name.s is not None else F.lit(None).cast("string"))
     bad = name.is_(USER_TAGS - {"string"})
     err = _when(bad, F.concat(F.lit("property() needs a string, got "), name.tag_col()))
-    return Val(found.tags, found.tag, found.s, found.l, found.d, found.b, _err(name.err, err), computed=True)
+    return Val(found.tags, found.tag, found.s, found.l, found.d, found.b, _err(name.err, err), depth=1)
 
 
 def _junction(parts: list[Pred], is_and: bool) -> Pred:
