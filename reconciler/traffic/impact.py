@@ -2,7 +2,8 @@
 
 For every declared (managed) subscription the desired rules and the *current* rules (read live
 from the namespace, or the ``before`` side of a plan file) are compiled to native Spark columns
-(:mod:`reconciler.sql.spark`). One aggregation then counts, per subscription, the messages
+(:mod:`reconciler.sql.spark`). One pass groups the messages by their filter outcomes
+(:mod:`reconciler.traffic.tally`); from those groups come, per subscription, the messages
 delivered, gained and lost versus today and the messages whose filter evaluation fails
 (dead-letter candidates); per rule, its matches and errors; and across each topic, the messages no
 subscription takes. A few example message ids come with every gained / lost / error bucket.
@@ -15,13 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState, Filter, Rule
 from reconciler.traffic.report import render_report
+from reconciler.traffic.tally import Tally, examples, resolve, tally
 
 __all__ = ["ImpactError", "impact_report", "render_report"]
 
-EXAMPLES = 3
 
 
 class ImpactError(SbrulesError):
@@ -159,112 +162,70 @@ def _read_sample(spark: Any, dataset: str) -> Any:
 def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from reconciler.sql.spark import property_names, rule_columns
+    from reconciler.sql.spark import PropertyCells, property_names, rule_columns
 
     # Each property the filters name is looked up in the props map once per message.
     names = sorted({n for s in scopes for r in s.desired + s.current for n in property_names(r.filter)})
-    cells = {name: F.col(f"_p{i}") for i, name in enumerate(names)}
+    cells = PropertyCells({name: F.col(f"_p{i}") for i, name in enumerate(names)})
     frame = frame.select("*", *(F.try_element_at(F.col("props"), F.lit(n)).alias(f"_p{i}") for i, n in enumerate(names)))
 
-    # One pair of columns per distinct filter: unchanged rules cost nothing extra.
+    # One bit per distinct filter: unchanged rules cost nothing extra.
     filters: dict[Filter, int] = {}
     fallback: dict[int, str] = {}
-    compiled = []
+    outcomes = []
     for scope in scopes:
         for rule in scope.desired + scope.current:
             if rule.filter in filters:
                 continue
-            index = len(compiled)
-            filters[rule.filter] = index
+            filters[rule.filter] = len(outcomes)
             columns = rule_columns(rule, cells)
-            compiled.append(columns.matched.alias(f"m{index}"))
-            compiled.append(columns.error.alias(f"e{index}"))
+            outcomes.append((columns.matched, columns.error))
             if columns.fallback:
-                fallback[index] = columns.fallback
+                fallback[len(outcomes) - 1] = columns.fallback
 
     topic_names = sorted({s.topic.lower() for s in scopes})
     message_id = F.coalesce(F.col("message_id"), F.concat(F.lit("seq:"), F.col("sequence_number").cast("string")))
     topic_of = F.lower(F.col("topic"))
-    base = frame.where(topic_of.isin(*topic_names)).select(topic_of.alias("_topic"), message_id.alias("_id"), *compiled)
+    frame = frame.where(topic_of.isin(*topic_names))
+    counts = tally(frame, topic_of, message_id, outcomes)
+    report, pending = _shape(counts, scopes, filters, fallback)
+    ids = resolve(frame, message_id, set().union(*(hashes for _, hashes in pending)))
+    for target, hashes in pending:
+        target[:] = sorted({ids[h] for h in hashes if h in ids})
+    return report
 
-    def matched(rules: Sequence[Rule]) -> Any:
-        out = F.lit(False)
-        for rule in rules:
-            out = out | F.col(f"m{filters[rule.filter]}")
+
+def _shape(
+    counts: Tally, scopes: list[Scope], filters: dict[Filter, int], fallback: dict[int, str]
+) -> tuple[dict[str, Any], list[tuple[list[str], set[int]]]]:
+    """The report from grouped counts; example lists come back empty, paired with the id hashes
+    that fill them."""
+    pending: list[tuple[list[str], set[int]]] = []
+
+    def total(groups: Any) -> int:
+        return int(counts.count[groups].sum())
+
+    def bucket(groups: Any) -> list[str]:
+        out: list[str] = []
+        pending.append((out, examples(counts, groups)))
         return out
 
-    def failed(rules: Sequence[Rule]) -> Any:
-        out = F.lit(False)
-        for rule in rules:
-            out = out | F.col(f"e{filters[rule.filter]}").isNotNull()
-        return out
-
-    flags = [F.col("_topic"), F.col("_id")]
-    for n, scope in enumerate(scopes):
-        in_topic = F.col("_topic") == scope.topic.lower()
-        flags += [
-            (in_topic & matched(scope.desired)).alias(f"new{n}"),
-            (in_topic & matched(scope.current)).alias(f"old{n}"),
-            (in_topic & failed(scope.desired)).alias(f"err{n}"),
-        ]
-        flags += [(in_topic & F.col(f"m{filters[r.filter]}")).alias(f"rm{n}_{i}") for i, r in enumerate(scope.desired)]
-        flags += [
-            (in_topic & F.col(f"e{filters[r.filter]}").isNotNull()).alias(f"re{n}_{i}")
-            for i, r in enumerate(scope.desired)
-        ]
-    taken = F.lit(False)
-    for n in range(len(scopes)):
-        taken = taken | F.col(f"new{n}")
-    flagged = base.select(*flags, (~taken).alias("unrouted"))
-
-    aggs = [F.count(F.lit(1)).alias("messages"), *_bucket(F, "unrouted", F.col("unrouted"))]
-    for n, scope in enumerate(scopes):
-        new, old = F.col(f"new{n}"), F.col(f"old{n}")
-        aggs += [_count(F, new, f"delivered{n}"), _count(F, old, f"before{n}")]
-        aggs += _bucket(F, f"gained{n}", new & ~old)
-        aggs += _bucket(F, f"lost{n}", old & ~new)
-        aggs += _bucket(F, f"errors{n}", F.col(f"err{n}"))
-        for i in range(len(scope.desired)):
-            aggs += [_count(F, F.col(f"rm{n}_{i}"), f"rm{n}_{i}"), _count(F, F.col(f"re{n}_{i}"), f"re{n}_{i}")]
-    row = flagged.agg(*aggs).collect()[0].asDict()
-    return _shape(row, scopes, filters, fallback)
-
-
-def _count(F: Any, cond: Any, name: str) -> Any:
-    return F.sum(F.when(cond, F.lit(1)).otherwise(F.lit(0))).alias(name)
-
-
-def _bucket(F: Any, name: str, cond: Any) -> list[Any]:
-    """The count of ``cond`` plus up to three example ids (smallest, largest, a hashed pick)."""
-    picked = F.when(cond, F.col("_id"))
-    return [
-        _count(F, cond, name),
-        F.min(picked).alias(f"{name}_x0"),
-        F.max(picked).alias(f"{name}_x1"),
-        F.min_by(picked, F.when(cond, F.xxhash64(F.col("_id")))).alias(f"{name}_x2"),
-    ]
-
-
-def _examples(row: dict[str, Any], name: str) -> list[str]:
-    out: list[str] = []
-    for i in range(EXAMPLES):
-        value = row.get(f"{name}_x{i}")
-        if value is not None and value not in out:
-            out.append(value)
-    return sorted(out)
-
-
-def _shape(row: dict[str, Any], scopes: list[Scope], filters: dict[Filter, int], fallback: dict[int, str]) -> dict[str, Any]:
     subs = []
     never, python_rules = [], []
-    for n, scope in enumerate(scopes):
+    taken = np.zeros(len(counts.count), dtype=bool)
+    for scope in scopes:
+        in_topic = counts.topic == scope.topic.lower()
+        desired = [filters[r.filter] for r in scope.desired]
+        new = in_topic & counts.any_bit(counts.matched, desired)
+        old = in_topic & counts.any_bit(counts.matched, [filters[r.filter] for r in scope.current])
+        failed = in_topic & counts.any_bit(counts.errors, desired)
+        taken |= new
         rules = []
-        for i, rule in enumerate(scope.desired):
-            index = filters[rule.filter]
+        for rule, index in zip(scope.desired, desired):
             entry = {
                 "name": rule.name,
-                "matched": int(row[f"rm{n}_{i}"] or 0),
-                "errors": int(row[f"re{n}_{i}"] or 0),
+                "matched": total(in_topic & counts.bit(counts.matched, index)),
+                "errors": total(in_topic & counts.bit(counts.errors, index)),
                 "evaluation": "python" if index in fallback else "native",
             }
             rules.append(entry)
@@ -278,20 +239,21 @@ def _shape(row: dict[str, Any], scopes: list[Scope], filters: dict[Filter, int],
                 "topic": scope.topic,
                 "subscription": scope.subscription,
                 "current_rules": scope.current_source,
-                "delivered": int(row[f"delivered{n}"] or 0),
-                "delivered_before": int(row[f"before{n}"] or 0),
-                "gained": int(row[f"gained{n}"] or 0),
-                "lost": int(row[f"lost{n}"] or 0),
-                "errors": int(row[f"errors{n}"] or 0),
-                "examples": {k: _examples(row, f"{k}{n}") for k in ("gained", "lost", "errors")},
+                "delivered": total(new),
+                "delivered_before": total(old),
+                "gained": total(new & ~old),
+                "lost": total(old & ~new),
+                "errors": total(failed),
+                "examples": {"gained": bucket(new & ~old), "lost": bucket(old & ~new), "errors": bucket(failed)},
                 "rules": rules,
             }
         )
-    return {
-        "messages": int(row["messages"] or 0),
-        "unrouted": int(row["unrouted"] or 0),
-        "unrouted_examples": _examples(row, "unrouted"),
+    report = {
+        "messages": total(np.ones(len(counts.count), dtype=bool)),
+        "unrouted": total(~taken),
+        "unrouted_examples": bucket(~taken),
         "subscriptions": subs,
         "never_matching_rules": never,
         "python_fallback_rules": python_rules,
     }
+    return report, pending
