@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-
 
 from reconciler.model import CORRELATION_SYS_NAMES, CorrelationFilter, Message, TypedValue, typed_properties
 
