@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -85,19 +84,19 @@ def test_missing_subscription_is_an_error_naming_it(desired):
             observe_subscriptions(client, [("orders", "billing"), ("orders", "nope")])
 
 
-class Watcher(threading.Thread):
-    """Polls the emulator's namespace and records the fewest rules each subscription ever had."""
+class Watcher:
+    """Records the fewest rules each subscription ever had, checked after every change to the
+    namespace, inside its lock: exact, where polling could miss a moment (and a polling loop
+    starved the emulator and the client of the GIL, making the test minutes long)."""
 
     def __init__(self, emu, targets):
-        super().__init__(daemon=True)
         self.emu, self.targets = emu, targets
-        self.fewest = {t: 10**6 for t in targets}
-        self.done = threading.Event()
+        self.fewest = {t: len(emu.namespace.rules(*t)) for t in targets}
+        emu.namespace.on_change(self._check)
 
-    def run(self):
-        while not self.done.is_set():
-            for target in self.targets:
-                self.fewest[target] = min(self.fewest[target], len(self.emu.namespace.rules(*target)))
+    def _check(self):
+        for target in self.targets:
+            self.fewest[target] = min(self.fewest[target], len(self.emu.namespace.rules(*target)))
 
 
 def _many_changes_state(desired):
@@ -125,7 +124,6 @@ def test_apply_under_faults_converges_without_loss_or_gaps(desired, seed, caplog
     targets = managed_subscriptions(desired)
     with Emulator(live) as emu:
         watcher = Watcher(emu, targets)
-        watcher.start()
         emu.faults.update(seed=seed, busy_fraction=0.25, close_after_ops=7)
         with ManagementClient(emu.connection_string) as client:
             for _ in range(6):
@@ -138,8 +136,6 @@ def test_apply_under_faults_converges_without_loss_or_gaps(desired, seed, caplog
                 apply_plan(client, plan, ApplyOptions(parallel=4))
             emu.faults.clear()
             final = _plan(client, desired)
-        watcher.done.set()
-        watcher.join()
         assert any("retry" in r.getMessage() for r in caplog.records), "no fault was injected"
         assert not final.has_changes, [c.rule for c in final.changes]
         for target in targets:
