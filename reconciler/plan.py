@@ -433,7 +433,7 @@ def plan_subscription(
     want = {r.name.casefold(): r for r in declared}
     have = {r.name.casefold(): r for r in live}
     creates, replaces, deletes = [], [], []
-    unchanged = 0
+    unchanged = identical = 0
     for key, rule in want.items():
         after_sig = signature(rule)
         after_sig.check(f"{path} rule {rule.name!r}")
@@ -444,6 +444,7 @@ def plan_subscription(
             continue
         if current == rule:  # the common case, and cheaper than comparing signatures
             unchanged += 1
+            identical += 1
             continue
         reasons, diff = compare(signature(current), after_sig)
         if current.name != rule.name:
@@ -464,11 +465,13 @@ def plan_subscription(
         else:
             reason = "not declared (the declared rule set is authoritative)"
         deletes.append(Change(topic, subscription, rule.name, DELETE, (reason,), before=rule))
+    target = fingerprint(declared)
     return SubscriptionPlan(
         topic=topic,
         subscription=subscription,
-        fingerprint=fingerprint(live),
-        target_fingerprint=fingerprint(declared),
+        # Every live rule equal to a declared one and nothing else live: the same set, the same hash.
+        fingerprint=target if identical == len(declared) == len(live) else fingerprint(live),
+        target_fingerprint=target,
         unchanged=unchanged,
         rules_after=len(want),
         allow_empty=allow_empty,
