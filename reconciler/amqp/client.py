@@ -15,6 +15,7 @@ import datetime as _dt
 import enum
 import logging
 import heapq
+import itertools
 import queue
 import random
 import threading
@@ -241,7 +242,11 @@ class ManagementClient:
                 request = self._new_request(*calls[index], timeout, finished_one)
                 in_flight[index] = (request, time.monotonic() + timeout)
                 self._engine.submit(request)
-            wake = min([deadline for _, deadline in in_flight.values()] + [due for due, _ in retries[:1]])
+            if not in_flight and not retries:
+                continue  # every ready call failed to get a slot: nothing left to wait for
+            # Deadlines grow in submission order, so the oldest call in flight times out first.
+            oldest = [deadline for _, deadline in itertools.islice(in_flight.values(), 1)]
+            wake = min(oldest + [due for due, _ in retries[:1]])
             try:
                 arrived = [finished.get(timeout=max(0.0, wake - time.monotonic()))]
                 while not finished.empty():  # take every response in at once, then refill the window

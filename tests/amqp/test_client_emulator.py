@@ -111,6 +111,15 @@ def test_batch_times_out_each_call_and_frees_its_slot(emulator):
         assert c.list_rules("orders", "billing")  # every window slot came back
 
 
+def test_batch_without_a_free_slot_reports_a_timeout_per_call(emulator):
+    with ManagementClient(emulator.connection_string, timeout=0.2, retries=0, window=1) as c:
+        c._window.acquire()  # another caller holds the only slot throughout
+        results = c.list_rules_many([("orders", "billing")] * 2)
+        assert all(isinstance(r, errors.OperationTimeoutError) and "no free request slot" in str(r) for r in results)
+        c._window.release()
+        assert c.list_rules("orders", "billing")
+
+
 def test_server_busy_is_retried(emulator):
     emulator.faults.update(busy_fraction=0.5, seed=7)
     with ManagementClient(emulator.connection_string, timeout=5, retries=10, backoff=0.001) as c:
