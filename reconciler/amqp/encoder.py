@@ -155,6 +155,13 @@ _ARRAY_CONSTRUCTORS = {
 }
 
 
+#: Fixed-width array element constructors → their struct format.
+_FIXED_WIDTH = {
+    0x50: "B", 0x51: "b", 0x60: "H", 0x61: "h", 0x70: "I", 0x80: "Q", 0x71: "i", 0x81: "q",
+    0x72: "f", 0x82: "d", 0x74: "I", 0x84: "Q", 0x83: "q",
+}
+
+
 def _array_element(constructor: int, value: Any) -> bytes:
     """An element without its constructor, in the array's (full-width) form."""
     if constructor == 0x40:
@@ -167,8 +174,7 @@ def _array_element(constructor: int, value: Any) -> bytes:
     if constructor in (0xD0, 0xD1):
         items = list(value) if constructor == 0xD0 else [e for pair in value.items() for e in pair]
         return _compound(constructor, [encode_value(v) for v in items], len(items))[1:]
-    fixed = {0x50: "B", 0x51: "b", 0x60: "H", 0x61: "h", 0x70: "I", 0x80: "Q", 0x71: "i", 0x81: "q",
-             0x72: "f", 0x82: "d", 0x74: "I", 0x84: "Q", 0x83: "q"}.get(constructor)
+    fixed = _FIXED_WIDTH.get(constructor)
     if fixed is not None:
         return _PACK[fixed](value)
     if constructor == 0x73:
