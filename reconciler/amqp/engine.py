@@ -14,7 +14,8 @@ Every handler is guarded: an exception escaping a handler would stop the loop fo
 The handler is a plain proton ``Handler``, not a ``MessagingHandler``: the latter runs every event
 through four helper handlers and decodes each message into Python with proton's slow ``Data``
 walk, which together were most of the client's time per request. Here responses are read as raw
-bytes, decoded by ``decoder``, and the receive credit is topped up by hand.
+bytes by ``deliveries.ResponseCollector`` (before proton wraps the event), decoded by ``decoder``,
+and the receive credit is topped up by hand.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import proton
-from proton import Condition, Delivery, Handler, SSLDomain, symbol, uint
+from proton import Condition, Handler, SSLDomain, symbol, uint
 from proton.reactor import ApplicationEvent, AtMostOnce, Container, EventInjector, LinkOption
 
 from reconciler.amqp import decoder, encoder
 from reconciler.amqp.connection import ConnectionString, Transport
+from reconciler.amqp.deliveries import CREDIT, ResponseCollector
 from reconciler.amqp.errors import (
     AuthenticationError,
     ClientClosedError,
@@ -56,8 +58,6 @@ CBS_ADDRESS = "$cbs"
 _RECOVERABLE_DETACH = {"amqp:unauthorized-access", "amqp:link:detach-forced", "amqp:connection:forced"}
 #: Re-put a token this long before it expires (NET2: 10 min, but never less than a third of its life).
 REFRESH_MARGIN_SECONDS = 600.0
-#: Receive credit per response link, topped up when half of it is used.
-CREDIT = 256
 
 
 @dataclass
@@ -71,25 +71,35 @@ class Response:
     properties: dict[str, Any]
 
 
+#: Message ids are a random per-process prefix and a counter, as AMQPNET builds them: unique
+#: without a uuid4 (an os.urandom call and a UUID object) per request.
+_MESSAGE_ID_PREFIX = f"{uuid.uuid4().hex}-"
+_message_numbers = itertools.count(1)
+
+
+def next_message_id() -> str:
+    return f"{_MESSAGE_ID_PREFIX}{next(_message_numbers)}"
+
+
 @dataclass(eq=False)
 class Request:
     """One request in flight; the loop fills ``response`` or ``error``, sets ``done`` and calls
-    ``on_done`` (a batch waits on one completion queue instead of a thread per request)."""
+    ``on_done`` (a batch waits on one completion queue; a single caller on its own event)."""
 
     entity: str
     operation: str
     body: Any
     properties: dict[str, Any]
     on_done: Callable[["Request"], None] | None = None
-    message_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    done: threading.Event = field(default_factory=threading.Event)
+    message_id: str = field(default_factory=next_message_id)
+    done: bool = False
     response: Response | None = None
     error: ManagementError | None = None
 
     def finish(self, response: Response | None = None, error: ManagementError | None = None) -> None:
-        if not self.done.is_set():
+        if not self.done:
             self.response, self.error = response, error
-            self.done.set()
+            self.done = True
             if self.on_done is not None:
                 self.on_done(self)
 
@@ -197,6 +207,8 @@ class Engine(Handler):
         self._opened = False
         self._injector = EventInjector()
         self._container = Container(self)
+        # Set before the loop runs or connects: connections report their events to this collector.
+        self._container._collector = ResponseCollector(self._on_payload)
         self._container.container_id = f"sbrules-{uuid.uuid4().hex[:12]}"
         self._container.selectable(self._injector)
         self._thread = threading.Thread(target=self._run, name="sbrules-amqp", daemon=True)
@@ -334,7 +346,7 @@ class Engine(Handler):
             log.warning("could not get a token for %s: %s", entity.address, type(exc).__name__)
             self._fail_entity(entity, AuthenticationError(f"could not get a token for {entity.name}: {type(exc).__name__}"))
             return
-        message_id = uuid.uuid4().hex
+        message_id = next_message_id()
         msg = encoder.encode_message(
             message_id=message_id,
             reply_to=self._cbs_reply,
@@ -446,30 +458,14 @@ class Engine(Handler):
             self._flush(link, link.name)
 
     @guarded
-    def on_delivery(self, event: proton.Event) -> None:
-        delivery = event.delivery
-        link = delivery.link
-        if not link.is_receiver:
-            return
-        if delivery.aborted:
-            delivery.settle()
-            return
-        if not delivery.readable or delivery.partial:
-            return
-        payload = link.recv(delivery.pending)
-        link.advance()
-        if not delivery.settled:  # settled = by the peer; the emulator and the service send responses settled
-            delivery.update(Delivery.ACCEPTED)
-        delivery.settle()
-        if link.credit < CREDIT // 2:
-            link.flow(CREDIT - link.credit)
-        name = link.name
+    def _on_payload(self, receiver: str, payload: bytes) -> None:
+        """A complete response on one of our receiver links (from ``ResponseCollector``)."""
         try:
             message = decoder.decode_management_message(payload)
         except decoder.DecodeError as exc:
-            log.warning("dropping an undecodable response on %s: %s", name, exc)
+            log.warning("dropping an undecodable response on %s: %s", receiver, exc)
             return
-        self._on_response(name, message)
+        self._on_response(receiver, message)
 
     def _on_response(self, receiver: str, message: decoder.ManagementMessage) -> None:
         if receiver == self._cbs_receiver_name:

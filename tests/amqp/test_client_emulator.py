@@ -292,3 +292,19 @@ def test_closed_client_refuses_requests_at_once(emulator):
     with pytest.raises(errors.ClientClosedError):
         c.list_rules("orders", "billing")
     assert time.monotonic() - started < 0.5
+
+
+def test_batch_completions_wake_once_enough_are_in_and_never_hold_stragglers():
+    from reconciler.amqp.client import _Completions
+    from reconciler.amqp.engine import Request
+
+    done = _Completions()
+    assert done.take(1, timeout=0.05) == []  # nothing arrives: [] after the timeout
+    first = Request("e", "op", {}, {})
+    done.add(0, first)
+    started = time.monotonic()
+    assert done.take(4, timeout=10) == [(0, first)]  # fewer than wanted: handed over after the grace
+    assert time.monotonic() - started < 1
+    done.GRACE = 5.0
+    threading.Timer(0.01, lambda: [done.add(i, first) for i in (1, 2, 3)]).start()
+    assert [i for i, _ in done.take(3, timeout=10)] == [1, 2, 3]  # woken by the third, not per response

@@ -1,0 +1,58 @@
+"""Response deliveries taken straight off proton's event collector.
+
+Why: proton's Python reactor wraps every event in an ``Event`` plus ``Delivery``, ``Link``,
+``Session``, ``Connection`` and ``Transport`` wrappers and offers it to two handler chains. A
+pipelined request costs one event, its response's delivery, and that wrapping and dispatching
+was about a fifth of the client's time per request. ``ResponseCollector`` takes deliveries on
+receiver links off the collector itself, with the C calls proton's wrappers make, and hands each
+complete payload to a callback; every other event goes through proton as usual.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import cproton
+from proton import Collector, Event
+
+#: Receive credit per response link, topped up when half of it is used.
+CREDIT = 256
+
+#: (receiver link name, encoded message) → None; must not raise (it runs inside proton's loop).
+OnPayload = Callable[[str, bytes], None]
+
+
+class ResponseCollector(Collector):
+    """The reactor's collector, reading receiver deliveries before proton would wrap them."""
+
+    def __init__(self, on_payload: OnPayload) -> None:
+        super().__init__()
+        self._on_payload = on_payload
+
+    def peek(self) -> Event | None:
+        collector = self._impl
+        while True:
+            event = cproton.pn_collector_peek(collector)
+            if cproton.isnull(event) or cproton.pn_event_type(event) != cproton.PN_DELIVERY:
+                return Event.wrap(event)
+            link = cproton.pn_event_link(event)
+            if not cproton.pn_link_is_receiver(link):
+                return Event.wrap(event)
+            self._receive(link, cproton.pn_event_delivery(event))
+            cproton.pn_collector_pop(collector)
+
+    def _receive(self, link: object, delivery: object) -> None:
+        if cproton.pn_delivery_aborted(delivery):
+            cproton.pn_delivery_settle(delivery)
+            return
+        if not cproton.pn_delivery_readable(delivery) or cproton.pn_delivery_partial(delivery):
+            return  # more frames of this message are on their way
+        _, payload = cproton.pn_link_recv(link, cproton.pn_delivery_pending(delivery))
+        cproton.pn_link_advance(link)
+        if not cproton.pn_delivery_settled(delivery):  # the emulator and the service send responses settled
+            cproton.pn_delivery_update(delivery, cproton.PN_ACCEPTED)
+        cproton.pn_delivery_settle(delivery)
+        credit = cproton.pn_link_credit(link)
+        if credit < CREDIT // 2:
+            cproton.pn_link_flow(link, CREDIT - credit)
+        self._on_payload(cproton.pn_link_name(link), bytes(payload))
