@@ -95,6 +95,8 @@ class Val:
     depth: int = 0
     #: ``struct<t, s, l, d, b, e>`` holding this value, when it already exists as one column.
     packed: Column | None = None
+    #: Builds a tag test (wanted tags → boolean column) in place of ``tag.isin``: see PropertyCells.
+    test: Callable[[frozenset[str]], Column] | None = field(default=None, repr=False, compare=False)
     #: Tag tests already built (each Column operation is a py4j round trip to the JVM).
     _tests: dict[frozenset[str], Cond] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -109,7 +111,7 @@ class Val:
         if self.tags <= wanted:
             return True
         if wanted not in self._tests:
-            self._tests[wanted] = self.tag.isin(*sorted(wanted))
+            self._tests[wanted] = self.test(wanted) if self.test else self.tag.isin(*sorted(wanted))
         return self._tests[wanted]
 
     def field(self, name: str) -> Column:
@@ -312,11 +314,45 @@ Cells = Mapping[str, Column]
 
 class PropertyCells(dict):
     """:data:`Cells` that also build each property's :class:`Val` once for all the filters using
-    it: translating many filters is dominated by py4j round trips, one per Column operation."""
+    it (translating many filters is dominated by py4j round trips, one per Column operation), and
+    name each tag test the filters make of a property as a column of its own, ``tests``, for the
+    caller to project before the filters (:meth:`with_tests`).
+
+    Why: every filter tests property tags many times (``coalesce(p.t, 'missing') IN (…)`` per
+    operator branch). Inlined, those tests were most of the Java that Spark generated for a
+    report of fifty rules, and generating it took far longer than running it. Projected once per
+    message, a test is a boolean read."""
 
     def __init__(self, columns: Mapping[str, Column]):
         super().__init__(columns)
         self.vals: dict[str, Val] = {}
+        self.tests: dict[str, Column] = {}
+        self._names: dict[tuple[str, frozenset[str]], str] = {}
+
+    @classmethod
+    def over(cls, frame: Any, names: Iterable[str]) -> tuple[Any, "PropertyCells"]:
+        """``frame`` with ``props[name]`` looked up once per message for each of ``names``
+        (lower-cased), and the cells that refer to those lookups."""
+        ordered = sorted(set(names))
+        lookups = (F.try_element_at(F.col(PROPS), F.lit(name)).alias(f"_p{i}") for i, name in enumerate(ordered))
+        return frame.select("*", *lookups), cls({name: F.col(f"_p{i}") for i, name in enumerate(ordered)})
+
+    def val(self, key: str) -> Val:
+        if key not in self.vals:
+            cell = _cell_val(self[key])
+            self.vals[key] = replace(cell, test=lambda wanted: self._test(key, cell.tag, wanted))
+        return self.vals[key]
+
+    def _test(self, key: str, tag: Column, wanted: frozenset[str]) -> Column:
+        name = self._names.get((key, wanted))
+        if name is None:
+            name = self._names[(key, wanted)] = f"_is{len(self.tests)}"
+            self.tests[name] = tag.isin(*sorted(wanted))
+        return F.col(name)
+
+    def with_tests(self, frame: Any) -> Any:
+        """``frame`` with the tag tests the translated filters refer to."""
+        return frame.select("*", *(test.alias(name) for name, test in self.tests.items())) if self.tests else frame
 
 
 def _cell(name: str, cells: Cells | None) -> Column:
@@ -330,9 +366,7 @@ def user_property(name: str, cells: Cells | None = None) -> Val:
     """``props[lower(name)]``: a NULL struct is MISSING (tag ``missing``)."""
     key = name.lower()
     if isinstance(cells, PropertyCells) and key in cells:
-        if key not in cells.vals:
-            cells.vals[key] = _cell_val(cells[key])
-        return cells.vals[key]
+        return cells.val(key)
     return _cell_val(_cell(name, cells))
 
 
@@ -419,7 +453,7 @@ def _as_double(value: Val) -> Column:
         return value.d
     if not value.tags & {"double"}:
         return value.l.cast("double")
-    return F.when(value.tag == "double", value.d).otherwise(value.l.cast("double"))
+    return F.when(value.is_({"double"}), value.d).otherwise(value.l.cast("double"))
 
 
 def _mismatch(op: str, a: Val, b: Val) -> Column:

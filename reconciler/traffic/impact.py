@@ -165,9 +165,8 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     from reconciler.sql.spark import PropertyCells, property_names, rule_columns
 
     # Each property the filters name is looked up in the props map once per message.
-    names = sorted({n for s in scopes for r in s.desired + s.current for n in property_names(r.filter)})
-    cells = PropertyCells({name: F.col(f"_p{i}") for i, name in enumerate(names)})
-    frame = frame.select("*", *(F.try_element_at(F.col("props"), F.lit(n)).alias(f"_p{i}") for i, n in enumerate(names)))
+    names = {n for s in scopes for r in s.desired + s.current for n in property_names(r.filter)}
+    frame, cells = PropertyCells.over(frame, names)
 
     # One bit per distinct filter: unchanged rules cost nothing extra.
     filters: dict[Filter, int] = {}
@@ -183,6 +182,7 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
             if columns.fallback:
                 fallback[len(outcomes) - 1] = columns.fallback
 
+    frame = cells.with_tests(frame)
     topic_names = sorted({s.topic.lower() for s in scopes})
     message_id = F.coalesce(F.col("message_id"), F.concat(F.lit("seq:"), F.col("sequence_number").cast("string")))
     topic_of = F.lower(F.col("topic"))

@@ -35,19 +35,27 @@ def evaluate_matrix(frame, predicates):
     return [(row["idx"], row["r"]) for row in frame.select("idx", F.array(*cells).alias("r")).collect()]
 
 
-def test_vectors_agree_with_python_evaluator_and_expectations(interpreted, frame_of, sql_filter_vectors):
-    from reconciler.sql.spark import Untranslatable, to_spark
+@pytest.mark.parametrize("shared_cells", [False, True], ids=["inline-lookups", "property-cells"])
+def test_vectors_agree_with_python_evaluator_and_expectations(interpreted, frame_of, sql_filter_vectors, shared_cells):
+    """``property-cells`` is the report's way: lookups and tag tests projected once per message."""
+    from reconciler.sql.spark import PropertyCells, Untranslatable, property_names, to_spark
 
     vectors = sql_filter_vectors
+    frame = frame_of(v.message for v in vectors)
+    cells = None
+    if shared_cells:
+        frame, cells = PropertyCells.over(frame, {n for v in vectors for n in property_names(SqlFilter(v.expr))})
     translated, predicates, fallback = [], [], []
     for v in vectors:
         try:
-            predicates.append(to_spark(parse_filter(v.expr, v.params)))
+            predicates.append(to_spark(parse_filter(v.expr, v.params), cells))
         except Untranslatable:
             fallback.append(v.id)
             continue
         translated.append(v)
-    frame = frame_of(v.message for v in vectors)
+    if cells is not None:
+        assert cells.tests  # the filters' tag tests are projected columns
+        frame = cells.with_tests(frame)
     result = evaluate_matrix(frame, predicates)
     assert len(result) == len(vectors)
 
