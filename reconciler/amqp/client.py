@@ -124,7 +124,6 @@ def _body_map(response: Response, what: str) -> Mapping[str, Any]:
     return response.body
 
 
-
 class _Completions:
     """Finished requests of one batch, handed from the event loop to the thread running the batch.
 

@@ -10,10 +10,13 @@ complete payload to a callback; every other event goes through proton as usual.
 
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 import cproton
 from proton import Collector, Event
+
+log = logging.getLogger("reconciler.amqp")
 
 #: Receive credit per response link, topped up when half of it is used.
 CREDIT = 256
@@ -38,7 +41,10 @@ class ResponseCollector(Collector):
             link = cproton.pn_event_link(event)
             if not cproton.pn_link_is_receiver(link):
                 return Event.wrap(event)
-            self._receive(link, cproton.pn_event_delivery(event))
+            try:
+                self._receive(link, cproton.pn_event_delivery(event))
+            except Exception:  # noqa: BLE001 - an exception here would stop proton's loop for everyone
+                log.exception("internal error reading a response delivery; it is dropped")
             cproton.pn_collector_pop(collector)
 
     def _receive(self, link: object, delivery: object) -> None:
@@ -47,7 +53,9 @@ class ResponseCollector(Collector):
             return
         if not cproton.pn_delivery_readable(delivery) or cproton.pn_delivery_partial(delivery):
             return  # more frames of this message are on their way
-        _, payload = cproton.pn_link_recv(link, cproton.pn_delivery_pending(delivery))
+        size, payload = cproton.pn_link_recv(link, cproton.pn_delivery_pending(delivery))
+        if size < 0:
+            raise RuntimeError(f"proton could not read the delivery (code {size})")
         cproton.pn_link_advance(link)
         if not cproton.pn_delivery_settled(delivery):  # the emulator and the service send responses settled
             cproton.pn_delivery_update(delivery, cproton.PN_ACCEPTED)

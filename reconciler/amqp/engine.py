@@ -2,8 +2,9 @@
 
 proton is single-threaded: the Container runs in its own thread and only that thread touches
 proton objects. Callers hand requests over through a queue and an ``EventInjector`` and are told
-of each answer through the request's ``on_done`` callback. Responses are matched by correlation-id = the request's
-message-id, so any number of requests may be in flight on one link pair (pipelining).
+of each answer through the request's ``on_done`` callback. Responses are matched by
+correlation-id = the request's message-id, so any number of requests may be in flight on one
+link pair (pipelining).
 
 Per entity (``<entity>/$management``) the loop first puts a token on ``$cbs`` for the audience
 ``sb://host/<entity>/$management``, then attaches a sender (pre-settled) and a receiver whose
