@@ -24,6 +24,7 @@ the shortest round-trip form (e.g. ``4.9E-324``), and then the text differs from
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
@@ -376,15 +377,17 @@ def system_property(name: str) -> Val:
     vtype = SYSTEM_PROPERTIES[name].value
     tag = F.when(column.isNull(), F.lit("null")).otherwise(F.lit(vtype))
     tags = frozenset({"null", vtype})
+    # Of two tags a test wants exactly one (is_ decides the others statically): a null check.
+    val = functools.partial(Val, tags, tag, test=lambda wanted: column.isNull() if "null" in wanted else column.isNotNull())
     if vtype in ("string", "uuid"):
-        return Val(tags, tag, s=column, text=F.coalesce(column, F.lit("")))
+        return val(s=column, text=F.coalesce(column, F.lit("")))
     if vtype in ("long", "int"):
-        return Val(tags, tag, l=column.cast("bigint"), text=F.coalesce(column.cast("string"), F.lit("")))
+        return val(l=column.cast("bigint"), text=F.coalesce(column.cast("string"), F.lit("")))
     if vtype == "double":
-        return Val(tags, tag, d=column)
+        return val(d=column)
     if vtype == "bool":
-        return Val(tags, tag, b=column)
-    return Val(tags, tag, l=F.unix_micros(column))
+        return val(b=column)
+    return val(l=F.unix_micros(column))
 
 
 # ------------------------------------------------------------------------------------------------
