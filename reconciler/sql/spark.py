@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import itertools
+import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -201,6 +203,40 @@ def _case(branches: Iterable[_Branch]) -> Val:
     return Val(tags, tag, **cols, depth=1)
 
 
+#: An operator's branch: (condition on the operand tags only, builder of the branch's result).
+Case = tuple[Callable[..., Cond], Callable[[], Any]]
+
+#: Tag combinations enumerated to find an operator's reachable branches (beyond, all are kept).
+MAX_COMBINATIONS = 4096
+
+
+def _reachable(operands: Sequence[Val], cases: Sequence[Case]) -> list[tuple[Cond, Any]]:
+    """(condition, built result) of each case that some combination of the operands' possible
+    tags takes, first match winning; the last unconditional when every combination takes one.
+
+    Each condition is first decided on one-tag stand-ins for every combination (statically: it
+    depends on tags only), so branches no message can reach — a type mismatch between properties
+    that only ever hold numbers, say — are neither built nor sent to Spark."""
+    taken: set[int] = set()
+    closed = math.prod(len(o.tags) for o in operands) <= MAX_COMBINATIONS
+    if closed:
+        for combination in itertools.product(*(sorted(o.tags) for o in operands)):
+            stand_ins = [Val(frozenset({tag})) for tag in combination]
+            first = next((i for i, (cond, _) in enumerate(cases) if cond(*stand_ins) is True), None)
+            if first is None:
+                closed = False
+            else:
+                taken.add(first)
+        kept = sorted(taken)
+    else:
+        kept = list(range(len(cases)))
+    out = []
+    for n, i in enumerate(kept):
+        cond, build = cases[i]
+        out.append((True if closed and n == len(kept) - 1 else cond(*operands), build()))
+    return out
+
+
 def _pred_case(branches: list[tuple[Cond, Column | None, Column | None]]) -> Pred:
     """Ordered (condition, value, error) branches → Pred (pruned like :func:`_case`)."""
     live = []
@@ -324,23 +360,31 @@ class PropertyCells(dict):
     report of fifty rules, and generating it took far longer than running it. Projected once per
     message, a test is a boolean read."""
 
-    def __init__(self, columns: Mapping[str, Column]):
+    def __init__(self, columns: Mapping[str, Column], types: Mapping[str, frozenset[str]] | None = None):
         super().__init__(columns)
+        self.types = types
         self.vals: dict[str, Val] = {}
         self.tests: dict[str, Column] = {}
         self._names: dict[tuple[str, frozenset[str]], str] = {}
 
     @classmethod
-    def over(cls, frame: Any, names: Iterable[str]) -> tuple[Any, "PropertyCells"]:
+    def over(
+        cls, frame: Any, names: Iterable[str], types: Mapping[str, frozenset[str]] | None = None
+    ) -> tuple[Any, "PropertyCells"]:
         """``frame`` with ``props[name]`` looked up once per message for each of ``names``
-        (lower-cased), and the cells that refer to those lookups."""
+        (lower-cased), and the cells that refer to those lookups.
+
+        ``types``: the type tags each property has somewhere in ``frame`` (a name not in it is
+        never present); the filters are then translated for those types only. None = any type."""
         ordered = sorted(set(names))
         lookups = (F.try_element_at(F.col(PROPS), F.lit(name)).alias(f"_p{i}") for i, name in enumerate(ordered))
-        return frame.select("*", *lookups), cls({name: F.col(f"_p{i}") for i, name in enumerate(ordered)})
+        return frame.select("*", *lookups), cls({name: F.col(f"_p{i}") for i, name in enumerate(ordered)}, types)
 
     def val(self, key: str) -> Val:
         if key not in self.vals:
             cell = _cell_val(self[key])
+            if self.types is not None:
+                cell = replace(cell, tags=frozenset(self.types.get(key, ())) | {MISSING})
             self.vals[key] = replace(cell, test=lambda wanted: self._test(key, cell.tag, wanted))
         return self.vals[key]
 
@@ -463,21 +507,24 @@ def _mismatch(op: str, a: Val, b: Val) -> Column:
     return F.concat(F.lit("type mismatch: "), a.tag_col(), F.lit(f" {op} "), b.tag_col())
 
 
-def _numeric_branches(op: str, a: Val, b: Val) -> list[_Branch]:
+def _numeric_cases(op: str, a: Val, b: Val) -> list[Case]:
     """int⊕int → int (checked), integral → long (checked), else double."""
-    branches: list[_Branch] = []
-    both_int = _all(a.is_({"int"}), b.is_({"int"}))
-    both_integral = _all(a.is_(INTEGRAL), b.is_(INTEGRAL))
-    both_numeric = _all(a.is_(NUMERIC), b.is_(NUMERIC))
-    if both_int is not False:
-        value, err = _integral_op(op, a.l, b.l, INT32_MIN, INT32_MAX, wide=True)
-        branches.append(_Branch(both_int, frozenset({"int"}), {"l": value, "err": err}))
-    if both_integral is not False:
-        value, err = _integral_op(op, a.l, b.l, INT64_MIN, INT64_MAX, wide=False)
-        branches.append(_Branch(both_integral, frozenset({"long"}), {"l": value, "err": err}))
-    if both_numeric is not False and (a.tags | b.tags) & {"double"}:
-        branches.append(_Branch(both_numeric, frozenset({"double"}), {"d": _double_op(op, _as_double(a), _as_double(b))}))
-    return branches
+
+    def integral(tag: str, low: int, high: int, wide: bool) -> Callable[[], Any]:
+        def build() -> Any:
+            value, err = _integral_op(op, a.l, b.l, low, high, wide)
+            return frozenset({tag}), {"l": value, "err": err}
+
+        return build
+
+    return [
+        (lambda x, y: _all(x.is_({"int"}), y.is_({"int"})), integral("int", INT32_MIN, INT32_MAX, True)),
+        (lambda x, y: _all(x.is_(INTEGRAL), y.is_(INTEGRAL)), integral("long", INT64_MIN, INT64_MAX, False)),
+        (
+            lambda x, y: _all(x.is_(NUMERIC), y.is_(NUMERIC)),
+            lambda: (frozenset({"double"}), {"d": _double_op(op, _as_double(a), _as_double(b))}),
+        ),
+    ]
 
 
 def _integral_op(op: str, x: Column, y: Column, low: int, high: int, wide: bool) -> tuple[Column, Column]:
@@ -520,46 +567,44 @@ def arithmetic(op: str, a: Val, b: Val) -> Val:
 
 
 def _arithmetic(op: str, a: Val, b: Val) -> Val:
-    branches = [_Branch(_any_missing(a, b), frozenset({MISSING}))]
+    cases: list[Case] = [(_any_missing, lambda: (frozenset({MISSING}), {}))]
     if op == "+":
-        either_string = _or(a.is_({"string"}), b.is_({"string"}))
-        if either_string is not False:
+
+        def concat() -> Any:
             text = F.concat(text_of(a), text_of(b))
-            branches.append(
-                _Branch(
-                    either_string,
-                    frozenset({"string"}),
-                    {"s": text, "err": F.when(F.length(text) > MAX_CONCAT, F.lit("string longer than 32767"))},
-                )
-            )
-    branches += _numeric_branches(op, a, b)
+            return frozenset({"string"}), {"s": text, "err": F.when(F.length(text) > MAX_CONCAT, F.lit("string longer than 32767"))}
+
+        cases.append((lambda x, y: _or(x.is_({"string"}), y.is_({"string"})), concat))
+    cases += _numeric_cases(op, a, b)
     lifted = NUMERIC
     if op in ("+", "-"):
-        branches += _time_branches(op, a, b)
+        cases += _time_cases(op, a, b)
         lifted = NUMERIC | TIMES
-    null_operand = _or(_all(a.is_({"null"}), b.is_(lifted)), _all(a.is_(lifted), b.is_({"null"})))
-    branches.append(_Branch(null_operand, frozenset({"null"})))
-    branches.append(_Branch(True, frozenset({MISSING}), {"err": _mismatch(op, a, b)}))
-    result = _case(branches)
+    cases.append(
+        (lambda x, y: _or(_all(x.is_({"null"}), y.is_(lifted)), _all(x.is_(lifted), y.is_({"null"}))), lambda: (frozenset({"null"}), {}))
+    )
+    cases.append((lambda x, y: True, lambda: (frozenset({MISSING}), {"err": _mismatch(op, a, b)})))
+    result = _case(_Branch(cond, tags, fields) for cond, (tags, fields) in _reachable([a, b], cases))
     return _with_err(result, _err(a.err, b.err, result.err))
 
 
-def _time_branches(op: str, a: Val, b: Val) -> list[_Branch]:
+def _time_cases(op: str, a: Val, b: Val) -> list[Case]:
     """DateTime ± TimeSpan, DateTime − DateTime, TimeSpan ± TimeSpan (C# operators; µs resolution)."""
     ts, span = frozenset({"timestamp"}), frozenset({"timespan"})
     pairs = [(ts, span, "timestamp"), (span, span, "timespan")]
     pairs.append((span, ts, "timestamp") if op == "+" else (ts, ts, "timespan"))
-    out = []
-    for left, right, result in pairs:
-        cond = _all(a.is_(left), b.is_(right))
-        if cond is False:
-            continue
-        value = a.l + b.l if op == "+" else a.l - b.l
-        err = None
-        if result == "timestamp":
-            err = F.when((value < DATETIME_MIN) | (value > DATETIME_MAX), F.lit("DateTime arithmetic out of range"))
-        out.append(_Branch(cond, frozenset({result}), {"l": value, "err": err}))
-    return out
+
+    def build(result: str) -> Callable[[], Any]:
+        def make() -> Any:
+            value = a.l + b.l if op == "+" else a.l - b.l
+            err = None
+            if result == "timestamp":
+                err = F.when((value < DATETIME_MIN) | (value > DATETIME_MAX), F.lit("DateTime arithmetic out of range"))
+            return frozenset({result}), {"l": value, "err": err}
+
+        return make
+
+    return [(lambda x, y, left=left, right=right: _all(x.is_(left), y.is_(right)), build(result)) for left, right, result in pairs]
 
 
 def timespan_text(micros: Column) -> Column:
@@ -582,20 +627,22 @@ def negate(a: Val) -> Val:
 
 
 def _negate(a: Val) -> Val:
-    branches = [_Branch(a.is_({MISSING}), frozenset({MISSING}))]
-    if a.is_({"int"}) is not False:
-        branches.append(
-            _Branch(a.is_({"int"}), frozenset({"int"}), {"l": -a.l, "err": F.when(a.l == INT32_MIN, F.lit("arithmetic overflow in -"))})
-        )
-    if a.is_({"long"}) is not False:
+    def long_negation() -> Any:
         value = F.try_subtract(F.lit(0).cast("bigint"), a.l)
-        branches.append(_Branch(a.is_({"long"}), frozenset({"long"}), {"l": value, "err": F.when(value.isNull(), F.lit("arithmetic overflow in -"))}))
-    if a.is_({"double"}) is not False:
-        branches.append(_Branch(a.is_({"double"}), frozenset({"double"}), {"d": -a.d}))
-    if a.is_({"timespan"}) is not False:
-        branches.append(_Branch(a.is_({"timespan"}), frozenset({"timespan"}), {"l": -a.l}))
-    branches.append(_Branch(True, frozenset({MISSING}), {"err": F.concat(F.lit("cannot negate "), a.tag_col())}))
-    result = _case(branches)
+        return frozenset({"long"}), {"l": value, "err": F.when(value.isNull(), F.lit("arithmetic overflow in -"))}
+
+    cases: list[Case] = [
+        (lambda x: x.is_({MISSING}), lambda: (frozenset({MISSING}), {})),
+        (
+            lambda x: x.is_({"int"}),
+            lambda: (frozenset({"int"}), {"l": -a.l, "err": F.when(a.l == INT32_MIN, F.lit("arithmetic overflow in -"))}),
+        ),
+        (lambda x: x.is_({"long"}), long_negation),
+        (lambda x: x.is_({"double"}), lambda: (frozenset({"double"}), {"d": -a.d})),
+        (lambda x: x.is_({"timespan"}), lambda: (frozenset({"timespan"}), {"l": -a.l})),
+        (lambda x: True, lambda: (frozenset({MISSING}), {"err": F.concat(F.lit("cannot negate "), a.tag_col())})),
+    ]
+    result = _case(_Branch(cond, tags, fields) for cond, (tags, fields) in _reachable([a], cases))
     return _with_err(result, _err(a.err, result.err))
 
 
@@ -635,35 +682,30 @@ def compare(op: str, a: Val, b: Val) -> Pred:
 def _compare(op: str, a: Val, b: Val) -> Pred:
     equality = op in ("=", "<>")
     cmp = _COMPARE[op]
-    branches: list[tuple[Cond, Column | None, Column | None]] = [
-        (_any_missing(a, b), None, None),
-        (_all(a.is_({"null"}), b.is_({"null"})), F.lit(op == "="), None),
+    ordered = NUMERIC | TIMES
+
+    def doubles() -> Any:
+        x, y = _as_double(a), _as_double(b)
+        return F.when(F.isnan(x) | F.isnan(y), F.lit(op == "<>")).otherwise(cmp(x, y)), None
+
+    cases: list[Case] = [
+        (_any_missing, lambda: (None, None)),
+        (lambda x, y: _all(x.is_({"null"}), y.is_({"null"})), lambda: (F.lit(op == "="), None)),
     ]
     if equality:
-        ne = F.lit(op == "<>")
-        branches.append((_or(a.is_({"null"}), b.is_({"null"})), ne, None))
+        cases.append((lambda x, y: _or(x.is_({"null"}), y.is_({"null"})), lambda: (F.lit(op == "<>"), None)))
     else:
-        ordered = NUMERIC | TIMES
-        null_num = _or(_all(a.is_({"null"}), b.is_(ordered)), _all(a.is_(ordered), b.is_({"null"})))
-        branches.append((null_num, F.lit(False), None))
-    both_integral = _all(a.is_(INTEGRAL), b.is_(INTEGRAL))
-    if both_integral is not False:
-        branches.append((both_integral, cmp(a.l, b.l), None))
-    both_numeric = _all(a.is_(NUMERIC), b.is_(NUMERIC))
-    if both_numeric is not False and (a.tags | b.tags) & {"double"}:
-        x, y = _as_double(a), _as_double(b)
-        branches.append((both_numeric, F.when(F.isnan(x) | F.isnan(y), F.lit(op == "<>")).otherwise(cmp(x, y)), None))
-    if equality:
-        for tags, column in (({"string"}, "s"), ({"bool"}, "b"), ({"uuid"}, "s")):
-            both = _all(a.is_(tags), b.is_(tags))
-            if both is not False:
-                branches.append((both, cmp(getattr(a, column), getattr(b, column)), None))
-    for tags in ({"timestamp"}, {"timespan"}):
-        both = _all(a.is_(tags), b.is_(tags))
-        if both is not False:
-            branches.append((both, cmp(a.l, b.l), None))
-    branches.append((True, None, _mismatch(op, a, b)))
-    result = _pred_case(branches)
+        null_ordered = lambda x, y: _or(_all(x.is_({"null"}), y.is_(ordered)), _all(x.is_(ordered), y.is_({"null"})))  # noqa: E731
+        cases.append((null_ordered, lambda: (F.lit(False), None)))
+    cases.append((lambda x, y: _all(x.is_(INTEGRAL), y.is_(INTEGRAL)), lambda: (cmp(a.l, b.l), None)))
+    cases.append((lambda x, y: _all(x.is_(NUMERIC), y.is_(NUMERIC)), doubles))
+    same = [("string", "s"), ("bool", "b"), ("uuid", "s")] if equality else []
+    for tag, column in same + [("timestamp", "l"), ("timespan", "l")]:
+        cases.append(
+            (lambda x, y, tag=tag: _all(x.is_({tag}), y.is_({tag})), lambda column=column: (cmp(getattr(a, column), getattr(b, column)), None))
+        )
+    cases.append((lambda x, y: True, lambda: (None, _mismatch(op, a, b))))
+    result = _pred_case([(cond, value, err) for cond, (value, err) in _reachable([a, b], cases)])
     return Pred(result.v, _err(a.err, b.err, result.err))
 
 
@@ -829,8 +871,7 @@ class _Translator:
             if node.prop.scope == "sys":
                 isnull = F.col(SYS_COLUMNS[node.prop.name]).isNull()
             else:
-                cell = _cell(node.prop.name, self.cells)
-                isnull = cell.isNull() | (cell.getField("t") == "null")
+                isnull = _cond_col(user_property(node.prop.name, self.cells).is_({MISSING, "null"}))
             return Pred(~isnull if node.negated else isnull)
         if isinstance(node, ast.Exists):
             if node.prop.scope == "sys":
@@ -903,6 +944,10 @@ def to_spark(node: ast.Predicate | ast.Expr, cells: Cells | None = None) -> tupl
     return struct, _err_col(val.err)
 
 
+def _cond_col(cond: Cond) -> Column:
+    return F.lit(cond) if isinstance(cond, bool) else cond
+
+
 def _err_col(err: Column | None) -> Column:
     return err if err is not None else F.lit(None).cast("string")
 
@@ -918,19 +963,20 @@ def correlation_match(flt: CorrelationFilter, cells: Cells | None = None) -> Col
         return F.lit(False)
     conds = [F.col(SYS_COLUMNS[CORRELATION_SYS_NAMES[f]]) == F.lit(v) for f, v in flt.system_fields().items()]
     for name, tv in flt.properties:
-        cell = _cell(name, cells)
-        same_type = cell.getField("t") == F.lit(tv.type.value)
+        cell = user_property(name, cells)
+        same_type = cell.is_({tv.type.value})
+        if same_type is False:
+            return F.lit(False)
         if tv.type is ValueType.NULL:
-            conds.append(same_type)
+            conds.append(_cond_col(same_type))
             continue
-        lit = literal(tv)
         column = {"string": "s", "uuid": "s", "long": "l", "int": "l", "timestamp": "l", "double": "d", "bool": "b"}[
             tv.type.value
         ]
-        equal = cell.getField(column) == getattr(lit, column)
+        equal = getattr(cell, column) == getattr(literal(tv), column)
         if tv.type is ValueType.DOUBLE:
-            equal = equal & ~F.isnan(cell.getField("d"))  # Python's float ==: NaN is not NaN
-        conds.append(same_type & equal)
+            equal = equal & ~F.isnan(cell.d)  # Python's float ==: NaN is not NaN
+        conds.append(_cond_col(same_type) & equal)
     out = F.lit(True)
     for cond in conds:
         out = out & F.coalesce(cond, F.lit(False))

@@ -163,10 +163,12 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from reconciler.sql.spark import PropertyCells, property_names, rule_columns
+    from reconciler.traffic.property_types import property_types
 
-    # Each property the filters name is looked up in the props map once per message.
+    # Each property the filters name is looked up in the props map once per message, and the
+    # filters are translated for the types the sample's properties actually have.
     names = {n for s in scopes for r in s.desired + s.current for n in property_names(r.filter)}
-    frame, cells = PropertyCells.over(frame, names)
+    frame, cells = PropertyCells.over(frame, names, property_types(frame))
 
     # One bit per distinct filter: unchanged rules cost nothing extra.
     filters: dict[Filter, int] = {}

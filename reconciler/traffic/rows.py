@@ -22,6 +22,7 @@ System properties are ordinary typed columns (NULL = unset), named in :data:`SYS
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import uuid as _uuid
 from typing import Any, Iterable, Mapping
 
@@ -185,6 +186,22 @@ def row_to_message(row: Mapping[str, Any]) -> Message:
     return Message(sys=sys_props, user=user)
 
 
+#: Parquet footer key of a sample file: the type tags each property holds in the file (JSON).
+PROPERTY_TAGS_KEY = b"sbrules.property_tags"
+
+
+def property_tags(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Lower-cased property name → the sorted type tags its values have in ``rows``."""
+    seen: dict[str, set[str]] = {}
+    for row in rows:
+        for key, cell in row.get("props") or ():
+            seen.setdefault(key, set()).add(cell["t"])
+    return {key: sorted(tags) for key, tags in sorted(seen.items())}
+
+
 def rows_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
-    """A batch of rows as an Arrow table with :data:`SCHEMA`."""
-    return pa.Table.from_pylist(list(rows), schema=SCHEMA)
+    """A batch of rows as an Arrow table with :data:`SCHEMA`, its property tags in the metadata
+    (a report translates filters for the types that occur: see ``traffic.property_types``)."""
+    batch = list(rows)
+    table = pa.Table.from_pylist(batch, schema=SCHEMA)
+    return table.replace_schema_metadata({PROPERTY_TAGS_KEY: json.dumps(property_tags(batch))})

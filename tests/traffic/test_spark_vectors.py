@@ -35,16 +35,19 @@ def evaluate_matrix(frame, predicates):
     return [(row["idx"], row["r"]) for row in frame.select("idx", F.array(*cells).alias("r")).collect()]
 
 
-@pytest.mark.parametrize("shared_cells", [False, True], ids=["inline-lookups", "property-cells"])
-def test_vectors_agree_with_python_evaluator_and_expectations(interpreted, frame_of, sql_filter_vectors, shared_cells):
-    """``property-cells`` is the report's way: lookups and tag tests projected once per message."""
+@pytest.mark.parametrize("way", ["inline-lookups", "property-cells", "observed-types"])
+def test_vectors_agree_with_python_evaluator_and_expectations(interpreted, frame_of, sql_filter_vectors, way):
+    """``property-cells``: lookups and tag tests projected once per message; ``observed-types``
+    also translates for the types the vector messages' properties have (the report's way)."""
     from reconciler.sql.spark import PropertyCells, Untranslatable, property_names, to_spark
+    from reconciler.traffic.property_types import property_types
 
     vectors = sql_filter_vectors
     frame = frame_of(v.message for v in vectors)
     cells = None
-    if shared_cells:
-        frame, cells = PropertyCells.over(frame, {n for v in vectors for n in property_names(SqlFilter(v.expr))})
+    if way != "inline-lookups":
+        types = property_types(frame) if way == "observed-types" else None
+        frame, cells = PropertyCells.over(frame, {n for v in vectors for n in property_names(SqlFilter(v.expr))}, types)
     translated, predicates, fallback = [], [], []
     for v in vectors:
         try:

@@ -1,0 +1,63 @@
+"""Which type tags each application property holds in a traffic sample.
+
+A filter is translated for every type a property *could* have (a ``CASE`` over the operand tags,
+sql-language.md §10.3), yet producers send each property with one or two types. Knowing the
+types that occur lets the translator drop the branches no message can reach — the spec's "many
+CASE branches disappear at translate time" — which makes the Spark plan and the Java generated
+for it several times smaller. Pruning is sound only over the exact rows evaluated, so the tags
+come from those rows: from each Parquet file's footer (written by ``rows.rows_to_table``), or,
+when a file lacks them, from one Spark pass over the sample.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Mapping
+
+from reconciler.traffic.rows import PROPERTY_TAGS_KEY
+
+log = logging.getLogger(__name__)
+
+PropertyTypes = Mapping[str, frozenset[str]]
+
+
+def property_types(frame: Any) -> PropertyTypes:
+    """Lower-cased property name → the type tags it has somewhere in ``frame`` (a sample read
+    with ``spark.read.parquet``); names never present are absent."""
+    from_footers = _from_footers(frame.inputFiles())
+    if from_footers is not None:
+        return from_footers
+    return _from_rows(frame)
+
+
+def _from_footers(files: list[str]) -> dict[str, frozenset[str]] | None:
+    """The union of the files' recorded tags; None if a file has none or cannot be read here."""
+    import pyarrow.fs
+    import pyarrow.parquet as pq
+
+    if not files:
+        return None
+    seen: dict[str, set[str]] = {}
+    try:
+        for uri in files:
+            filesystem, path = pyarrow.fs.FileSystem.from_uri(uri)
+            recorded = (pq.read_metadata(path, filesystem=filesystem).metadata or {}).get(PROPERTY_TAGS_KEY)
+            if recorded is None:
+                return None
+            for name, tags in json.loads(recorded).items():
+                seen.setdefault(name, set()).update(tags)
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        log.info("property types not read from the Parquet footers (%s); computing them with Spark", exc)
+        return None
+    return {name: frozenset(tags) for name, tags in seen.items()}
+
+
+def _from_rows(frame: Any) -> dict[str, frozenset[str]]:
+    from pyspark.sql import functions as F
+
+    pairs = frame.select(F.explode("props")).select("key", F.col("value.t").alias("t")).distinct().collect()
+    seen: dict[str, set[str]] = {}
+    for row in pairs:
+        seen.setdefault(row["key"], set()).add(row["t"])
+    return {name: frozenset(tags) for name, tags in seen.items()}

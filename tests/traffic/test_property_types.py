@@ -1,0 +1,91 @@
+"""The type tags a sample's properties have: recorded per Parquet file, read back for a report,
+and what the translator drops when it knows them."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from reconciler.model import Message, TypedValue
+from reconciler.traffic.rows import PROPERTY_TAGS_KEY, message_to_row, rows_to_table
+from reconciler.traffic.sampler import Dataset
+
+pytestmark = pytest.mark.spark
+
+
+def _message(**user: TypedValue) -> Message:
+    return Message(sys={"MessageId": TypedValue("string", "m")}, user=user)
+
+
+def _write(path, messages, batch_rows=2):
+    store = Dataset(path, batch_rows=batch_rows)
+    for m in messages:
+        store.add(message_to_row(m, topic="t", subscription="s"))
+    store.flush()
+    return store
+
+
+def test_each_file_records_the_tags_of_its_rows():
+    table = rows_to_table(
+        message_to_row(m)
+        for m in [
+            _message(Amount=TypedValue("double", 1.5), region=TypedValue("string", "eu")),
+            _message(amount=TypedValue("string", "n/a"), gone=TypedValue("null")),
+        ]
+    )
+    recorded = json.loads(table.schema.metadata[PROPERTY_TAGS_KEY])
+    assert recorded == {"amount": ["double", "string"], "gone": ["null"], "region": ["string"]}
+
+
+def test_footers_and_rows_give_the_same_union_across_files(spark, tmp_path):
+    from reconciler.traffic.property_types import _from_footers, _from_rows, property_types
+
+    messages = [
+        _message(amount=TypedValue("double", 1.0)),
+        _message(amount=TypedValue("long", 2)),
+        _message(flag=TypedValue("bool", True)),
+        _message(),
+        _message(amount=TypedValue("null")),
+    ]
+    store = _write(tmp_path / "sample", messages)
+    assert len(store.files) == 3
+    frame = spark.read.parquet(str(tmp_path / "sample"))
+    want = {"amount": frozenset({"double", "long", "null"}), "flag": frozenset({"bool"})}
+    assert _from_footers(frame.inputFiles()) == want
+    assert _from_rows(frame) == want
+    assert property_types(frame) == want
+
+
+def test_a_file_without_recorded_tags_makes_spark_compute_them(spark, tmp_path):
+    from reconciler.traffic.property_types import _from_footers, property_types
+
+    _write(tmp_path / "sample", [_message(a=TypedValue("int", 1))])
+    foreign = rows_to_table([message_to_row(_message(a=TypedValue("string", "x")), topic="t")])
+    pq.write_table(foreign.replace_schema_metadata(None), tmp_path / "sample" / "other.parquet")
+    frame = spark.read.parquet(str(tmp_path / "sample"))
+    assert _from_footers(frame.inputFiles()) is None
+    assert property_types(frame) == {"a": frozenset({"int", "string"})}
+
+
+def test_known_types_drop_unreachable_branches(spark):
+    """With ``quantity`` only ever a long, ``quantity > 5`` has no type-mismatch error left, and a
+    property the sample never holds folds to UNKNOWN without a lookup of its value."""
+    from pyspark.sql import functions as F
+
+    from reconciler.sql import parse_filter
+    from reconciler.sql.spark import PropertyCells, to_spark
+
+    frame = spark.createDataFrame([], "props map<string, struct<k:string,t:string,s:string,l:bigint,d:double,b:boolean>>")
+    types = {"quantity": frozenset({"long"})}
+    _, typed = PropertyCells.over(frame, ["quantity", "absent"], types)
+    _, untyped = PropertyCells.over(frame, ["quantity", "absent"])
+
+    _, err = to_spark(parse_filter("quantity > 5"), typed)
+    assert "mismatch" not in str(err)
+    _, err = to_spark(parse_filter("quantity > 5"), untyped)
+    assert "mismatch" in str(err)
+
+    value, err = to_spark(parse_filter("absent * 2 = 3"), typed)
+    assert str(value) == str(F.lit(None).cast("boolean")) and str(err) == str(F.lit(None).cast("string"))
