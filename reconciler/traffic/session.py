@@ -4,7 +4,8 @@
 change results are pinned here: the translation never relies on ``spark.sql.ansi.enabled`` (it
 uses ``try_*`` functions and explicit guards), but the value is set explicitly so that a run does
 not depend on a cluster default; timestamps are read and shown in UTC. Generated methods too big
-for the JIT are avoided (``spark.sql.codegen.hugeMethodLimit``).
+for the JIT are avoided (``spark.sql.codegen.hugeMethodLimit``), and so is PySpark's recording of
+the Python call site of every Column operation (translation builds thousands of them).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
 DEFAULT_MASTER = "local[*]"
 #: HotSpot's HugeMethodLimit: larger generated methods are never JIT-compiled.
 HUGE_METHOD_LIMIT = 8000
+#: PySpark records the Python call site of every Column operation for error messages: several
+#: JVM round trips and a Python stack walk each, which tripled the cost of translating filters.
+NO_CALL_SITES = "spark.python.sql.dataFrameDebugging.enabled"
 
 
 def spark_session(
@@ -43,7 +47,10 @@ def spark_session(
         )
     flag = str(ansi).lower()
     session = (
-        builder.config("spark.sql.ansi.enabled", flag).config("spark.sql.session.timeZone", "UTC").getOrCreate()
+        builder.config("spark.sql.ansi.enabled", flag)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config(NO_CALL_SITES, "false")
+        .getOrCreate()
     )
     session.conf.set("spark.sql.ansi.enabled", flag)
     session.conf.set("spark.sql.session.timeZone", "UTC")
