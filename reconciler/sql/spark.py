@@ -26,7 +26,6 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import itertools
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -206,35 +205,22 @@ def _case(branches: Iterable[_Branch]) -> Val:
 #: An operator's branch: (condition on the operand tags only, builder of the branch's result).
 Case = tuple[Callable[..., Cond], Callable[[], Any]]
 
-#: Tag combinations enumerated to find an operator's reachable branches (beyond, all are kept).
-MAX_COMBINATIONS = 4096
-
 
 def _reachable(operands: Sequence[Val], cases: Sequence[Case]) -> list[tuple[Cond, Any]]:
     """(condition, built result) of each case that some combination of the operands' possible
-    tags takes, first match winning; the last unconditional when every combination takes one.
+    tags takes, first match winning; the last case must be unconditional, and the last one kept
+    becomes so.
 
     Each condition is first decided on one-tag stand-ins for every combination (statically: it
-    depends on tags only), so branches no message can reach — a type mismatch between properties
-    that only ever hold numbers, say — are neither built nor sent to Spark."""
-    taken: set[int] = set()
-    closed = math.prod(len(o.tags) for o in operands) <= MAX_COMBINATIONS
-    if closed:
-        for combination in itertools.product(*(sorted(o.tags) for o in operands)):
-            stand_ins = [Val(frozenset({tag})) for tag in combination]
-            first = next((i for i, (cond, _) in enumerate(cases) if cond(*stand_ins) is True), None)
-            if first is None:
-                closed = False
-            else:
-                taken.add(first)
-        kept = sorted(taken)
-    else:
-        kept = list(range(len(cases)))
-    out = []
-    for n, i in enumerate(kept):
-        cond, build = cases[i]
-        out.append((True if closed and n == len(kept) - 1 else cond(*operands), build()))
-    return out
+    depends on tags only; operators have one or two operands, so at most 121 combinations), so
+    branches no message can reach — a type mismatch between properties that only ever hold
+    numbers, say — are neither built nor sent to Spark."""
+    taken = set()
+    for combination in itertools.product(*(sorted(o.tags) for o in operands)):
+        stand_ins = [Val(frozenset({tag})) for tag in combination]
+        taken.add(next(i for i, (cond, _) in enumerate(cases) if cond(*stand_ins) is True))
+    kept = sorted(taken)
+    return [(True if i == kept[-1] else cases[i][0](*operands), cases[i][1]()) for i in kept]
 
 
 def _pred_case(branches: list[tuple[Cond, Column | None, Column | None]]) -> Pred:
