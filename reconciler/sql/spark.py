@@ -48,7 +48,7 @@ from reconciler.model import (
     ValueType,
 )
 from reconciler.sql import ast, values
-from reconciler.traffic.rows import SYS_COLUMNS, micros_since_epoch
+from reconciler.traffic.rows import SYS_COLUMNS, VALUE_FIELD, micros_since_epoch
 
 PROPS = "props"
 MISSING = "missing"
@@ -378,12 +378,34 @@ class PropertyCells(dict):
         name = self._names.get((key, wanted))
         if name is None:
             name = self._names[(key, wanted)] = f"_is{len(self.tests)}"
-            self.tests[name] = tag.isin(*sorted(wanted))
+            self.tests[name] = _tag_test(self[key], tag, self.vals[key].tags, wanted)
         return F.col(name)
 
     def with_tests(self, frame: Any) -> Any:
         """``frame`` with the tag tests the translated filters refer to."""
         return frame.select("*", *(test.alias(name) for name, test in self.tests.items())) if self.tests else frame
+
+
+#: Struct field → the tags whose values set it (``s``: every non-null value, as text).
+_SET_BY = {
+    field: frozenset(t for t, f in VALUE_FIELD.items() if f == field or field == "s") for field in dict.fromkeys(VALUE_FIELD.values())
+}
+
+
+def _tag_test(cell: Column, tag: Column, possible: frozenset[str], wanted: frozenset[str]) -> Column:
+    """Whether ``cell`` (one of the ``possible`` tags) has a ``wanted`` tag: a null check of the
+    cell or of one typed field where that tells them apart, which is cheaper per message than
+    reading and comparing the tag's text."""
+    if possible & {MISSING} == wanted:
+        return cell.isNull()
+    if possible - {MISSING} == wanted:
+        return cell.isNotNull()
+    for field, tags in _SET_BY.items():
+        if possible & tags == wanted:
+            return cell.getField(field).isNotNull()
+        if possible - tags == wanted:
+            return cell.getField(field).isNull()
+    return tag.isin(*sorted(wanted))
 
 
 def _cell(name: str, cells: Cells | None) -> Column:
@@ -956,9 +978,7 @@ def correlation_match(flt: CorrelationFilter, cells: Cells | None = None) -> Col
         if tv.type is ValueType.NULL:
             conds.append(_cond_col(same_type))
             continue
-        column = {"string": "s", "uuid": "s", "long": "l", "int": "l", "timestamp": "l", "double": "d", "bool": "b"}[
-            tv.type.value
-        ]
+        column = VALUE_FIELD[tv.type.value]
         equal = getattr(cell, column) == getattr(literal(tv), column)
         if tv.type is ValueType.DOUBLE:
             equal = equal & ~F.isnan(cell.d)  # Python's float ==: NaN is not NaN

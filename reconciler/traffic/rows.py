@@ -95,19 +95,27 @@ def micros_since_epoch(value: _dt.datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+#: The struct field that holds a value of each type (``s`` also holds every non-null value's text).
+VALUE_FIELD: dict[str, str] = {
+    ValueType.STRING.value: "s",
+    ValueType.UUID.value: "s",
+    ValueType.LONG.value: "l",
+    ValueType.INT.value: "l",
+    ValueType.TIMESTAMP.value: "l",
+    ValueType.DOUBLE.value: "d",
+    ValueType.BOOL.value: "b",
+}
+assert set(VALUE_FIELD) == {t.value for t in ValueType} - {ValueType.NULL.value}, "every type needs a field"
+
+
 def prop_to_struct(name: str, value: TypedValue) -> dict[str, Any]:
     """One application property as the tagged struct (see module docstring)."""
     vtype = value.type
     text = None if vtype is ValueType.NULL else values.to_string(values.from_typed(value))
     cell: dict[str, Any] = {"k": name, "t": vtype.value, "s": text, "l": None, "d": None, "b": None}
-    if vtype in (ValueType.LONG, ValueType.INT):
-        cell["l"] = value.value
-    elif vtype is ValueType.DOUBLE:
-        cell["d"] = value.value
-    elif vtype is ValueType.BOOL:
-        cell["b"] = value.value
-    elif vtype is ValueType.TIMESTAMP:
-        cell["l"] = micros_since_epoch(value.value)
+    field = VALUE_FIELD.get(vtype.value)
+    if field and field != "s":
+        cell[field] = micros_since_epoch(value.value) if vtype is ValueType.TIMESTAMP else value.value
     return cell
 
 
