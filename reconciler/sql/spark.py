@@ -388,7 +388,7 @@ class PropertyCells(dict):
 
 #: Struct field → the tags whose values set it (``s``: every non-null value, as text).
 _SET_BY = {
-    field: frozenset(t for t, f in VALUE_FIELD.items() if f == field or field == "s") for field in dict.fromkeys(VALUE_FIELD.values())
+    name: frozenset(t for t, f in VALUE_FIELD.items() if f == name or name == "s") for name in dict.fromkeys(VALUE_FIELD.values())
 }
 
 
@@ -400,11 +400,11 @@ def _tag_test(cell: Column, tag: Column, possible: frozenset[str], wanted: froze
         return cell.isNull()
     if possible - {MISSING} == wanted:
         return cell.isNotNull()
-    for field, tags in _SET_BY.items():
+    for name, tags in _SET_BY.items():
         if possible & tags == wanted:
-            return cell.getField(field).isNotNull()
+            return cell.getField(name).isNotNull()
         if possible - tags == wanted:
-            return cell.getField(field).isNull()
+            return cell.getField(name).isNull()
     return tag.isin(*sorted(wanted))
 
 
@@ -750,15 +750,16 @@ def _in_fast_path(x: Val, items: list[Val]) -> Pred | None:
             continue
         same = {"string"} if kind == "string" else INTEGRAL
         values = [getattr(i, column) for i in items]
-        branches: list[tuple[Cond, Column | None, Column | None]] = [(x.is_({MISSING}), None, None)]
-        if x.is_(same) is not False:
-            branches.append((x.is_(same), getattr(x, column).isin(*values), None))
-        branches.append((x.is_({"null"}), F.lit(False), None))
-        if kind == "long" and x.is_({"double"}) is not False:
-            doubles = [v.cast("double") for v in values]
-            branches.append((x.is_({"double"}), x.d.isin(*doubles) & ~F.isnan(x.d), None))
-        branches.append((True, None, _mismatch("=", x, items[0])))
-        return _pred_case(branches)
+        cases: list[Case] = [
+            (lambda v: v.is_({MISSING}), lambda: (None, None)),
+            (lambda v: v.is_(same), lambda: (getattr(x, column).isin(*values), None)),
+            (lambda v: v.is_({"null"}), lambda: (F.lit(False), None)),
+        ]
+        if kind == "long":
+            doubles = lambda: (x.d.isin(*(v.cast("double") for v in values)) & ~F.isnan(x.d), None)  # noqa: E731
+            cases.append((lambda v: v.is_({"double"}), doubles))
+        cases.append((lambda v: True, lambda: (None, _mismatch("=", x, items[0]))))
+        return _pred_case([(cond, value, err) for cond, (value, err) in _reachable([x], cases)])
     return None
 
 
