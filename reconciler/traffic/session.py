@@ -44,12 +44,12 @@ def spark_session(
             builder.master(target or DEFAULT_MASTER)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
+            .config(NO_CALL_SITES, "false")  # a Connect client records call sites without round trips
         )
     flag = str(ansi).lower()
     session = (
         builder.config("spark.sql.ansi.enabled", flag)
         .config("spark.sql.session.timeZone", "UTC")
-        .config(NO_CALL_SITES, "false")
         .getOrCreate()
     )
     session.conf.set("spark.sql.ansi.enabled", flag)
