@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -184,3 +185,41 @@ def test_topics_without_sampled_messages_are_skipped_not_never_matching(spark, s
     only_other = DesiredState((other,))
     with pytest.raises(ImpactError, match="no messages of the declared topics"):
         impact_report(only_other, sample, against=_plan(tmp_path / "plan2.json"))
+
+
+def test_topics_are_counted_apart_when_they_share_a_filter(spark, tmp_path):
+    """One filter used in two topics is one outcome bit, yet each subscription counts only its own
+    topic's messages, and messages no subscription of their topic takes are unrouted per topic."""
+    payments = [_message(20 + i, region, amount) for i, (region, amount) in enumerate([("us", 500), ("eu", 50), ("uk", 101), (None, 1)])]
+    store = Dataset(tmp_path / "sample")
+    for m in MESSAGES:
+        store.add(message_to_row(m, topic="orders", subscription="all"))
+    for m in payments:
+        store.add(message_to_row(m, topic="Payments", subscription="all"))
+    store.flush()
+    desired = DesiredState(
+        (
+            Topic("orders", (Subscription("eu", (EU_AFTER, BIG)),)),
+            Topic("payments", (Subscription("big", (BIG,)),)),
+        )
+    )
+    doc = json.loads(Path(_plan(tmp_path / "base.json")).read_text())
+    doc["changes"] = [
+        {"topic": "payments", "subscription": "big", "rule": "big", "action": "replace", "reasons": ["test"],
+         "before": rule_to_doc(US), "after": rule_to_doc(BIG)}
+    ]
+    doc["subscriptions"] = [{**doc["subscriptions"][0], "topic": "payments", "subscription": "big"}]
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    report = impact_report(desired, str(tmp_path / "sample"), against=str(tmp_path / "plan.json"))
+
+    eu, big = report["subscriptions"]
+    assert report["messages"] == len(MESSAGES) + len(payments)
+    assert [r["matched"] for r in eu["rules"]] == [sum(matches(r, m).matched for m in MESSAGES) for r in (EU_AFTER, BIG)]
+    assert big["rules"][0]["matched"] == sum(matches(BIG, m).matched for m in payments) == 2
+    assert big["delivered_before"] == 1 and big["delivered"] == 2
+    assert (big["gained"], big["lost"]) == (1, 0) and big["examples"]["gained"] == ["m22"]
+    assert big["examples"]["lost"] == [] and big["errors"] == 0
+    taken = [any(matches(r, m).matched for r in (EU_AFTER, BIG)) for m in MESSAGES]
+    unrouted = len(taken) - sum(taken) + sum(not matches(BIG, m).matched for m in payments)
+    assert report["unrouted"] == unrouted
+    assert len(report["unrouted_examples"]) == 3
