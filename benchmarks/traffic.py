@@ -133,7 +133,7 @@ def scopes(rule_list: list[Rule]) -> list:
     return out
 
 
-def spark_benchmark(path: str, rule_list: list[Rule], master: str, udf_fraction: float) -> dict:
+def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float) -> dict:
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, BooleanType, StringType, StructField, StructType
 
@@ -143,6 +143,7 @@ def spark_benchmark(path: str, rule_list: list[Rule], master: str, udf_fraction:
     from reconciler.traffic.tally import tally
 
     spark = spark_session(master, app_name="sbrules-bench")
+    rule_list = rules(rule_count)
     plan = scopes(rule_list)
     rows = spark.read.parquet(path).count()
 
@@ -162,7 +163,7 @@ def spark_benchmark(path: str, rule_list: list[Rule], master: str, udf_fraction:
         by the report's :func:`tally` — no translation, no type guards, no error columns."""
         frame = spark.read.parquet(path)
         frame = frame.select("*", *(F.try_element_at("props", F.lit(p)).alias(f"p_{p}") for p in PROPERTIES))
-        outcomes = [(F.coalesce(F.expr(plain), F.lit(False)), F.lit(None).cast("string")) for _, plain in rule_texts(len(rule_list))]
+        outcomes = [(F.coalesce(F.expr(plain), F.lit(False)), F.lit(None).cast("string")) for _, plain in rule_texts(rule_count)]
         tally(frame, F.lower(F.col("topic")), F.col("message_id"), outcomes)
 
     native_first_s, native_s = timed(native)
@@ -257,7 +258,7 @@ def main() -> None:
         path = os.path.join(tmp, "sample")
         generate_s = write_dataset(path, args.messages)
         report["dataset"] = {"messages": args.messages, "generate_and_write_s": round(generate_s, 1)}
-        report["evaluation"] = spark_benchmark(path, rules(args.rules), args.master, args.udf_fraction)
+        report["evaluation"] = spark_benchmark(path, args.rules, args.master, args.udf_fraction)
     if args.sampling_messages:
         report["sampling"] = sampling_benchmark(args.sampling_messages)
     print(json.dumps(report, indent=2))
