@@ -1,4 +1,4 @@
-"""Fixtures for the SQL language tests: the shared vectors and message builders."""
+"""Fixtures for the SQL language tests: the SQL vectors (tests/data/sql_vectors.yaml) and message builders."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import yaml
 
 from reconciler.model import CORRELATION_SYS_NAMES, CorrelationFilter, Message, TypedValue, typed_properties
 
-REPO = Path(__file__).resolve().parents[2]
-VECTORS_PATH = REPO / ".." / "shared" / "vectors" / "sql.yaml"
+VECTORS_PATH = Path(__file__).resolve().parents[1] / "data" / "sql_vectors.yaml"
 
 
 def load_vectors() -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Every vector of ../shared/vectors/sql.yaml as its own test (filters, actions, correlation)."""
+"""Every vector of tests/data/sql_vectors.yaml as its own test (filters, actions, correlation)."""
 
 from __future__ import annotations
 

@@ -67,9 +67,9 @@ def frame_of(spark, tmp_path):
     return build
 
 
-# -- the shared SQL vectors --------------------------------------------------------------------
+# -- the SQL vectors (tests/data/sql_vectors.yaml) --------------------------------------------
 
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "vectors" / "sql.yaml"
+VECTORS = Path(__file__).resolve().parents[1] / "data" / "sql_vectors.yaml"
 
 
 def typed(raw: Any) -> TypedValue:

@@ -1,4 +1,5 @@
-"""Differential: the Spark translation agrees with the Python evaluator on the shared SQL vectors.
+"""Differential: the Spark translation agrees with the Python evaluator on the SQL vectors
+(tests/data/sql_vectors.yaml).
 
 Every accepted filter vector is evaluated on every vector message (n × n pairs) in one Spark job
 and must give the same TRUE / FALSE / UNKNOWN / error as ``reconciler.sql``; the diagonal must
