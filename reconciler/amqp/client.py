@@ -6,7 +6,7 @@ pipeline a whole batch from the calling thread alone, which costs far less than 
 request. Transient failures (server busy,
 timeouts, internal errors, dropped connections) are retried with capped exponential backoff and
 full jitter, reconnecting and re-authenticating as needed; other errors surface at once.
-Request and response shapes follow spec/protocol.md §1-§9 (keys and AMQP types exactly).
+Request and response shapes follow docs/protocol.md §1-§9 (keys and AMQP types exactly).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Model ⇄ AMQP values for the `$management` node: the one place that knows the wire shapes.
 
 Requests (add-rule) are plain maps; enumerate-rules answers with described lists whose codes are
-quoted from the SDKs in spec/protocol.md §0. The filter codes really are 0x0000001370000006..9
+quoted from the SDKs in docs/protocol.md §0. The filter codes really are 0x0000001370000006..9
 while the rule-description and action codes are 0x0000013700000004..6: not a typo to fix.
 Typed property values cross here and only here (``to_amqp`` / ``from_amqp``), because Service Bus
 compares correlation properties by type as well as value.
@@ -181,7 +181,7 @@ def _filter_request_entry(flt: model.Filter) -> tuple[str, dict[str, Any]]:
 
 
 def encode_add_rule_body(rule: Rule) -> dict[str, Any]:
-    """The add-rule request body in the .NET Track-2 shape (spec §1)."""
+    """The add-rule request body in the .NET Track-2 shape (docs/protocol.md §1)."""
     filter_key, filter_map = _filter_request_entry(rule.filter)
     action = _expression_map(rule.action.expression) if isinstance(rule.action, SqlRuleAction) else None
     description = {filter_key: filter_map, "sql-rule-action": action, "rule-name": rule.name}
@@ -236,8 +236,8 @@ def _decode_expression_map(value: Any, where: str) -> str:
 def decode_add_rule_body(body: Any) -> Rule:
     """Read an add-rule request body in any SDK's shape (.NET Track 1/2, Java, JS).
 
-    ``1=1`` and ``1=0`` stay SQL filters: the request carries only the expression, and the spec
-    leaves open whether the service turns them into true/false filters ([U] in spec §1).
+    ``1=1`` and ``1=0`` stay SQL filters: the request carries only the expression, and it is not known
+    whether the service turns them into true/false filters (docs/protocol.md §1).
     """
     if not isinstance(body, Mapping):
         raise CodecError("add-rule body must be a map")
@@ -292,7 +292,7 @@ def encode_action(action: model.Action) -> Described:
 
 
 def encode_rule_description(rule: Rule, created_at: _dt.datetime | None = None) -> Described:
-    """The described list ``0x0000013700000004`` [filter, action, name, created-at?] (spec §3)."""
+    """The described list ``0x0000013700000004`` [filter, action, name, created-at?] (docs/protocol.md §3)."""
     values: list[Any] = [encode_filter(rule.filter), encode_action(rule.action), rule.name]
     if created_at is not None:
         values.append(datetime_to_timestamp(created_at))
@@ -442,7 +442,7 @@ _ABSOLUTE_EXPIRY_TIME = 8
 #: Indexes into the header section list: ttl (ms) and delivery-count.
 _TTL, _DELIVERY_COUNT = 2, 4
 
-#: System property → message annotation (spec §6/§7).
+#: System property → message annotation (docs/protocol.md §6, §7).
 ANNOTATIONS = {
     "SequenceNumber": "x-opt-sequence-number",
     "EnqueuedTimeUtc": "x-opt-enqueued-time",

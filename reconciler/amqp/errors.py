@@ -1,6 +1,6 @@
 """Errors of the `$management` client, mapped from response status and error condition.
 
-The mapping follows the SDKs (spec/protocol.md §4): the condition decides when present, the
+The mapping follows the SDKs (docs/protocol.md §4): the condition decides when present, the
 status code otherwise. ``transient`` says whether a retry may succeed (busy, timeout, internal,
 dropped connection); everything else surfaces at once.
 """

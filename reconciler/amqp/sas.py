@@ -1,6 +1,6 @@
 """Tokens for CBS ``put-token``: SAS tokens from a key, a given SAS, or an Entra ID JWT.
 
-SAS (spec/protocol.md §5, NET2 ``SharedAccessSignature.BuildSignature``): HMAC-SHA256 keyed with
+SAS (docs/protocol.md §5, NET2 ``SharedAccessSignature.BuildSignature``): HMAC-SHA256 keyed with
 the UTF-8 bytes of the key *string*, over ``urlencode(audience) + "\\n" + expiry``; fields in the
 order sr, sig, se, skn. Token values are wrapped so that they never print.
 """

@@ -1,4 +1,4 @@
-"""SAS tokens as the service checks them on CBS put-token (spec §5).
+"""SAS tokens as the service checks them on CBS put-token (docs/protocol.md §5).
 
 The signature is HMAC-SHA256, keyed with the UTF-8 bytes of the key *string*, over
 ``<url-encoded audience>\\n<expiry>``. A token grants its audience and everything below it:

@@ -251,7 +251,7 @@ class Broker:
                 return stored, self.wire(stored, store, delivered=True)
 
     def wire(self, stored: StoredMessage, store: MessageStore, *, delivered: bool) -> bytes:
-        """The message as it leaves the broker, with broker annotations (spec §6)."""
+        """The message as it leaves the broker, with broker annotations (docs/protocol.md §6)."""
         msg = decode(stored.payload)
         ann = dict(msg.annotations or {})
         ann[symbol("x-opt-sequence-number")] = int(stored.sequence_number)

@@ -1,4 +1,4 @@
-"""The `$management` node: every operation of spec/protocol.md, request map in, response out.
+"""The `$management` node: every operation of docs/protocol.md, request map in, response out.
 
 Pure request → response functions over the namespace and broker; the AMQP server only moves
 messages. Responses carry ``statusCode`` (int), ``statusDescription`` and, on errors,
@@ -31,7 +31,7 @@ from reconciler.emulator.namespace import (
 )
 
 OPERATION_PREFIX = "com.microsoft:"
-#: Service limits the emulator enforces (spec §8).
+#: Service limits the emulator enforces (docs/protocol.md §8).
 MAX_RULE_NAME = 50
 MAX_SQL_FILTERS_PER_TOPIC = 2000
 MAX_PAGE = 2**31 - 1

@@ -22,7 +22,7 @@ from reconciler.model import DEFAULT_RULE_NAME, EmptyAction, Rule, TrueFilter
 #: Service Bus defaults: lock duration 60 s, max delivery count 10.
 LOCK_DURATION = _dt.timedelta(seconds=60)
 MAX_DELIVERY_COUNT = 10
-#: Entity and rule names are at most 50 characters in the service (spec §8); paths are longer.
+#: Entity and rule names are at most 50 characters in the service (docs/protocol.md §8); paths are longer.
 MAX_NAME_LENGTH = 260
 
 ACTIVE, DEFERRED, SCHEDULED = "active", "deferred", "scheduled"

@@ -1,7 +1,7 @@
 """The Service Bus SQL language: one grammar and AST, with a canonical printer, a faithful
 evaluator, rule actions and routing (the Spark translator in ``spark.py`` walks the same AST).
 
-Semantics: ``spec/sql-language.md``; vectors: ``vectors/sql.yaml`` (both under ../shared).
+Semantics: ``docs/sql-language.md``; vectors: ``tests/data/sql_vectors.yaml``.
 """
 
 from reconciler.sql.actions import CompiledAction

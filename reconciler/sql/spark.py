@@ -1,4 +1,4 @@
-"""Service Bus filters as native Spark Columns (sql-language.md §10.3).
+"""Service Bus filters as native Spark Columns (docs/sql-language.md §10.3).
 
 Spark's own ``=``, ``IN``, ``LIKE``, ``/`` and ``+`` cast silently, return NULL where Service Bus
 returns FALSE or fails, and change with ``spark.sql.ansi.enabled``. So nothing here lets Spark

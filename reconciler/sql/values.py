@@ -3,7 +3,7 @@
 Values at run time are plain Python objects: ``None`` (null), ``bool``, ``str``, ``int`` (Int64),
 :class:`Int32`, ``float`` (Double), ``uuid.UUID`` (Guid), ``datetime`` (DateTime) and ``timedelta``
 (TimeSpan), plus the :data:`MISSING` sentinel for an absent user property (UNKNOWN / DBNull).
-The rules follow ``spec/sql-language.md`` section 5: C# operator binding on runtime types, C# null
+The rules follow ``docs/sql-language.md`` §5: C# operator binding on runtime types, C# null
 semantics, checked Int64/Int32 arithmetic, truncating division, type mismatch = evaluation error.
 """
 

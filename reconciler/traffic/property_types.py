@@ -1,10 +1,9 @@
 """Which type tags each application property holds in a traffic sample.
 
 A filter is translated for every type a property *could* have (a ``CASE`` over the operand tags,
-sql-language.md §10.3), yet producers send each property with one or two types. Knowing the
-types that occur lets the translator drop the branches no message can reach — the spec's "many
-CASE branches disappear at translate time" — which makes the Spark plan and the Java generated
-for it several times smaller. Pruning is sound only over the exact rows evaluated, so the tags
+docs/sql-language.md §10.3), yet producers send each property with one or two types. Knowing the
+types that occur lets the translator drop the branches no message can reach, which makes the
+Spark plan and the Java generated for it several times smaller. Pruning is sound only over the exact rows evaluated, so the tags
 come from those rows: from each Parquet file's footer (written by ``rows.rows_to_table``), or,
 when a file lacks them, from one Spark pass over the sample.
 """

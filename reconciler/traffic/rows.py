@@ -1,7 +1,7 @@
 """The one row layout of a traffic sample (Parquet / Spark), and Message ⇄ row conversion.
 
 Service Bus application properties are typed per message, so they cannot share one column type.
-Each message row therefore keeps them in a *tagged map* (sql-language.md §10.2)::
+Each message row therefore keeps them in a *tagged map* (docs/sql-language.md §10.2)::
 
     props: map<string, struct<k: string, t: string, s: string, l: int64, d: double, b: bool>>
 

@@ -158,7 +158,7 @@ def test_decode_add_rule_errors(body, message):
         c.decode_add_rule_body(body)
 
 
-# -- rule-description values built by hand, as the spec shows them -----------------------------
+# -- rule-description values built by hand, as docs/protocol.md §3 describes them -----------------------------
 
 
 def described(code, values):

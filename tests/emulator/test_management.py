@@ -1,4 +1,4 @@
-"""The `$management` node over the wire: exact encodings, status codes and error conditions (spec §0-§9)."""
+"""The `$management` node over the wire: exact encodings, status codes and error conditions (docs/protocol.md §0-§9)."""
 
 from __future__ import annotations
 

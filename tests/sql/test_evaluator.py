@@ -1,4 +1,4 @@
-"""Evaluator semantics beyond the shared vectors (spec sections 5.2-5.9)."""
+"""Evaluator semantics beyond the SQL vectors (docs/sql-language.md §5.2-§5.9)."""
 
 from __future__ import annotations
 
