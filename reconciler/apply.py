@@ -21,23 +21,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Callable, Protocol, TextIO
 
 from reconciler.amqp.errors import AlreadyExistsError, ManagementError, NotFoundError
 from reconciler.errors import SbrulesError
 from reconciler.model import Rule
 from reconciler.observe import explain
-from reconciler.plan import (
-    CREATE,
-    DELETE,
-    REPLACE,
-    Change,
-    Plan,
-    SubscriptionPlan,
-    fingerprint,
-    same_rule,
-    temp_rule_name,
-)
+from reconciler.plan import Change, ChangeKind, Plan, SubscriptionPlan, fingerprint, same_rule, temp_rule_name
 
 GAPLESS, DIRECT = "gapless", "direct"
 STRATEGIES = (GAPLESS, DIRECT)
@@ -66,12 +57,28 @@ class ApplyOptions:
     on_change: Callable[[Change], None] | None = None
 
 
+class ApplyStatus(StrEnum):
+    """Where one subscription ended up."""
+
+    PENDING = "pending"
+    APPLIED = "applied"
+    ALREADY_APPLIED = "already-applied"  # found in the planned end state: nothing to do
+    UNCHANGED = "unchanged"  # the plan has no changes for it
+    STALE = "stale"  # refused: the live rules are not the ones the plan was computed from
+    FAILED = "failed"
+    NOT_STARTED = "not-started"  # --fail-fast stopped it before it began
+
+    @property
+    def ok(self) -> bool:
+        return self in (ApplyStatus.APPLIED, ApplyStatus.ALREADY_APPLIED, ApplyStatus.UNCHANGED)
+
+
 @dataclass
 class SubscriptionResult:
     """What happened to one subscription: which changes were applied and which were not."""
 
     plan: SubscriptionPlan
-    status: str = "pending"  # applied | already-applied | stale | failed | not-started | unchanged
+    status: ApplyStatus = ApplyStatus.PENDING
     applied: list[Change] = field(default_factory=list)
     error: str | None = None
 
@@ -87,19 +94,25 @@ class ApplyReport:
 
     @property
     def ok(self) -> bool:
-        return all(r.status in ("applied", "already-applied", "unchanged") for r in self.results)
+        return all(r.status.ok for r in self.results)
 
     def counts(self) -> dict[str, int]:
         return {
             "applied": sum(len(r.applied) for r in self.results),
-            "not_applied": sum(len(r.not_applied) for r in self.results if r.status != "already-applied"),
-            "stale": sum(r.status == "stale" for r in self.results),
-            "failed": sum(r.status == "failed" for r in self.results),
-            "not_started": sum(r.status == "not-started" for r in self.results),
+            "not_applied": sum(
+                len(r.not_applied) for r in self.results if r.status is not ApplyStatus.ALREADY_APPLIED
+            ),
+            "stale": sum(r.status is ApplyStatus.STALE for r in self.results),
+            "failed": sum(r.status is ApplyStatus.FAILED for r in self.results),
+            "not_started": sum(r.status is ApplyStatus.NOT_STARTED for r in self.results),
         }
 
 
-_VERB = {CREATE: ("+", "created"), REPLACE: ("~", "replaced"), DELETE: ("-", "deleted")}
+_VERB = {
+    ChangeKind.CREATE: ("+", "created"),
+    ChangeKind.REPLACE: ("~", "replaced"),
+    ChangeKind.DELETE: ("-", "deleted"),
+}
 
 
 def render_report(report: ApplyReport) -> str:
@@ -107,16 +120,16 @@ def render_report(report: ApplyReport) -> str:
     lines: list[str] = []
     for result in report.results:
         sp = result.plan
-        if result.status == "unchanged":
+        if result.status is ApplyStatus.UNCHANGED:
             continue
-        if result.status == "already-applied":
+        if result.status is ApplyStatus.ALREADY_APPLIED:
             lines.append(f"{sp.path}: already in the planned state, nothing to do")
             continue
         head = {
-            "applied": f"{sp.path}: applied {len(result.applied)} change(s)",
-            "failed": f"{sp.path}: FAILED — {result.error}",
-            "stale": f"{sp.path}: REFUSED — {result.error}",
-            "not-started": f"{sp.path}: not started ({result.error})",
+            ApplyStatus.APPLIED: f"{sp.path}: applied {len(result.applied)} change(s)",
+            ApplyStatus.FAILED: f"{sp.path}: FAILED — {result.error}",
+            ApplyStatus.STALE: f"{sp.path}: REFUSED — {result.error}",
+            ApplyStatus.NOT_STARTED: f"{sp.path}: not started ({result.error})",
         }[result.status]
         lines.append(head)
         for change in result.applied:
@@ -239,10 +252,10 @@ class _Runner:
 
     # -- changes --------------------------------------------------------------------------------
     def apply_change(self, change: Change) -> None:
-        if change.action == CREATE:
+        if change.action is ChangeKind.CREATE:
             assert change.after is not None
             self._add("create", change, change.after)
-        elif change.action == DELETE:
+        elif change.action is ChangeKind.DELETE:
             assert change.before is not None
             self._remove("delete", change, change.before.name)
         elif self.options.strategy == DIRECT and self.live - {change.rule.casefold()}:
@@ -269,44 +282,44 @@ class _Runner:
     def run(self, result: SubscriptionResult, stop: threading.Event) -> None:
         sp = self.sp
         if stop.is_set():
-            result.status, result.error = "not-started", "stopped by --fail-fast after an earlier failure"
+            result.status, result.error = ApplyStatus.NOT_STARTED, "stopped by --fail-fast after an earlier failure"
             return
         try:
             live = self._read()
         except StepFailed as exc:
-            result.status, result.error = "failed", str(exc)
-            self._log(outcome="failed", error=result.error)
+            result.status, result.error = ApplyStatus.FAILED, str(exc)
+            self._log(outcome=result.status, error=result.error)
             return
         current = fingerprint(live)
         if current == sp.target_fingerprint and current != sp.fingerprint:
-            result.status = "already-applied"
-            self._log(outcome="already-applied")
+            result.status = ApplyStatus.ALREADY_APPLIED
+            self._log(outcome=result.status)
             return
         if current != sp.fingerprint:
-            result.status = "stale"
+            result.status = ApplyStatus.STALE
             result.error = (
                 f"stale plan: the live rules changed since the plan was made "
                 f"(planned from {sp.fingerprint[7:19]}…, now {current[7:19]}…); run `sbrules plan` again"
             )
-            self._log(outcome="stale", error=result.error)
+            self._log(outcome=result.status, error=result.error)
             return
         self.live = {r.name.casefold() for r in live}
         for change in sp.changes:
             if stop.is_set():
-                result.status, result.error = "failed", "stopped by --fail-fast after a failure elsewhere"
+                result.status, result.error = ApplyStatus.FAILED, "stopped by --fail-fast after a failure elsewhere"
                 break
             try:
                 self.apply_change(change)
             except StepFailed as exc:
-                result.status, result.error = "failed", str(exc)
-                self._log(outcome="failed", error=result.error)
+                result.status, result.error = ApplyStatus.FAILED, str(exc)
+                self._log(outcome=result.status, error=result.error)
                 break
             result.applied.append(change)
             if self.options.on_change:
                 self.options.on_change(change)
         else:
-            result.status = "applied"
-            self._log(outcome="applied", changes=len(result.applied))
+            result.status = ApplyStatus.APPLIED
+            self._log(outcome=result.status, changes=len(result.applied))
 
 
 def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = None) -> ApplyReport:
@@ -321,10 +334,10 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
 
     def run(result: SubscriptionResult) -> None:
         if not result.plan.changes:
-            result.status = "unchanged"
+            result.status = ApplyStatus.UNCHANGED
             return
         _Runner(client, result.plan, options, journal).run(result, stop)
-        if result.status in ("failed", "stale") and options.fail_fast:
+        if result.status in (ApplyStatus.FAILED, ApplyStatus.STALE) and options.fail_fast:
             stop.set()
 
     with ThreadPoolExecutor(max_workers=max(1, options.parallel), thread_name_prefix="apply") as pool:

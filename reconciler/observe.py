@@ -7,14 +7,16 @@ together, each naming its topic/subscription.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from reconciler.amqp.errors import ManagementError, NotFoundError, UnauthorizedError
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState, Rule
-from reconciler.plan import ActualState, managed_subscriptions
 
 DEFAULT_CONCURRENCY = 32
+
+#: The live rules of each observed subscription, keyed by (topic, subscription).
+ActualState = Mapping[tuple[str, str], Sequence[Rule]]
 
 
 class RuleReader(Protocol):
@@ -69,6 +71,11 @@ def observe_subscriptions(
     if failures:
         raise ObserveError([explain(topic, sub, exc) for (topic, sub), exc in failures])
     return actual
+
+
+def managed_subscriptions(desired: DesiredState) -> list[tuple[str, str]]:
+    """(topic, subscription) of every declared subscription whose rule set the files own."""
+    return [(t.name, s.name) for t, s in desired.subscriptions() if s.managed]
 
 
 def observe(client: RuleReader, desired: DesiredState, *, concurrency: int = DEFAULT_CONCURRENCY) -> ActualState:

@@ -13,8 +13,8 @@ from reconciler.apply import ApplyOptions, apply_plan, render_report
 from reconciler.demo import drifted_namespace
 from reconciler.emulator import Emulator
 from reconciler.model import CorrelationFilter, Rule, SqlFilter, TrueFilter
-from reconciler.observe import ObserveError, observe, observe_subscriptions
-from reconciler.plan import compute_plan, is_temp_rule_name, managed_subscriptions, temp_rule_name
+from reconciler.observe import ObserveError, managed_subscriptions, observe, observe_subscriptions
+from reconciler.plan import compute_plan, is_temp_rule_name, temp_rule_name
 from reconciler.spec import load_paths
 
 RULES = Path(__file__).resolve().parents[2] / "rules"

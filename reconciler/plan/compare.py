@@ -1,0 +1,177 @@
+"""Diff the declared rules against the live ones, per subscription, as alembic's autogenerate does.
+
+Set algebra over rule names: declared − live → create, live − declared → delete, and for the rules
+in both, their normalised signatures (:mod:`reconciler.plan.signature`) are compared field by
+field → replace, with one reason per differing field.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Sequence
+
+from reconciler.model import CORRELATION_FIELDS, DEFAULT_RULE_NAME, CorrelationFilter, DesiredState, Rule
+from reconciler.observe import ActualState
+from reconciler.plan.ops import (
+    TEMP_SUFFIX,
+    Change,
+    ChangeKind,
+    Plan,
+    PlanError,
+    Skipped,
+    SubscriptionPlan,
+    is_temp_rule_name,
+)
+from reconciler.plan.signature import FilterKind, Signature, fingerprint, signature
+
+
+def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
+    """The plan that turns ``actual`` into ``desired`` for every managed subscription."""
+    subs: list[SubscriptionPlan] = []
+    skipped: list[Skipped] = []
+    warnings: list[str] = []
+    for topic, sub in desired.subscriptions():
+        if not sub.managed:
+            skipped.append(Skipped(topic.name, sub.name, "no rules declared (unmanaged): left as it is"))
+            continue
+        live = actual.get((topic.name, sub.name))
+        if live is None:
+            raise PlanError(f"no live state was read for {topic.name}/{sub.name}")
+        plan = plan_subscription(topic.name, sub.name, sub.rules or (), live, allow_empty=sub.allow_empty)
+        subs.append(plan)
+        for change in plan.changes:
+            if change.action is ChangeKind.REPLACE and (
+                (change.after and change.after.has_action) or (change.before and change.before.has_action)
+            ):
+                warnings.append(
+                    f"{plan.path}: rule {change.rule!r} has an action; while it is replaced without a gap, a "
+                    "message matching both versions may be delivered twice (--replace-strategy direct avoids "
+                    "that at the cost of a moment without the rule)"
+                )
+    return Plan(tuple(subs), tuple(skipped), tuple(warnings))
+
+
+def plan_subscription(
+    topic: str, subscription: str, declared: Sequence[Rule], live: Sequence[Rule], *, allow_empty: bool = False
+) -> SubscriptionPlan:
+    """Set algebra over rule names (case-insensitive, as the service treats them)."""
+    path = f"{topic}/{subscription}"
+    if not declared and not allow_empty:
+        raise PlanError(
+            f"{path} declares no rules: that would leave it receiving nothing; set allow_empty: true if intended"
+        )
+    for rule in declared:
+        if is_temp_rule_name(rule.name):
+            raise PlanError(f"{path}: rule name {rule.name!r} ends with {TEMP_SUFFIX!r}, which sbrules reserves")
+    want = {r.name.casefold(): r for r in declared}
+    have = {r.name.casefold(): r for r in live}
+    creates, replaces, deletes = [], [], []
+    unchanged = identical = 0
+    for key, rule in want.items():
+        after_sig = signature(rule)
+        error = after_sig.parse_error()
+        if error:  # a PlanError now beats a failure halfway through apply
+            raise PlanError(f"{path} rule {rule.name!r}: {error}")
+        current = have.get(key)
+        if current is None:
+            reason = ("declared, not in the namespace",)
+            creates.append(Change(topic, subscription, rule.name, ChangeKind.CREATE, reason, after=rule))
+            continue
+        if current == rule:  # the common case, and cheaper than comparing signatures
+            unchanged += 1
+            identical += 1
+            continue
+        reasons, diff = differences(signature(current), after_sig)
+        if current.name != rule.name:
+            reasons.insert(0, f"name case: {current.name!r} → {rule.name!r}")
+        if reasons:
+            replaces.append(
+                Change(topic, subscription, rule.name, ChangeKind.REPLACE, tuple(reasons), current, rule, tuple(diff))
+            )
+        else:
+            unchanged += 1
+    for key, rule in have.items():
+        if key in want:
+            continue
+        if is_temp_rule_name(rule.name):
+            reason = "leftover temporary rule of an interrupted apply"
+        elif rule.name == DEFAULT_RULE_NAME:
+            reason = "$Default (the service's catch-all) is not declared"
+        else:
+            reason = "not declared (the declared rule set is authoritative)"
+        deletes.append(Change(topic, subscription, rule.name, ChangeKind.DELETE, (reason,), before=rule))
+    target = fingerprint(declared)
+    return SubscriptionPlan(
+        topic=topic,
+        subscription=subscription,
+        # Every live rule equal to a declared one and nothing else live: the same set, the same hash.
+        fingerprint=target if identical == len(declared) == len(live) else fingerprint(live),
+        target_fingerprint=target,
+        unchanged=unchanged,
+        rules_after=len(want),
+        allow_empty=allow_empty,
+        changes=tuple(creates + replaces + deletes),
+    )
+
+
+def differences(before: Signature, after: Signature) -> tuple[list[str], list[str]]:
+    """Field-level reasons why ``before`` (live) differs from ``after`` (declared), and SQL diffs."""
+    reasons: list[str] = []
+    diff: list[str] = []
+    if before.kind != after.kind:
+        reasons.append(f"filter kind: {before.kind.label} → {after.kind.label}")
+    elif before.kind is FilterKind.SQL:
+        assert before.sql and after.sql
+        if before.sql.key != after.sql.key:
+            reasons.append("SQL filter changed (canonical form)")
+            diff += _sql_diff("filter", before.sql.canonical, after.sql.canonical)
+    elif before.kind is FilterKind.CORRELATION:
+        assert before.correlation and after.correlation
+        reasons += _correlation_reasons(before.correlation, after.correlation)
+    if before.action is None and after.action is not None:
+        reasons.append("action added")
+        diff += _sql_diff("action", "", after.action.canonical)
+    elif before.action is not None and after.action is None:
+        reasons.append("action removed")
+        diff += _sql_diff("action", before.action.canonical, "")
+    elif before.action and after.action and before.action.key != after.action.key:
+        reasons.append("action changed (canonical form)")
+        diff += _sql_diff("action", before.action.canonical, after.action.canonical)
+    return reasons, diff
+
+
+def _correlation_reasons(before: CorrelationFilter, after: CorrelationFilter) -> list[str]:
+    reasons = []
+    for name in CORRELATION_FIELDS:
+        old, new = getattr(before, name), getattr(after, name)
+        if old != new:
+            reasons.append(f"correlation {name}: {_show(old)} → {_show(new)}")
+    old_props, new_props = before.property_map, after.property_map
+    for key in sorted(set(old_props) | set(new_props)):
+        old_value, new_value = old_props.get(key), new_props.get(key)
+        if old_value == new_value:
+            continue
+        if old_value is None:
+            reasons.append(f"correlation property {key!r} added: {new_value.describe()}")  # type: ignore[union-attr]
+        elif new_value is None:
+            reasons.append(f"correlation property {key!r} removed (was {old_value.describe()})")
+        else:
+            reasons.append(f"correlation property {key!r}: {old_value.describe()} → {new_value.describe()}")
+    return reasons
+
+
+def _show(value: str | None) -> str:
+    return "unset" if value is None else repr(value)
+
+
+def _sql_diff(label: str, before: str, after: str) -> list[str]:
+    return list(
+        difflib.unified_diff(
+            before.splitlines() or [""],
+            after.splitlines() or [""],
+            fromfile=f"{label} (live)",
+            tofile=f"{label} (declared)",
+            lineterm="",
+            n=1,
+        )
+    )

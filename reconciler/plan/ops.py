@@ -1,0 +1,217 @@
+"""The plan as data: rule operations per subscription, and the versioned JSON a person reviews.
+
+A Plan is what CI applies unchanged: it serialises to ``schemas/plan.schema.json`` with rules in
+the rule files' form, and records a fingerprint of the live rule set of each subscription it was
+computed from, so apply can refuse a stale plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any, Mapping
+
+from reconciler.errors import SbrulesError
+from reconciler.model import Rule, rule_from_doc, rule_to_doc
+
+PLAN_FORMAT_VERSION = 1
+RULE_NAME_MAX = 50
+
+#: Suffix of the temporary rule a gapless replacement adds; plan and apply treat any live rule
+#: carrying it as a leftover of an interrupted apply and remove it.
+TEMP_SUFFIX = ".sbrules-tmp"
+
+
+class PlanError(SbrulesError):
+    """The declared rules cannot be planned (bad SQL, reserved name, an unreadable plan file)."""
+
+
+class ChangeKind(StrEnum):
+    """What a change does to one rule, in the order apply runs them within a subscription."""
+
+    CREATE = "create"
+    REPLACE = "replace"
+    DELETE = "delete"
+
+    @property
+    def sides(self) -> tuple[bool, bool]:
+        """Whether a change of this kind has a ``before`` (live) and an ``after`` (declared) rule."""
+        return self is not ChangeKind.CREATE, self is not ChangeKind.DELETE
+
+
+class DriftKind(StrEnum):
+    """How drift names a change: the live state moved away from the files."""
+
+    ADDED = "added out of band"
+    REMOVED = "removed"
+    MODIFIED = "modified"
+
+    @classmethod
+    def of(cls, kind: ChangeKind) -> "DriftKind":
+        """A rule the plan would delete was added out of band; one it would create was removed."""
+        return {ChangeKind.DELETE: cls.ADDED, ChangeKind.CREATE: cls.REMOVED, ChangeKind.REPLACE: cls.MODIFIED}[kind]
+
+
+def temp_rule_name(name: str) -> str:
+    """The temporary name used while replacing ``name`` without a gap (at most 50 characters)."""
+    candidate = name + TEMP_SUFFIX
+    if len(candidate) <= RULE_NAME_MAX:
+        return candidate
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    keep = RULE_NAME_MAX - len(TEMP_SUFFIX) - len(digest) - 1
+    return f"{name[:keep]}-{digest}{TEMP_SUFFIX}"
+
+
+def is_temp_rule_name(name: str) -> bool:
+    return name.endswith(TEMP_SUFFIX)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One rule operation: create (after only), delete (before only) or replace (both)."""
+
+    topic: str
+    subscription: str
+    rule: str
+    action: ChangeKind
+    reasons: tuple[str, ...]
+    before: Rule | None = None
+    after: Rule | None = None
+    diff: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "topic": self.topic,
+            "subscription": self.subscription,
+            "rule": self.rule,
+            "action": self.action.value,
+            "reasons": list(self.reasons),
+            "before": rule_to_doc(self.before) if self.before else None,
+            "after": rule_to_doc(self.after) if self.after else None,
+        }
+        if self.diff:
+            doc["diff"] = list(self.diff)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Change":
+        change = cls(
+            topic=doc["topic"],
+            subscription=doc["subscription"],
+            rule=doc["rule"],
+            action=ChangeKind(doc["action"]),
+            reasons=tuple(doc["reasons"]),
+            before=rule_from_doc(doc["before"]) if doc.get("before") else None,
+            after=rule_from_doc(doc["after"]) if doc.get("after") else None,
+            diff=tuple(doc.get("diff", ())),
+        )
+        if change.action.sides != (change.before is not None, change.after is not None):
+            raise ValueError(f"change of rule {change.rule!r}: action {change.action.value!r} with that before/after")
+        return change
+
+
+@dataclass(frozen=True)
+class SubscriptionPlan:
+    """The changes for one managed subscription, in execution order, and the state they assume."""
+
+    topic: str
+    subscription: str
+    fingerprint: str
+    target_fingerprint: str
+    unchanged: int
+    rules_after: int
+    allow_empty: bool = False
+    changes: tuple[Change, ...] = ()
+
+    @property
+    def path(self) -> str:
+        return f"{self.topic}/{self.subscription}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "subscription": self.subscription,
+            "fingerprint": self.fingerprint,
+            "target_fingerprint": self.target_fingerprint,
+            "unchanged": self.unchanged,
+            "rules_after": self.rules_after,
+            "allow_empty": self.allow_empty,
+        }
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A declared subscription the plan leaves alone, and why."""
+
+    topic: str
+    subscription: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    subscriptions: tuple[SubscriptionPlan, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def changes(self) -> list[Change]:
+        return [c for sp in self.subscriptions for c in sp.changes]
+
+    def summary(self) -> dict[str, int]:
+        counts = {kind.value: 0 for kind in ChangeKind}
+        for change in self.changes:
+            counts[change.action] += 1
+        counts["unchanged"] = sum(sp.unchanged for sp in self.subscriptions)
+        return counts
+
+    @property
+    def has_changes(self) -> bool:
+        return any(sp.changes for sp in self.subscriptions)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format_version": PLAN_FORMAT_VERSION,
+            "summary": self.summary(),
+            "changes": [c.to_json() for c in self.changes],
+            "subscriptions": [sp.to_json() for sp in self.subscriptions],
+            "skipped": [asdict(s) for s in self.skipped],
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> "Plan":
+        """Read a plan document written by :meth:`to_json` (apply runs exactly what was reviewed)."""
+        if not isinstance(doc, Mapping) or "format_version" not in doc:
+            raise PlanError("not an sbrules plan file (no format_version)")
+        if doc["format_version"] != PLAN_FORMAT_VERSION:
+            raise PlanError(
+                f"plan format_version {doc['format_version']!r} is not supported (expected {PLAN_FORMAT_VERSION})"
+            )
+        try:
+            by_subscription: dict[tuple[str, str], list[Change]] = {}
+            for entry in doc["changes"]:
+                change = Change.from_json(entry)
+                by_subscription.setdefault((change.topic, change.subscription), []).append(change)
+            subs = [
+                SubscriptionPlan(
+                    topic=entry["topic"],
+                    subscription=entry["subscription"],
+                    fingerprint=entry["fingerprint"],
+                    target_fingerprint=entry["target_fingerprint"],
+                    unchanged=entry["unchanged"],
+                    rules_after=entry["rules_after"],
+                    allow_empty=entry.get("allow_empty", False),
+                    changes=tuple(by_subscription.pop((entry["topic"], entry["subscription"]), ())),
+                )
+                for entry in doc["subscriptions"]
+            ]
+            skipped = tuple(Skipped(**s) for s in doc.get("skipped", ()))
+            warnings = tuple(doc.get("warnings", ()))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PlanError(f"malformed plan file: {type(exc).__name__}: {exc}") from None
+        if by_subscription:
+            topic, sub = next(iter(by_subscription))
+            raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
+        return cls(tuple(subs), skipped, warnings)

@@ -1,0 +1,133 @@
+"""A plan shown to people and machines: text, a Markdown pull-request comment, JSON, and drift.
+
+Every renderer reads only the plan's data (:mod:`reconciler.plan.ops`); rules appear in the rule
+files' form (:func:`reconciler.model.rule_to_doc`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from reconciler.model import Rule, rule_to_doc
+from reconciler.plan.ops import PLAN_FORMAT_VERSION, ChangeKind, DriftKind, Plan
+
+_SYMBOL = {ChangeKind.CREATE: "+", ChangeKind.REPLACE: "~", ChangeKind.DELETE: "-"}
+
+
+def _rule_lines(rule: Rule, indent: str) -> list[str]:
+    """The rule's document without its name, one key per line (values as JSON)."""
+    doc = rule_to_doc(rule)
+    doc.pop("name")
+    return [f"{indent}{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in doc.items()]
+
+
+def _shown_rule(kind: ChangeKind, before: Rule | None, after: Rule | None) -> Rule | None:
+    """The rule a create or delete lists in full (a replace shows its reasons and diff instead)."""
+    return after if kind is ChangeKind.CREATE else before if kind is ChangeKind.DELETE else None
+
+
+def render_text(plan: Plan) -> str:
+    """A terraform-like listing: + create, ~ replace (changed fields, canonical SQL diff), - delete."""
+    lines: list[str] = []
+    for sp in plan.subscriptions:
+        if not sp.changes:
+            continue
+        lines.append(f"subscription {sp.path}  ({sp.unchanged} unchanged)")
+        for change in sp.changes:
+            lines.append(f"  {_SYMBOL[change.action]} {change.action} rule {change.rule!r}")
+            for reason in change.reasons:
+                lines.append(f"      # {reason}")
+            shown = _shown_rule(change.action, change.before, change.after)
+            if shown:
+                lines += _rule_lines(shown, "      ")
+            lines += [f"      {line}" for line in change.diff]
+        lines.append("")
+    for skipped in plan.skipped:
+        lines.append(f"skipped {skipped.topic}/{skipped.subscription}: {skipped.reason}")
+    for warning in plan.warnings:
+        lines.append(f"warning: {warning}")
+    s = plan.summary()
+    if plan.has_changes:
+        lines.append(
+            f"Plan: {s['create']} to create, {s['replace']} to replace, {s['delete']} to delete, "
+            f"{s['unchanged']} unchanged."
+        )
+    else:
+        lines.append(f"No changes. {s['unchanged']} rules in {len(plan.subscriptions)} subscriptions match the files.")
+    return "\n".join(lines)
+
+
+def render_markdown(plan: Plan) -> str:
+    """A pull-request comment: summary table, then one collapsible detail block per subscription."""
+    s = plan.summary()
+    out = [
+        "### sbrules plan",
+        "",
+        "| create | replace | delete | unchanged |",
+        "|---:|---:|---:|---:|",
+        f"| {s['create']} | {s['replace']} | {s['delete']} | {s['unchanged']} |",
+        "",
+    ]
+    if not plan.has_changes:
+        out.append("No changes: the namespace matches the rule files.")
+    for sp in plan.subscriptions:
+        if not sp.changes:
+            continue
+        out.append(f"<details open><summary><code>{sp.path}</code> — {len(sp.changes)} change(s)</summary>")
+        out.append("")
+        out.append("```diff")
+        for change in sp.changes:
+            symbol = _SYMBOL[change.action].replace("~", "!")  # "!" lines render highlighted in a diff block
+            out.append(f"{symbol} {change.action} {change.rule}")
+            out += [f"#   {reason}" for reason in change.reasons]
+            shown = _shown_rule(change.action, change.before, change.after)
+            if shown:
+                out += _rule_lines(shown, f"{symbol}     ")
+            out += list(change.diff)  # unindented, so its -/+ lines are coloured too
+        out.append("```")
+        out.append("</details>")
+        out.append("")
+    for skipped in plan.skipped:
+        out.append(f"- skipped `{skipped.topic}/{skipped.subscription}`: {skipped.reason}")
+    for warning in plan.warnings:
+        out.append(f"> **warning:** {warning}")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_json(plan: Plan) -> str:
+    return json.dumps(plan.to_json(), indent=2, ensure_ascii=False)
+
+
+RENDERERS: dict[str, Callable[[Plan], str]] = {"text": render_text, "markdown": render_markdown, "json": render_json}
+
+
+def render_drift_text(plan: Plan) -> str:
+    """One line per drifted rule (with the reasons of a modification), then a verdict."""
+    lines = []
+    for change in plan.changes:
+        detail = "; ".join(change.reasons) if change.action is ChangeKind.REPLACE else ""
+        lines.append(
+            f"drift {change.topic}/{change.subscription} rule {change.rule!r}: {DriftKind.of(change.action)}"
+            + (f" ({detail})" if detail else "")
+        )
+        lines += [f"    {line}" for line in change.diff]
+    n = len(plan.subscriptions)
+    if plan.has_changes:
+        lines.append(f"{len(plan.changes)} drifted rule(s) in {n} subscriptions.")
+    else:
+        lines.append(f"In sync: {n} subscriptions match the files.")
+    return "\n".join(lines)
+
+
+def render_drift_json(plan: Plan) -> str:
+    """The plan's document (without warnings) plus ``in_sync`` and a ``drift`` list."""
+    doc = plan.to_json()
+    doc = {"format_version": PLAN_FORMAT_VERSION, "in_sync": not plan.has_changes} | {
+        k: doc[k] for k in ("summary", "changes", "subscriptions", "skipped")
+    }
+    doc["drift"] = [
+        {"topic": c.topic, "subscription": c.subscription, "rule": c.rule, "kind": DriftKind.of(c.action).value}
+        for c in plan.changes
+    ]
+    return json.dumps(doc, indent=2, ensure_ascii=False)
