@@ -33,7 +33,7 @@ from proton import int32
 from reconciler.amqp import codec
 from reconciler.amqp.client import ENUMERATE_RULES, OP_PREFIX, RULES_PAGE_SIZE, ManagementClient, entity_path
 from reconciler.apply import ApplyOptions, apply_plan
-from reconciler.export import rule_doc, write_export
+from reconciler.export import rule_file_doc, write_export
 from reconciler.model import CorrelationFilter, DesiredState, Rule, SqlFilter, Subscription, Topic
 from reconciler.observe import observe
 from reconciler.plan import compute_plan, signature
@@ -56,8 +56,8 @@ def emulator_process(live: DesiredState, latency: float) -> Iterator[str]:
     """``sbrules emulator`` in a child process seeded with ``live``; yields its connection string."""
     with tempfile.TemporaryDirectory() as tmp:
         for topic in live.topics:
-            subs = {s.name: {"rules": [rule_doc(r) for r in s.rules or ()]} for s in topic.subscriptions}
-            write_export({"topic": topic.name, "subscriptions": subs}, Path(tmp, "rules"))
+            subs = {s.name: s.rules or () for s in topic.subscriptions}
+            write_export(rule_file_doc(topic.name, subs, explicit_types=True), Path(tmp, "rules"))
         faults = Path(tmp, "faults.json")
         faults.write_text(json.dumps({"latency": latency}))
         cmd = [sys.executable, "-m", "reconciler", "emulator", "--port", "0"]

@@ -7,33 +7,46 @@ type; planning the exported files against the same namespace shows no changes.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
 from reconciler.errors import SbrulesError
-from reconciler.model import CorrelationFilter, Rule, TypedValue, ValueType, rule_to_doc
+from reconciler.model import Rule, rule_to_doc
 from reconciler.observe import RuleReader, observe_subscriptions
 from reconciler.plan import is_temp_rule_name
 
 HEADER = "# Exported by `sbrules export` from the live namespace. Review, then commit.\n"
 
 
-def _explicit(value: TypedValue) -> Any:
-    form = value.to_typed_form()
-    if value.type is ValueType.NULL or isinstance(form, dict):
-        return form
-    return {value.type.value: form}
+def rule_file_doc(
+    topic: str, rules_by_subscription: Mapping[str, Sequence[Rule]], *, explicit_types: bool = False
+) -> dict[str, Any]:
+    """A rule-file document for ``topic``: each subscription's rules in the one rule form
+    (:func:`reconciler.model.rule_to_doc`); a subscription with no rules says ``allow_empty``."""
+    subs: dict[str, Any] = {}
+    for name, rules in rules_by_subscription.items():
+        entry: dict[str, Any] = {"rules": [rule_to_doc(r, explicit_types=explicit_types) for r in rules]}
+        if not rules:
+            entry["allow_empty"] = True
+        subs[name] = entry
+    return {"topic": topic, "subscriptions": subs}
 
 
-def rule_doc(rule: Rule) -> dict[str, Any]:
-    """The rule-file form of ``rule`` with every correlation property explicitly typed."""
-    doc = rule_to_doc(rule)
-    if isinstance(rule.filter, CorrelationFilter) and rule.filter.properties:
-        doc["correlation"]["properties"] = {k: _explicit(v) for k, v in rule.filter.properties}
-    return doc
+def dump_json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def dump_yaml(doc: dict[str, Any]) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120)
+
+
+def to_yaml(doc: dict[str, Any]) -> str:
+    """The exported rule file: the document as YAML under a header saying where it came from."""
+    return HEADER + dump_yaml(doc)
 
 
 def export_topic(
@@ -47,25 +60,17 @@ def export_topic(
         )
     live = observe_subscriptions(client, [(topic, s) for s in subscriptions], concurrency=concurrency)
     warnings: list[str] = []
-    subs: dict[str, Any] = {}
+    kept: dict[str, list[Rule]] = {}
     for name in subscriptions:
-        rules = []
+        kept[name] = []
         for rule in live[(topic, name)]:
             if is_temp_rule_name(rule.name):
                 warnings.append(
                     f"{topic}/{name}: left out {rule.name!r}, a leftover temporary rule of an interrupted apply"
                 )
-                continue
-            rules.append(rule_doc(rule))
-        entry: dict[str, Any] = {"rules": rules}
-        if not rules:
-            entry["allow_empty"] = True
-        subs[name] = entry
-    return {"topic": topic, "subscriptions": subs}, warnings
-
-
-def to_yaml(doc: dict[str, Any]) -> str:
-    return HEADER + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120)
+            else:
+                kept[name].append(rule)
+    return rule_file_doc(topic, kept, explicit_types=True), warnings
 
 
 def file_name(topic: str) -> str:

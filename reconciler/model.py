@@ -109,14 +109,20 @@ class TypedValue:
         return cls.infer(obj)
 
     # -- views --------------------------------------------------------------------------------
-    def to_typed_form(self) -> Any:
-        """The shortest typed form that reads back as this exact value (JSON/YAML-safe)."""
-        if self.type in (ValueType.STRING, ValueType.LONG, ValueType.BOOL, ValueType.NULL):
-            return self.value
+    def to_typed_form(self, *, explicit: bool = False) -> Any:
+        """The shortest typed form that reads back as this exact value (JSON/YAML-safe).
+
+        ``explicit`` names the type of every non-null value (``{long: 3}``, ``{string: x}``), so a
+        reader need not remember which type a plain scalar means.
+        """
+        if self.type is ValueType.NULL:
+            return None
+        if self.type in (ValueType.STRING, ValueType.LONG, ValueType.BOOL):
+            return {self.type.value: self.value} if explicit else self.value
         if self.type is ValueType.DOUBLE:
-            if math.isfinite(self.value):
-                return self.value
-            return {"double": repr(self.value)}
+            if not math.isfinite(self.value):
+                return {"double": repr(self.value)}
+            return {"double": self.value} if explicit else self.value
         if self.type is ValueType.INT:
             return {"int": self.value}
         if self.type is ValueType.UUID:
@@ -358,7 +364,8 @@ class DesiredState:
 
 
 # ------------------------------------------------------------------------------------------------
-# The rule-file form of a rule (used by rule files, plans, exports and `rules list`)
+# The rule-file form of a rule: the one rule document. Rule files, plans, exports and `rules list`
+# all write it; JSON and YAML are two serialisations of it.
 # ------------------------------------------------------------------------------------------------
 
 #: Rule-file correlation keys (``label`` is accepted as an alias of ``subject``).
@@ -373,24 +380,23 @@ class RuleFormError(ValueError):
         self.path = path
 
 
-def filter_to_doc(flt: Filter) -> dict[str, Any]:
-    """The filter part of a rule document: ``{"sql": …}``, ``{"correlation": {…}}`` or ``{"filter": bool}``."""
-    if isinstance(flt, SqlFilter):
-        return {"sql": flt.expression}
-    if isinstance(flt, TrueFilter):
-        return {"filter": True}
-    if isinstance(flt, FalseFilter):
-        return {"filter": False}
-    doc: dict[str, Any] = dict(flt.system_fields())
-    if flt.properties:
-        doc["properties"] = {k: v.to_typed_form() for k, v in flt.properties}
-    return {"correlation": doc}
+def rule_to_doc(rule: Rule, *, explicit_types: bool = False) -> dict[str, Any]:
+    """A rule in the rule files' form: ``name``, one of ``sql`` / ``correlation`` / ``filter``, ``action``.
 
-
-def rule_to_doc(rule: Rule) -> dict[str, Any]:
-    """A rule in the rule files' form, typed values explicit where a plain scalar would mislead."""
+    Correlation properties are in the typed form: typed where a plain scalar would mislead
+    (``{int: 3}``), or every one typed with ``explicit_types`` (``{long: 3}``).
+    """
     doc: dict[str, Any] = {"name": rule.name}
-    doc.update(filter_to_doc(rule.filter))
+    flt = rule.filter
+    if isinstance(flt, SqlFilter):
+        doc["sql"] = flt.expression
+    elif isinstance(flt, (TrueFilter, FalseFilter)):
+        doc["filter"] = isinstance(flt, TrueFilter)
+    else:
+        correlation: dict[str, Any] = dict(flt.system_fields())
+        if flt.properties:
+            correlation["properties"] = {k: v.to_typed_form(explicit=explicit_types) for k, v in flt.properties}
+        doc["correlation"] = correlation
     if isinstance(rule.action, SqlRuleAction):
         doc["action"] = rule.action.expression
     return doc

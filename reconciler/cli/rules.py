@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
-from typing import Any
 
 import click
 
@@ -26,7 +24,7 @@ def rules() -> None:
               help="sas: keys or signature from the connection string; entra: Entra ID via azure-identity.")
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds per request.")
 def list_rules(topic: str, subscription: str, fmt: str, connection_string: str | None, auth: str, timeout: float) -> None:
-    """List the rules of --topic/--subscription (JSON, a rule-file YAML fragment, or a table)."""
+    """List the rules of --topic/--subscription: a rule-file document (JSON or YAML) or a table."""
     from reconciler.amqp.client import ManagementClient
 
     with ManagementClient(require_connection_string(connection_string), timeout=timeout, auth=auth) as client:
@@ -34,20 +32,13 @@ def list_rules(topic: str, subscription: str, fmt: str, connection_string: str |
     click.echo(render(topic, subscription, live, fmt), nl=False)
 
 
-def _json_rule(rule: model.Rule) -> dict[str, Any]:
-    doc = model.rule_to_doc(rule)
-    return {"name": doc["name"], "filter": model.filter_to_doc(rule.filter), "action": doc.get("action")}
-
-
 def render(topic: str, subscription: str, live: list[model.Rule], fmt: str) -> str:
-    """The rules as ``json`` ({"rules": [...]}), ``yaml`` (a rule-file fragment) or a ``table``."""
-    if fmt == "json":
-        return json.dumps({"rules": [_json_rule(r) for r in live]}, indent=2, ensure_ascii=False) + "\n"
-    if fmt == "yaml":
-        import yaml
+    """The rules as a rule-file document (``json`` or ``yaml``: the same document) or a ``table``."""
+    if fmt in ("json", "yaml"):
+        from reconciler.export import dump_json, dump_yaml, rule_file_doc
 
-        fragment = {"topic": topic, "subscriptions": {subscription: {"rules": [model.rule_to_doc(r) for r in live]}}}
-        return yaml.safe_dump(fragment, sort_keys=False, allow_unicode=True, width=120)
+        doc = rule_file_doc(topic, {subscription: live})
+        return dump_json(doc) if fmt == "json" else dump_yaml(doc)
     return _table(topic, subscription, live)
 
 

@@ -32,13 +32,15 @@ def test_json_output(capsys, seeded):
     code, out, err = run(capsys, ["rules", "list", "--topic", "orders", "--subscription", "empty", "--format", "json",
                                   "--connection-string", seeded.connection_string])
     assert code == 0, err
-    assert json.loads(out) == {"rules": [
-        {"name": "corr", "filter": {"correlation": {"subject": "refund", "properties": {"region": "eu", "tier": {"int": 3}}}},
-         "action": None},
-        {"name": "act", "filter": {"sql": "a = 1"}, "action": "SET b = 2"},
-        {"name": "none", "filter": {"filter": False}, "action": None},
-    ]}
+    assert json.loads(out) == {"topic": "orders", "subscriptions": {"empty": {"rules": [
+        {"name": "corr", "correlation": {"subject": "refund", "properties": {"region": "eu", "tier": {"int": 3}}}},
+        {"name": "act", "sql": "a = 1", "action": "SET b = 2"},
+        {"name": "none", "filter": False},
+    ]}}}
     assert DEV_KEY not in out + err
+    code, yaml_out, _ = run(capsys, ["rules", "list", "--topic", "orders", "--subscription", "empty", "--format", "yaml",
+                                     "--connection-string", seeded.connection_string])
+    assert code == 0 and yaml.safe_load(yaml_out) == json.loads(out)  # one document, two serialisations
 
 
 def test_yaml_fragment_reads_back_as_rules(capsys, seeded, monkeypatch):
