@@ -48,14 +48,24 @@ def explain(topic: str, subscription: str, exc: ManagementError) -> str:
 
 
 def observe_subscriptions(
-    client: RuleReader, targets: Sequence[tuple[str, str]], *, concurrency: int = DEFAULT_CONCURRENCY
+    client: RuleReader,
+    targets: Sequence[tuple[str, str]],
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    missing_ok: bool = False,
 ) -> dict[tuple[str, str], tuple[Rule, ...]]:
-    """Read ``targets`` concurrently; raise one ObserveError listing every failure."""
+    """Read ``targets`` concurrently; raise one ObserveError listing every failure.
+
+    A subscription (or topic) that does not exist is a failure, unless ``missing_ok``: then it is
+    simply absent from the result, for callers to whom it means "not created yet".
+    """
     if not targets:
         return {}
     actual: dict[tuple[str, str], tuple[Rule, ...]] = {}
     failures: list[tuple[tuple[str, str], ManagementError]] = []
     for target, result in zip(targets, client.list_rules_many(targets, window=max(1, concurrency))):
+        if isinstance(result, NotFoundError) and missing_ok:
+            continue
         if isinstance(result, ManagementError):
             failures.append((target, result))
         else:

@@ -20,6 +20,7 @@ import numpy as np
 
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState, Filter, Rule
+from reconciler.observe import managed_subscriptions, observe_subscriptions
 from reconciler.traffic.report import render_report
 from reconciler.traffic.tally import Tally, examples, resolve, tally
 
@@ -78,7 +79,7 @@ def _scopes(desired: DesiredState, against: str, connection_string: str | None) 
         if not s.managed
     ]
     if against == "live":
-        current = _live_rules([(t.name, s.name) for t, s in managed], connection_string)
+        current = _observe_live(managed_subscriptions(desired), connection_string)
     else:
         current = _plan_rules(desired, against)
     scopes = []
@@ -88,7 +89,7 @@ def _scopes(desired: DesiredState, against: str, connection_string: str | None) 
     return scopes, skipped
 
 
-def _live_rules(
+def _observe_live(
     subscriptions: Sequence[tuple[str, str]], connection_string: str | None
 ) -> dict[tuple[str, str], tuple[tuple[Rule, ...], str]]:
     if not connection_string:
@@ -97,16 +98,11 @@ def _live_rules(
             "or compare with a plan file: --against PLAN.json"
         )
     from reconciler.amqp.client import ManagementClient
-    from reconciler.amqp.errors import NotFoundError
 
-    out: dict[tuple[str, str], tuple[tuple[Rule, ...], str]] = {}
     with ManagementClient(connection_string) as client:
-        for topic, sub in subscriptions:
-            try:
-                out[(topic, sub)] = (tuple(client.list_rules(topic, sub)), "live")
-            except NotFoundError:
-                out[(topic, sub)] = ((), "new")
-    return out
+        # A declared subscription that does not exist yet has no current rules: everything it gets is new.
+        live = observe_subscriptions(client, subscriptions, missing_ok=True)
+    return {key: (live[key], "live") if key in live else ((), "new") for key in subscriptions}
 
 
 def _plan_rules(desired: DesiredState, path: str) -> dict[tuple[str, str], tuple[tuple[Rule, ...], str]]:

@@ -60,3 +60,21 @@ def test_refused_credentials_are_reported_once(kit):
         observe_subscriptions(client, list(client.subs))
     (problem,) = exc.value.problems
     assert problem.startswith("access refused for 5 of 5 subscriptions")
+
+
+def test_a_missing_subscription_is_absent_when_the_caller_says_so(kit):
+    client = kit.FakeClient({("t", "ok"): [kit.DEFAULT]})
+    targets = [("t", "ok"), ("t", "missing"), ("gone", "x")]
+    assert observe_subscriptions(client, targets, missing_ok=True) == {("t", "ok"): (kit.DEFAULT,)}
+    with pytest.raises(ObserveError) as exc:
+        observe_subscriptions(client, targets)
+    assert len(exc.value.problems) == 2
+
+
+def test_missing_ok_does_not_hide_other_failures(kit):
+    client = kit.FakeClient({("t", "ok"): [kit.DEFAULT]})
+    client.fault = lambda op, topic, sub, *rest: BadRequestError("refused", status=400) if sub == "ok" else None
+    with pytest.raises(ObserveError) as exc:
+        observe_subscriptions(client, [("t", "ok"), ("t", "missing")], missing_ok=True)
+    (problem,) = exc.value.problems
+    assert problem.startswith("t/ok:")

@@ -166,3 +166,15 @@ def test_end_to_end_emulator_sample_to_impact_report(spark, emulator, run_cli, t
     assert eu["delivered"] == sum(new) == 6
     assert eu["gained"] == sum(n and not o for n, o in zip(new, old)) == 2
     assert eu["lost"] == 0 and eu["delivered_before"] == 4
+
+
+def test_current_rules_come_live_and_a_subscription_not_created_yet_counts_as_new(emulator):
+    from reconciler.traffic.impact import _scopes
+
+    rule = model.Rule("all", model.TrueFilter())
+    desired = model.DesiredState(
+        (model.Topic("orders", (model.Subscription("eu", (rule,)), model.Subscription("planned", (rule,)))),)
+    )
+    scopes, _ = _scopes(desired, "live", emulator.connection_string)
+    by_name = {s.subscription: (s.current_source, s.current) for s in scopes}
+    assert by_name == {"eu": ("live", ORDERS.topics[0].subscriptions[1].rules), "planned": ("new", ())}
