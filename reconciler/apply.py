@@ -133,11 +133,11 @@ def render_report(report: ApplyReport) -> str:
         }[result.status]
         lines.append(head)
         for change in result.applied:
-            symbol, verb = _VERB[change.action]
+            symbol, verb = _VERB[change.kind]
             lines.append(f"  {symbol} {verb} rule {change.rule!r}")
         for change in result.not_applied:
-            symbol, _ = _VERB[change.action]
-            lines.append(f"  {symbol} NOT applied: {change.action} rule {change.rule!r}")
+            symbol, _ = _VERB[change.kind]
+            lines.append(f"  {symbol} NOT applied: {change.kind} rule {change.rule!r}")
     c = report.counts()
     summary = f"Apply {'complete' if report.ok else 'incomplete'}: {c['applied']} change(s) applied"
     if not report.ok:
@@ -174,7 +174,7 @@ class _NameTaken(StepFailed):
 
 
 def _step_context(step: str, change: Change) -> str:
-    return step if step == change.action else f"{step} of rule {change.rule!r}"
+    return step if step == change.kind else f"{step} of rule {change.rule!r}"
 
 
 def _transient(exc: SbrulesError) -> bool:
@@ -207,7 +207,7 @@ class _Runner:
             except SbrulesError as exc:
                 outcome, error = ("retry" if _transient(exc) and attempt < TRANSIENT_ATTEMPTS else "error"), exc
             self._log(
-                change=change.action, rule=change.rule, step=step, op=op, target=rule_name, attempt=attempt,
+                change=change.kind, rule=change.rule, step=step, op=op, target=rule_name, attempt=attempt,
                 outcome=outcome, error=str(error) if error else None,
                 ms=round((time.perf_counter() - started) * 1000, 1),
             )
@@ -252,10 +252,10 @@ class _Runner:
 
     # -- changes --------------------------------------------------------------------------------
     def apply_change(self, change: Change) -> None:
-        if change.action is ChangeKind.CREATE:
+        if change.kind is ChangeKind.CREATE:
             assert change.after is not None
             self._add("create", change, change.after)
-        elif change.action is ChangeKind.DELETE:
+        elif change.kind is ChangeKind.DELETE:
             assert change.before is not None
             self._remove("delete", change, change.before.name)
         elif self.options.strategy == DIRECT and self.live - {change.rule.casefold()}:

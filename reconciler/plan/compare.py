@@ -40,7 +40,7 @@ def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
         plan = plan_subscription(topic.name, sub.name, sub.rules or (), live, allow_empty=sub.allow_empty)
         subs.append(plan)
         for change in plan.changes:
-            if change.action is ChangeKind.REPLACE and (
+            if change.kind is ChangeKind.REPLACE and (
                 (change.after and change.after.has_action) or (change.before and change.before.has_action)
             ):
                 warnings.append(

@@ -15,7 +15,9 @@ from typing import Any, Mapping
 from reconciler.errors import SbrulesError
 from reconciler.model import Rule, rule_from_doc, rule_to_doc
 
-PLAN_FORMAT_VERSION = 1
+#: Version 2 names a change's kind ``change``; version 1 called it ``action``, the word a rule's SQL
+#: action uses. Apply still reads version 1 plans.
+PLAN_FORMAT_VERSION = 2
 RULE_NAME_MAX = 50
 
 #: Suffix of the temporary rule a gapless replacement adds; plan and apply treat any live rule
@@ -74,7 +76,7 @@ class Change:
     topic: str
     subscription: str
     rule: str
-    action: ChangeKind
+    kind: ChangeKind
     reasons: tuple[str, ...]
     before: Rule | None = None
     after: Rule | None = None
@@ -85,7 +87,7 @@ class Change:
             "topic": self.topic,
             "subscription": self.subscription,
             "rule": self.rule,
-            "action": self.action.value,
+            "change": self.kind.value,
             "reasons": list(self.reasons),
             "before": rule_to_doc(self.before) if self.before else None,
             "after": rule_to_doc(self.after) if self.after else None,
@@ -100,14 +102,14 @@ class Change:
             topic=doc["topic"],
             subscription=doc["subscription"],
             rule=doc["rule"],
-            action=ChangeKind(doc["action"]),
+            kind=ChangeKind(doc["change"]),
             reasons=tuple(doc["reasons"]),
             before=rule_from_doc(doc["before"]) if doc.get("before") else None,
             after=rule_from_doc(doc["after"]) if doc.get("after") else None,
             diff=tuple(doc.get("diff", ())),
         )
-        if change.action.sides != (change.before is not None, change.after is not None):
-            raise ValueError(f"change of rule {change.rule!r}: action {change.action.value!r} with that before/after")
+        if change.kind.sides != (change.before is not None, change.after is not None):
+            raise ValueError(f"change of rule {change.rule!r}: {change.kind.value} with that before/after")
         return change
 
 
@@ -162,7 +164,7 @@ class Plan:
     def summary(self) -> dict[str, int]:
         counts = {kind.value: 0 for kind in ChangeKind}
         for change in self.changes:
-            counts[change.action] += 1
+            counts[change.kind] += 1
         counts["unchanged"] = sum(sp.unchanged for sp in self.subscriptions)
         return counts
 
@@ -185,11 +187,15 @@ class Plan:
         """Read a plan document written by :meth:`to_json` (apply runs exactly what was reviewed)."""
         if not isinstance(doc, Mapping) or "format_version" not in doc:
             raise PlanError("not an sbrules plan file (no format_version)")
-        if doc["format_version"] != PLAN_FORMAT_VERSION:
+        version = doc["format_version"]
+        if version not in _UPGRADES and version != PLAN_FORMAT_VERSION:
             raise PlanError(
-                f"plan format_version {doc['format_version']!r} is not supported (expected {PLAN_FORMAT_VERSION})"
+                f"plan format_version {version!r} is not supported (this sbrules reads "
+                f"{', '.join(map(str, [*_UPGRADES, PLAN_FORMAT_VERSION]))})"
             )
         try:
+            while doc["format_version"] in _UPGRADES:
+                doc = _UPGRADES[doc["format_version"]](doc)
             by_subscription: dict[tuple[str, str], list[Change]] = {}
             for entry in doc["changes"]:
                 change = Change.from_json(entry)
@@ -215,3 +221,16 @@ class Plan:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
         return cls(tuple(subs), skipped, warnings)
+
+
+def _upgrade_v1(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 → 2: a change's kind was called ``action``."""
+    changes = [
+        {("change" if key == "action" else key): value for key, value in c.items()} if isinstance(c, Mapping) else c
+        for c in doc["changes"]
+    ]
+    return {**doc, "format_version": 2, "changes": changes}
+
+
+#: Older plan format versions and the step that reads each as the next one.
+_UPGRADES = {1: _upgrade_v1}

@@ -35,10 +35,10 @@ def render_text(plan: Plan) -> str:
             continue
         lines.append(f"subscription {sp.path}  ({sp.unchanged} unchanged)")
         for change in sp.changes:
-            lines.append(f"  {_SYMBOL[change.action]} {change.action} rule {change.rule!r}")
+            lines.append(f"  {_SYMBOL[change.kind]} {change.kind} rule {change.rule!r}")
             for reason in change.reasons:
                 lines.append(f"      # {reason}")
-            shown = _shown_rule(change.action, change.before, change.after)
+            shown = _shown_rule(change.kind, change.before, change.after)
             if shown:
                 lines += _rule_lines(shown, "      ")
             lines += [f"      {line}" for line in change.diff]
@@ -78,10 +78,10 @@ def render_markdown(plan: Plan) -> str:
         out.append("")
         out.append("```diff")
         for change in sp.changes:
-            symbol = _SYMBOL[change.action].replace("~", "!")  # "!" lines render highlighted in a diff block
-            out.append(f"{symbol} {change.action} {change.rule}")
+            symbol = _SYMBOL[change.kind].replace("~", "!")  # "!" lines render highlighted in a diff block
+            out.append(f"{symbol} {change.kind} {change.rule}")
             out += [f"#   {reason}" for reason in change.reasons]
-            shown = _shown_rule(change.action, change.before, change.after)
+            shown = _shown_rule(change.kind, change.before, change.after)
             if shown:
                 out += _rule_lines(shown, f"{symbol}     ")
             out += list(change.diff)  # unindented, so its -/+ lines are coloured too
@@ -106,9 +106,9 @@ def render_drift_text(plan: Plan) -> str:
     """One line per drifted rule (with the reasons of a modification), then a verdict."""
     lines = []
     for change in plan.changes:
-        detail = "; ".join(change.reasons) if change.action is ChangeKind.REPLACE else ""
+        detail = "; ".join(change.reasons) if change.kind is ChangeKind.REPLACE else ""
         lines.append(
-            f"drift {change.topic}/{change.subscription} rule {change.rule!r}: {DriftKind.of(change.action)}"
+            f"drift {change.topic}/{change.subscription} rule {change.rule!r}: {DriftKind.of(change.kind)}"
             + (f" ({detail})" if detail else "")
         )
         lines += [f"    {line}" for line in change.diff]
@@ -127,7 +127,7 @@ def render_drift_json(plan: Plan) -> str:
         k: doc[k] for k in ("summary", "changes", "subscriptions", "skipped")
     }
     doc["drift"] = [
-        {"topic": c.topic, "subscription": c.subscription, "rule": c.rule, "kind": DriftKind.of(c.action).value}
+        {"topic": c.topic, "subscription": c.subscription, "rule": c.rule, "kind": DriftKind.of(c.kind).value}
         for c in plan.changes
     ]
     return json.dumps(doc, indent=2, ensure_ascii=False)

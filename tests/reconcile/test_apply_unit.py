@@ -29,7 +29,7 @@ def test_apply_converges_in_safe_order(kit):
     a, b, b2, c = kit.corr("a", "A"), kit.corr("b", "B"), kit.corr("b", "B2"), kit.corr("c", "C")
     client, desired = _setup(kit, {"s": [kit.DEFAULT, b]}, {"s": [a, b2, c]})
     plan = _plan(client, desired)
-    assert [(ch.action, ch.rule) for ch in plan.changes] == [
+    assert [(ch.kind, ch.rule) for ch in plan.changes] == [
         ("create", "a"), ("create", "c"), ("replace", "b"), ("delete", "$Default")
     ]
     report = apply_plan(client, plan)
@@ -170,7 +170,7 @@ def test_crash_mid_replace_is_repaired_by_the_next_plan(kit):
     client.fault = lambda *a: None
     assert set(client.rules(T, "s")) == {"r.sbrules-tmp"}
     repair = _plan(client, desired)
-    assert [(c.action, c.rule) for c in repair.changes] == [("create", "r"), ("delete", "r.sbrules-tmp")]
+    assert [(c.kind, c.rule) for c in repair.changes] == [("create", "r"), ("delete", "r.sbrules-tmp")]
     assert "leftover temporary rule" in repair.changes[1].reasons[0]
     assert apply_plan(client, repair).ok
     assert client.rules(T, "s") == {"r": kit.corr("r", "R2")}

@@ -58,7 +58,7 @@ SQL_A = Rule("a", SqlFilter("amount > 1000 AND currency = 'EUR'"))
 def test_create_delete_unchanged_and_default_removal():
     keep = Rule("keep", SqlFilter("x = 1"))
     sp = one([keep, SQL_A], [Rule("$Default", TrueFilter()), keep, Rule("extra", FalseFilter())])
-    assert [(c.action, c.rule) for c in sp.changes] == [("create", "a"), ("delete", "$Default"), ("delete", "extra")]
+    assert [(c.kind, c.rule) for c in sp.changes] == [("create", "a"), ("delete", "$Default"), ("delete", "extra")]
     assert sp.unchanged == 1 and sp.rules_after == 2
     assert "$Default" in reasons_of(sp, "$Default")[0]
     assert "not declared" in reasons_of(sp, "extra")[0]
@@ -94,7 +94,7 @@ def test_action_property_name_case_is_a_change():
 def test_string_literal_case_is_a_change():
     sp = one([SQL_A], [Rule("a", SqlFilter("amount > 1000 AND currency = 'eur'"))])
     (change,) = sp.changes
-    assert change.action == "replace" and change.reasons == ("SQL filter changed (canonical form)",)
+    assert change.kind == "replace" and change.reasons == ("SQL filter changed (canonical form)",)
     assert any(line.startswith("-") and "'eur'" in line for line in change.diff)
     assert any(line.startswith("+") and "'EUR'" in line for line in change.diff)
 
@@ -161,14 +161,14 @@ def test_declared_sql_that_does_not_parse_fails_the_plan():
 
 def test_unparseable_live_sql_is_compared_as_text():
     sp = one([SQL_A], [Rule("a", SqlFilter("amount >>> 1"))])
-    assert sp.changes[0].action == "replace"
+    assert sp.changes[0].kind == "replace"
 
 
 def test_empty_rule_set_needs_allow_empty():
     with pytest.raises(PlanError, match="allow_empty"):
         one([], [SQL_A])
     sp = one([], [SQL_A], allow_empty=True)
-    assert [(c.action, c.rule) for c in sp.changes] == [("delete", "a")] and sp.rules_after == 0
+    assert [(c.kind, c.rule) for c in sp.changes] == [("delete", "a")] and sp.rules_after == 0
 
 
 def test_reserved_temporary_suffix():
@@ -211,10 +211,10 @@ def test_plan_document_is_valid_and_round_trips(kit):
     plan = _sample_plan(kit)
     doc = json.loads(render_json(plan))
     plan_validator().validate(doc)
-    assert doc["format_version"] == 1
+    assert doc["format_version"] == 2
     assert doc["summary"] == {"create": 1, "replace": 1, "delete": 1, "unchanged": 0}
     assert doc["skipped"] == [{"topic": "orders", "subscription": "legacy", "reason": doc["skipped"][0]["reason"]}]
-    change = next(c for c in doc["changes"] if c["action"] == "create")
+    change = next(c for c in doc["changes"] if c["change"] == "create")
     assert change["after"] == {"name": "r", "correlation": {"subject": "refund", "properties": {"tier": {"int": 3}}}}
     assert change["before"] is None
     again = Plan.from_json(doc)
@@ -222,9 +222,19 @@ def test_plan_document_is_valid_and_round_trips(kit):
     assert plan.warnings and "action" in plan.warnings[0]
 
 
+def test_version_1_plan_files_are_still_read(kit):
+    """``data/plan-v1.json`` was written by the version 1 writer for the sample plan (change kind as ``action``)."""
+    doc = json.loads((Path(__file__).parent / "data" / "plan-v1.json").read_text())
+    assert doc["format_version"] == 1 and all("action" in c and "change" not in c for c in doc["changes"])
+    assert Plan.from_json(doc) == _sample_plan(kit)
+    doc["changes"][0]["action"] = "upsert"
+    with pytest.raises(PlanError, match="malformed plan file"):
+        Plan.from_json(doc)
+
+
 def test_schema_rejects_a_broken_plan(kit):
     doc = json.loads(render_json(_sample_plan(kit)))
-    doc["changes"][0]["action"] = "upsert"
+    doc["changes"][0]["change"] = "upsert"
     assert list(plan_validator().iter_errors(doc))
     with pytest.raises(PlanError, match="format_version"):
         Plan.from_json({"format_version": 99})

@@ -34,15 +34,15 @@ def test_plan_shows_every_category_and_hides_cosmetic_sql(desired):
     with Emulator(live) as emu, ManagementClient(emu.connection_string) as client:
         plan = _plan(client, desired)
     actions = {(c.subscription, c.rule): c for c in plan.changes}
-    kinds = {c.action for c in plan.changes}
+    kinds = {c.kind for c in plan.changes}
     assert kinds == {"create", "replace", "delete"}
     cosmetic = next(d for d in drifts if "NOT show" in d.what)
     cosmetic_rule = cosmetic.what.split("'")[1]
     assert all(c.rule != cosmetic_rule for c in plan.changes)
     retyped = [c for c in plan.changes if any("property" in r and "→" in r for r in c.reasons)]
     assert retyped and any("long 1 → int 1" in r or "long 3 → int 3" in r for r in retyped[0].reasons)
-    assert any(c.rule == "$Default" and c.action == "delete" for c in plan.changes)
-    assert any(c.diff for c in plan.changes if c.action == "replace")
+    assert any(c.rule == "$Default" and c.kind == "delete" for c in plan.changes)
+    assert any(c.diff for c in plan.changes if c.kind == "replace")
     assert [s.subscription for s in plan.skipped] == ["legacy-export"]
     assert plan.summary()["unchanged"] > 0
     assert len(actions) == len(plan.changes)
@@ -158,7 +158,7 @@ def test_rerun_after_a_crash_mid_replace_converges(desired, crashed_after):
             ns.remove_rule("orders", "billing", "refunds")
         plan = _plan(client, desired)
         expected = {"add-temporary": [("replace", "refunds")], "remove-old": [("create", "refunds")]}[crashed_after]
-        assert [(c.action, c.rule) for c in plan.changes] == expected + [("delete", "refunds.sbrules-tmp")]
+        assert [(c.kind, c.rule) for c in plan.changes] == expected + [("delete", "refunds.sbrules-tmp")]
         report = apply_plan(client, plan)
         assert report.ok, render_report(report)
         assert not _plan(client, desired).has_changes
