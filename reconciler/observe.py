@@ -1,4 +1,4 @@
-"""Read the live rules of every managed subscription: all at once, bounded, over one connection.
+"""The one live-rules reader: the rules of many subscriptions at once, bounded, over one connection.
 
 The management client pipelines the whole batch over a single AMQP connection from this one
 thread, ``concurrency`` requests in flight at a time. Every failure is collected and reported
@@ -30,7 +30,10 @@ class ObserveError(SbrulesError):
 
     def __init__(self, problems: Sequence[str]):
         self.problems = list(problems)
-        super().__init__("cannot read the live rules:\n" + "\n".join(f"  {p}" for p in problems))
+        if len(self.problems) == 1:
+            super().__init__(f"cannot read the live rules: {self.problems[0]}")
+        else:
+            super().__init__("cannot read the live rules:\n" + "\n".join(f"  {p}" for p in problems))
 
 
 def explain(topic: str, subscription: str, exc: ManagementError) -> str:

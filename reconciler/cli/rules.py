@@ -26,10 +26,11 @@ def rules() -> None:
 def list_rules(topic: str, subscription: str, fmt: str, connection_string: str | None, auth: str, timeout: float) -> None:
     """List the rules of --topic/--subscription: a rule-file document (JSON or YAML) or a table."""
     from reconciler.amqp.client import ManagementClient
+    from reconciler.observe import observe_subscriptions
 
     with ManagementClient(require_connection_string(connection_string), timeout=timeout, auth=auth) as client:
-        live = client.list_rules(topic, subscription)
-    click.echo(render(topic, subscription, live, fmt), nl=False)
+        live = observe_subscriptions(client, [(topic, subscription)])[(topic, subscription)]
+    click.echo(render(topic, subscription, list(live), fmt), nl=False)
 
 
 def render(topic: str, subscription: str, live: list[model.Rule], fmt: str) -> str:

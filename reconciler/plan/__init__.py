@@ -6,7 +6,7 @@
 - :mod:`.render`: text, Markdown, JSON and drift views of a plan.
 """
 
-from reconciler.plan.compare import compute_plan, differences, plan_subscription
+from reconciler.plan.compare import compute_plan, plan_subscription
 from reconciler.plan.ops import (
     PLAN_FORMAT_VERSION,
     TEMP_SUFFIX,
@@ -44,7 +44,6 @@ __all__ = [
     "Skipped",
     "SubscriptionPlan",
     "compute_plan",
-    "differences",
     "fingerprint",
     "is_temp_rule_name",
     "plan_subscription",

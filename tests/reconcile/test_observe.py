@@ -78,3 +78,11 @@ def test_missing_ok_does_not_hide_other_failures(kit):
         observe_subscriptions(client, [("t", "ok"), ("t", "missing")], missing_ok=True)
     (problem,) = exc.value.problems
     assert problem.startswith("t/ok:")
+
+
+def test_one_failure_is_one_line(kit):
+    with pytest.raises(ObserveError) as exc:
+        observe_subscriptions(kit.FakeClient({}), [("t", "missing")])
+    assert str(exc.value) == (
+        "cannot read the live rules: t/missing: topic 't' or subscription 'missing' does not exist in the namespace"
+    )
