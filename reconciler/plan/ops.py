@@ -187,11 +187,11 @@ class Plan:
         """Read a plan document written by :meth:`to_json` (apply runs exactly what was reviewed)."""
         if not isinstance(doc, Mapping) or "format_version" not in doc:
             raise PlanError("not an sbrules plan file (no format_version)")
-        version = doc["format_version"]
-        if version not in _UPGRADES and version != PLAN_FORMAT_VERSION:
+        readable = (*_UPGRADES, PLAN_FORMAT_VERSION)
+        if doc["format_version"] not in readable:
             raise PlanError(
-                f"plan format_version {version!r} is not supported (this sbrules reads "
-                f"{', '.join(map(str, [*_UPGRADES, PLAN_FORMAT_VERSION]))})"
+                f"plan format_version {doc['format_version']!r} is not supported "
+                f"(this sbrules reads {', '.join(map(str, readable))})"
             )
         try:
             while doc["format_version"] in _UPGRADES:
