@@ -137,7 +137,7 @@ def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, BooleanType, StringType, StructField, StructType
 
-    from reconciler.traffic.fallback import message_struct
+    from reconciler.traffic.spark.fallback import message_struct
     from reconciler.traffic.impact import _evaluate
     from reconciler.traffic.session import spark_session
     from reconciler.traffic.tally import tally

@@ -1,5 +1,6 @@
 """The Service Bus SQL language: one grammar and AST, with a canonical printer, a faithful
-evaluator, rule actions and routing (the Spark translator in ``spark.py`` walks the same AST).
+evaluator, rule actions and routing. No Spark and no I/O here: the Spark translation
+(:mod:`reconciler.traffic.spark`) walks the same AST and compiles it to the traffic sample's layout.
 
 Semantics: ``docs/sql-language.md``; vectors: ``tests/data/sql_vectors.yaml``.
 """

@@ -1,5 +1,6 @@
 """Traffic validation: peek messages into a Parquet sample, evaluate filters on it with Spark.
 
-Nothing here imports pyspark at module import time except the Spark-facing modules
-(:mod:`session`, :mod:`impact`), which the CLI loads only for commands that need a JVM.
+``pyspark`` is imported only inside this package, and only when a command runs Spark: the
+modules that import it at import time (:mod:`reconciler.traffic.spark`) are loaded from the
+functions that start a Spark job.
 """

@@ -2,7 +2,7 @@
 
 For every declared (managed) subscription the desired rules and the *current* rules (read live
 from the namespace, or the ``before`` side of a plan file) are compiled to native Spark columns
-(:mod:`reconciler.sql.spark`). One pass groups the messages by their filter outcomes
+(:mod:`reconciler.traffic.spark`). One pass groups the messages by their filter outcomes
 (:mod:`reconciler.traffic.tally`); from those groups come, per subscription, the messages
 delivered, gained and lost versus today and the messages whose filter evaluation fails
 (dead-letter candidates); per rule, its matches and errors; and across each topic, the messages no
@@ -158,7 +158,7 @@ def _read_sample(spark: Any, dataset: str) -> Any:
 def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from reconciler.sql.spark import PropertyCells, property_names, rule_columns
+    from reconciler.traffic.spark import PropertyCells, property_names, rule_columns
     from reconciler.traffic.property_types import property_types
 
     # Each property the filters name is looked up in the props map once per message, and the

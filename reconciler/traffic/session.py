@@ -21,7 +21,7 @@ DEFAULT_MASTER = "local[*]"
 #: HotSpot's HugeMethodLimit: larger generated methods are never JIT-compiled.
 HUGE_METHOD_LIMIT = 8000
 #: PySpark records the Python call site of every Column operation for error messages: several
-#: JVM round trips and a Python stack walk each, which tripled the cost of translating filters.
+#: JVM round trips and a Python stack walk each, which would be most of the cost of translating filters.
 NO_CALL_SITES = "spark.python.sql.dataFrameDebugging.enabled"
 
 
@@ -55,8 +55,8 @@ def spark_session(
     session.conf.set("spark.sql.ansi.enabled", flag)
     session.conf.set("spark.sql.session.timeZone", "UTC")
     # A report's whole-stage code for fifty filters compiles to one method of ~55 KB of bytecode,
-    # which HotSpot never JIT-compiles (its limit is 8,000 bytes): run interpreted, it took 2.5x
-    # as long as Spark's per-operator code, which splits into methods the JIT does compile.
+    # which HotSpot never JIT-compiles (its limit is 8,000 bytes) and so runs interpreted, slower
+    # than Spark's per-operator code, which splits into methods the JIT does compile.
     session.conf.set("spark.sql.codegen.hugeMethodLimit", str(HUGE_METHOD_LIMIT))
     if not connect:
         session.sparkContext.setLogLevel("ERROR")

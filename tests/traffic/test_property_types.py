@@ -75,7 +75,7 @@ def test_known_types_drop_unreachable_branches(spark):
     from pyspark.sql import functions as F
 
     from reconciler.sql import parse_filter
-    from reconciler.sql.spark import PropertyCells, to_spark
+    from reconciler.traffic.spark import PropertyCells, to_spark
 
     frame = spark.createDataFrame([], "props map<string, struct<k:string,t:string,s:string,l:bigint,d:double,b:boolean>>")
     types = {"quantity": frozenset({"long"})}

@@ -40,7 +40,7 @@ def evaluate_matrix(frame, predicates):
 def test_vectors_agree_with_python_evaluator_and_expectations(interpreted, frame_of, sql_filter_vectors, way):
     """``property-cells``: lookups and tag tests projected once per message; ``observed-types``
     also translates for the types the vector messages' properties have (the report's way)."""
-    from reconciler.sql.spark import PropertyCells, Untranslatable, property_names, to_spark
+    from reconciler.traffic.spark import PropertyCells, Untranslatable, property_names, to_spark
     from reconciler.traffic.property_types import property_types
 
     vectors = sql_filter_vectors
@@ -81,7 +81,7 @@ def test_vectors_agree_with_python_evaluator_and_expectations(interpreted, frame
 
 
 def test_correlation_vectors_agree(interpreted, frame_of, sql_correlation_vectors):
-    from reconciler.sql.spark import filter_columns
+    from reconciler.traffic.spark import filter_columns
 
     vectors = sql_correlation_vectors
     frame = frame_of(message for _, _, message, _ in vectors)

@@ -1,0 +1,342 @@
+"""The Service Bus operators over compiled values: arithmetic, comparison, IN and LIKE.
+
+Spark's own ``=``, ``IN``, ``LIKE``, ``/`` and ``+`` cast silently, return NULL where Service Bus
+returns FALSE or fails, and change with ``spark.sql.ansi.enabled``. So nothing here lets Spark
+coerce: every operator is an ordered ``CASE`` over its operands' type tags that mirrors the C#
+operator table (docs/sql-language.md §5), built with :mod:`reconciler.traffic.spark.algebra`.
+Integer overflow uses ``try_*`` functions, and division guards replace a zero divisor before
+dividing, so results do not depend on ANSI mode.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Callable
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from reconciler.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from reconciler.sql.values import MAX_STRING_LENGTH
+from reconciler.traffic.rows import micros_since_epoch
+from reconciler.traffic.spark.algebra import (
+    INTEGRAL,
+    MISSING_TAG,
+    NUMERIC,
+    TIMES,
+    Branch,
+    Case,
+    Cond,
+    Pred,
+    Untranslatable,
+    Val,
+    all_of,
+    any_of,
+    first_error,
+    let,
+    pred_case,
+    reachable,
+    val_case,
+    with_error,
+)
+from reconciler.traffic.spark.dotnet_text import text_of
+
+DATETIME_MIN = micros_since_epoch(_dt.datetime(1, 1, 1, tzinfo=_dt.timezone.utc))
+DATETIME_MAX = micros_since_epoch(_dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=_dt.timezone.utc))
+
+
+def _as_double(value: Val) -> Column:
+    if value.tags & NUMERIC <= {"double"}:
+        return value.d
+    if not value.tags & {"double"}:
+        return value.l.cast("double")
+    return F.when(value.is_({"double"}), value.d).otherwise(value.l.cast("double"))
+
+
+def _mismatch(op: str, a: Val, b: Val) -> Column:
+    return F.concat(F.lit("type mismatch: "), a.tag_col(), F.lit(f" {op} "), b.tag_col())
+
+
+def _any_missing(a: Val, b: Val) -> Cond:
+    return any_of(a.is_({MISSING_TAG}), b.is_({MISSING_TAG}))
+
+
+def _numeric_cases(op: str, a: Val, b: Val) -> list[Case]:
+    """int⊕int → int (checked), integral → long (checked), else double."""
+
+    def integral(tag: str, low: int, high: int, wide: bool) -> Callable[[], Any]:
+        def build() -> Any:
+            value, err = _integral_op(op, a.l, b.l, low, high, wide)
+            return frozenset({tag}), {"l": value, "err": err}
+
+        return build
+
+    return [
+        (lambda x, y: all_of(x.is_({"int"}), y.is_({"int"})), integral("int", INT32_MIN, INT32_MAX, True)),
+        (lambda x, y: all_of(x.is_(INTEGRAL), y.is_(INTEGRAL)), integral("long", INT64_MIN, INT64_MAX, False)),
+        (
+            lambda x, y: all_of(x.is_(NUMERIC), y.is_(NUMERIC)),
+            lambda: (frozenset({"double"}), {"d": _double_op(op, _as_double(a), _as_double(b))}),
+        ),
+    ]
+
+
+def _integral_op(op: str, x: Column, y: Column, low: int, high: int, wide: bool) -> tuple[Column, Column]:
+    """Checked C# integer arithmetic. ``wide``: operands are Int32 held in a bigint (cannot overflow it)."""
+    overflow = F.lit(f"arithmetic overflow in {op}")
+    if op in ("/", "%"):
+        zero = y == 0
+        min_div = (x == low) & (y == -1)
+        safe_y = F.when(zero | min_div, F.lit(1).cast("bigint")).otherwise(y)
+        if op == "/":
+            value = F.call_function("div", x, safe_y)
+            err = F.when(zero, F.lit("division by zero")).when(min_div, overflow)
+        else:
+            value = x % safe_y
+            err = F.when(zero, F.lit("division by zero")).when(min_div, overflow)
+        return value, err
+    if wide:
+        value = {"+": x + y, "-": x - y, "*": x * y}[op]
+        return value, F.when((value < low) | (value > high), overflow)
+    value = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[op](x, y)
+    return value, F.when(value.isNull(), overflow)
+
+
+def _double_op(op: str, x: Column, y: Column) -> Column:
+    """IEEE double arithmetic; Spark returns NULL / raises on ``/ 0``, C# gives ±Infinity / NaN."""
+    if op in ("+", "-", "*"):
+        return {"+": x + y, "-": x - y, "*": x * y}[op]
+    zero = y == 0
+    safe_y = F.when(zero, F.lit(1.0)).otherwise(y)
+    if op == "%":
+        return F.when(zero | F.isnan(y), F.lit(float("nan"))).otherwise(x % safe_y)
+    y_negative = F.when(zero, y.cast("string").startswith("-")).otherwise(y < 0)  # -0.0 counts
+    signed_inf = F.when((x > 0) != y_negative, F.lit(float("inf"))).otherwise(F.lit(float("-inf")))
+    return F.when(zero, F.when((x == 0) | F.isnan(x), F.lit(float("nan"))).otherwise(signed_inf)).otherwise(x / safe_y)
+
+
+def arithmetic(op: str, a: Val, b: Val) -> Val:
+    """``+ - * / %`` (§5.5): a missing operand first, then string concatenation, numbers, null, errors."""
+    return let([a, b], lambda x, y: _arithmetic(op, x, y))
+
+
+def _arithmetic(op: str, a: Val, b: Val) -> Val:
+    cases: list[Case] = [(_any_missing, lambda: (frozenset({MISSING_TAG}), {}))]
+    if op == "+":
+
+        def concat() -> Any:
+            text = F.concat(text_of(a), text_of(b))
+            too_long = F.when(F.length(text) > MAX_STRING_LENGTH, F.lit(f"string longer than {MAX_STRING_LENGTH}"))
+            return frozenset({"string"}), {"s": text, "err": too_long}
+
+        cases.append((lambda x, y: any_of(x.is_({"string"}), y.is_({"string"})), concat))
+    cases += _numeric_cases(op, a, b)
+    lifted = NUMERIC
+    if op in ("+", "-"):
+        cases += _time_cases(op, a, b)
+        lifted = NUMERIC | TIMES
+    cases.append(
+        (lambda x, y: any_of(all_of(x.is_({"null"}), y.is_(lifted)), all_of(x.is_(lifted), y.is_({"null"}))), lambda: (frozenset({"null"}), {}))
+    )
+    cases.append((lambda x, y: True, lambda: (frozenset({MISSING_TAG}), {"err": _mismatch(op, a, b)})))
+    result = val_case(Branch(cond, tags, fields) for cond, (tags, fields) in reachable([a, b], cases))
+    return with_error(result, first_error(a.err, b.err, result.err))
+
+
+def _time_cases(op: str, a: Val, b: Val) -> list[Case]:
+    """DateTime ± TimeSpan, DateTime − DateTime, TimeSpan ± TimeSpan (C# operators; µs resolution)."""
+    ts, span = frozenset({"timestamp"}), frozenset({"timespan"})
+    pairs = [(ts, span, "timestamp"), (span, span, "timespan")]
+    pairs.append((span, ts, "timestamp") if op == "+" else (ts, ts, "timespan"))
+
+    def build(result: str) -> Callable[[], Any]:
+        def make() -> Any:
+            value = a.l + b.l if op == "+" else a.l - b.l
+            err = None
+            if result == "timestamp":
+                err = F.when((value < DATETIME_MIN) | (value > DATETIME_MAX), F.lit("DateTime arithmetic out of range"))
+            return frozenset({result}), {"l": value, "err": err}
+
+        return make
+
+    return [(lambda x, y, left=left, right=right: all_of(x.is_(left), y.is_(right)), build(result)) for left, right, result in pairs]
+
+
+def negate(a: Val) -> Val:
+    """Unary minus: numbers (checked), a missing operand stays missing, anything else is an error."""
+    return let([a], _negate)
+
+
+def _negate(a: Val) -> Val:
+    def long_negation() -> Any:
+        value = F.try_subtract(F.lit(0).cast("bigint"), a.l)
+        return frozenset({"long"}), {"l": value, "err": F.when(value.isNull(), F.lit("arithmetic overflow in -"))}
+
+    cases: list[Case] = [
+        (lambda x: x.is_({MISSING_TAG}), lambda: (frozenset({MISSING_TAG}), {})),
+        (
+            lambda x: x.is_({"int"}),
+            lambda: (frozenset({"int"}), {"l": -a.l, "err": F.when(a.l == INT32_MIN, F.lit("arithmetic overflow in -"))}),
+        ),
+        (lambda x: x.is_({"long"}), long_negation),
+        (lambda x: x.is_({"double"}), lambda: (frozenset({"double"}), {"d": -a.d})),
+        (lambda x: x.is_({"timespan"}), lambda: (frozenset({"timespan"}), {"l": -a.l})),
+        (lambda x: True, lambda: (frozenset({MISSING_TAG}), {"err": F.concat(F.lit("cannot negate "), a.tag_col())})),
+    ]
+    result = val_case(Branch(cond, tags, fields) for cond, (tags, fields) in reachable([a], cases))
+    return with_error(result, first_error(a.err, result.err))
+
+
+_COMPARE: dict[str, Callable[[Column, Column], Column]] = {
+    "=": lambda x, y: x == y,
+    "<>": lambda x, y: x != y,
+    "<": lambda x, y: x < y,
+    "<=": lambda x, y: x <= y,
+    ">": lambda x, y: x > y,
+    ">=": lambda x, y: x >= y,
+}
+
+
+def compare(op: str, a: Val, b: Val) -> Pred:
+    """``= <> < <= > >=`` per the C# table of §5.4 (null semantics, no coercion, NaN never equal)."""
+    return let([a, b], lambda x, y: _compare(op, x, y))
+
+
+def _compare(op: str, a: Val, b: Val) -> Pred:
+    equality = op in ("=", "<>")
+    cmp = _COMPARE[op]
+    ordered = NUMERIC | TIMES
+
+    def doubles() -> Any:
+        x, y = _as_double(a), _as_double(b)
+        return F.when(F.isnan(x) | F.isnan(y), F.lit(op == "<>")).otherwise(cmp(x, y)), None
+
+    cases: list[Case] = [
+        (_any_missing, lambda: (None, None)),
+        (lambda x, y: all_of(x.is_({"null"}), y.is_({"null"})), lambda: (F.lit(op == "="), None)),
+    ]
+    if equality:
+        cases.append((lambda x, y: any_of(x.is_({"null"}), y.is_({"null"})), lambda: (F.lit(op == "<>"), None)))
+    else:
+        null_ordered = lambda x, y: any_of(all_of(x.is_({"null"}), y.is_(ordered)), all_of(x.is_(ordered), y.is_({"null"})))  # noqa: E731
+        cases.append((null_ordered, lambda: (F.lit(False), None)))
+    cases.append((lambda x, y: all_of(x.is_(INTEGRAL), y.is_(INTEGRAL)), lambda: (cmp(a.l, b.l), None)))
+    cases.append((lambda x, y: all_of(x.is_(NUMERIC), y.is_(NUMERIC)), doubles))
+    same = [("string", "s"), ("bool", "b"), ("uuid", "s")] if equality else []
+    for tag, column in same + [("timestamp", "l"), ("timespan", "l")]:
+        cases.append(
+            (lambda x, y, tag=tag: all_of(x.is_({tag}), y.is_({tag})), lambda column=column: (cmp(getattr(a, column), getattr(b, column)), None))
+        )
+    cases.append((lambda x, y: True, lambda: (None, _mismatch(op, a, b))))
+    result = pred_case([(cond, value, err) for cond, (value, err) in reachable([a, b], cases)])
+    return Pred(result.v, first_error(a.err, b.err, result.err))
+
+
+def in_list(value: Val, items: list[Val], negated: bool) -> Pred:
+    """Ordered ``CASE`` of Service Bus ``=`` (§5.7): FALSE, not NULL, when no item matches."""
+    return let([value, *items], lambda x, *rest: _in_list(x, list(rest), negated))
+
+
+def _in_list(value: Val, items: list[Val], negated: bool) -> Pred:
+    item_errs = [i.err for i in items]
+    x = with_error(value, None)
+    fast = _in_fast_path(x, items)
+    if fast is not None:
+        result = fast
+    else:
+        branches: list[tuple[Cond, Column | None, Column | None]] = [(x.is_({MISSING_TAG}), None, None)]
+        for item in items:
+            if item.is_({MISSING_TAG}) is not False:
+                branches.append((item.is_({MISSING_TAG}), None, F.lit("IN cannot compare with a missing property")))
+            eq = _compare("=", x, with_error(item, None))
+            if eq.err is not None:
+                branches.append((eq.err.isNotNull(), None, eq.err))
+            branches.append((F.coalesce(eq.v, F.lit(False)), F.lit(True), None))
+        branches.append((True, F.lit(False), None))
+        result = pred_case(branches)
+    v = ~result.v if negated else result.v
+    return Pred(v, first_error(value.err, *item_errs, result.err))
+
+
+def _in_fast_path(x: Val, items: list[Val]) -> Pred | None:
+    """All items string literals (or all long literals): one hashed ``isin`` instead of a CASE chain."""
+    for kind, column in (("string", "s"), ("long", "l")):
+        if not all(i.tags == {kind} and i.err is None and i.const for i in items):
+            continue
+        same = {"string"} if kind == "string" else INTEGRAL
+        values = [getattr(i, column) for i in items]
+        cases: list[Case] = [
+            (lambda v: v.is_({MISSING_TAG}), lambda: (None, None)),
+            (lambda v: v.is_(same), lambda: (getattr(x, column).isin(*values), None)),
+            (lambda v: v.is_({"null"}), lambda: (F.lit(False), None)),
+        ]
+        if kind == "long":
+            doubles = lambda: (x.d.isin(*(v.cast("double") for v in values)) & ~F.isnan(x.d), None)  # noqa: E731
+            cases.append((lambda v: v.is_({"double"}), doubles))
+        cases.append((lambda v: True, lambda: (None, _mismatch("=", x, items[0]))))
+        return pred_case([(cond, value, err) for cond, (value, err) in reachable([x], cases)])
+    return None
+
+
+def like(value: Val, pattern: str, escape: str | None, negated: bool) -> Pred:
+    """LIKE with a constant pattern: an anchored Java regex with ``(?d)`` built here (§5.6)."""
+    return let([value], lambda x: _like(x, pattern, escape, negated))
+
+
+def _like(value: Val, pattern: str, escape: str | None, negated: bool) -> Pred:
+    regex, units = like_regex(pattern, escape)
+    text = text_of(value)
+    if units:
+        text = F.regexp_replace(text, "([\\x{10000}-\\x{10FFFF}])", "$1\uffff")
+    matched = text.rlike(regex)
+    result = pred_case([(value.is_({MISSING_TAG}), None, None), (True, matched, None)])
+    v = ~result.v if negated else result.v
+    return Pred(v, value.err)
+
+
+def like_regex(pattern: str, escape: str | None) -> tuple[str, bool]:
+    """The Java regex equivalent to the .NET one the engine builds, and whether ``_`` occurs.
+
+    ``_`` matches one UTF-16 code unit in .NET but one code point in Java; when the pattern has an
+    unescaped ``_`` the value's astral characters are widened to two regex characters (the
+    character and U+FFFF) and so are the pattern's, which restores code-unit counting.
+    """
+    esc = escape[0] if escape else None
+    if esc is not None and ord(esc) > 0xFFFF:
+        raise Untranslatable("LIKE escape character outside the Basic Multilingual Plane")
+    units = False
+    escaping = False
+    for ch in pattern:
+        if escaping:
+            escaping = False
+        elif ch == esc:
+            escaping = True
+        elif ch == "_":
+            units = True
+    parts = ["(?d)^"]
+    escaping = False
+    for ch in pattern:
+        if escaping:
+            parts.append(_regex_literal(ch, units))
+            escaping = False
+        elif ch == esc:
+            escaping = True
+        elif ch == "%":
+            parts.append(".*")
+        elif ch == "_":
+            parts.append(".")
+        else:
+            parts.append(_regex_literal(ch, units))
+    parts.append("$")
+    return "".join(parts), units
+
+
+def _regex_literal(ch: str, units: bool) -> str:
+    code = ord(ch)
+    if ch.isascii() and ch.isalnum():
+        return ch
+    if code < 0x80:
+        return "\\" + ch
+    if code > 0xFFFF and units:
+        return f"\\x{{{code:X}}}\\x{{FFFF}}"
+    return f"\\x{{{code:X}}}"

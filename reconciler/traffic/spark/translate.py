@@ -1,0 +1,144 @@
+"""The walker: a Service Bus SQL AST (:mod:`reconciler.sql.ast`) as native Spark Columns.
+
+Each node becomes a compiled value or predicate (:mod:`reconciler.traffic.spark.algebra`):
+constants and properties from :mod:`~reconciler.traffic.spark.cells`, operators from
+:mod:`~reconciler.traffic.spark.operators`, AND / OR with the broker's short-circuiting here.
+A LIKE whose pattern or escape is not a constant raises :class:`Untranslatable`.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from reconciler.model import TypedValue, ValueType
+from reconciler.sql import ast, values
+from reconciler.traffic.rows import SYS_COLUMNS
+from reconciler.traffic.spark.algebra import (
+    BOUND,
+    MISSING_TAG,
+    Pred,
+    Untranslatable,
+    Val,
+    as_column,
+    error_column,
+    let,
+    literal,
+)
+from reconciler.traffic.spark.cells import Cells, cell_column, dynamic_property, system_property, user_property
+from reconciler.traffic.spark.operators import arithmetic, compare, in_list, like, negate
+
+
+def to_spark(node: ast.Predicate | ast.Expr, cells: Cells | None = None) -> tuple[Column, Column]:
+    """Translate an AST node: (predicate or typed-value struct, error) — error NULL = no error.
+
+    A predicate yields a nullable boolean (NULL = UNKNOWN); an expression yields
+    ``struct<t, s, l, d, b>`` with ``t = 'missing'`` for an absent property.
+    Raises :class:`Untranslatable` for constructs without a native translation. ``cells`` maps
+    lower-cased property names to columns already holding ``props[name]`` (a projection computed
+    once per row, shared by many rules); other names are looked up in ``props`` directly.
+    """
+    tr = _Translator(cells)
+    if isinstance(node, ast.PREDICATE_TYPES):
+        pred = tr.predicate(node)
+        return pred.v, error_column(pred.err)
+    val = tr.value(node)
+    struct = F.struct(
+        val.tag_col().alias("t"),
+        val.field("s").alias("s"),
+        val.field("l").alias("l"),
+        val.field("d").alias("d"),
+        val.field("b").alias("b"),
+    )
+    return struct, error_column(val.err)
+
+
+def _constant_text(node: ast.Expr | None) -> str | None:
+    """The .NET text of a constant LIKE operand, or :class:`Untranslatable`."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Literal):
+        return values.to_string(values.from_typed(TypedValue(node.type, node.value)))
+    raise Untranslatable("LIKE pattern or ESCAPE is not a constant")
+
+
+class _Translator:
+    """One walk over one AST: ``value`` for expressions, ``predicate`` for conditions."""
+
+    def __init__(self, cells: Cells | None = None):
+        self.cells = cells
+
+    def value(self, node: ast.Expr) -> Val:
+        if isinstance(node, ast.Literal):
+            return literal(node)
+        if isinstance(node, ast.Property):
+            return system_property(node.name) if node.scope == "sys" else user_property(node.name, self.cells)
+        if isinstance(node, ast.Unary):
+            return negate(self.value(node.operand))
+        if isinstance(node, ast.Binary):
+            return arithmetic(node.op, self.value(node.left), self.value(node.right))
+        if isinstance(node, ast.Function):
+            return self.function(node)
+        raise TypeError(f"not an expression node: {node!r}")
+
+    def function(self, node: ast.Function) -> Val:
+        if node.name == "newid":
+            # Bound by parents, so that one evaluation sees one value, not a fresh uuid per mention.
+            return Val(frozenset({"uuid"}), s=F.expr("uuid()"), depth=BOUND)
+        (arg,) = node.args
+        if isinstance(arg, ast.Literal) and arg.type is ValueType.STRING:
+            return user_property(arg.value, self.cells)
+        return let([self.value(arg)], dynamic_property)
+
+    def predicate(self, node: ast.Predicate) -> Pred:
+        if isinstance(node, ast.Comparison):
+            return compare(node.op, self.value(node.left), self.value(node.right))
+        if isinstance(node, (ast.And, ast.Or)):
+            parts = [self.predicate(p) for p in _flatten(node, type(node))]
+            return _junction(parts, isinstance(node, ast.And))
+        if isinstance(node, ast.Not):
+            inner = self.predicate(node.operand)
+            return Pred(~inner.v, inner.err)
+        if isinstance(node, ast.IsNull):
+            if node.prop.scope == "sys":
+                isnull = F.col(SYS_COLUMNS[node.prop.name]).isNull()
+            else:
+                isnull = as_column(user_property(node.prop.name, self.cells).is_({MISSING_TAG, "null"}))
+            return Pred(~isnull if node.negated else isnull)
+        if isinstance(node, ast.Exists):
+            if node.prop.scope == "sys":
+                return Pred(F.lit(True))
+            return Pred(cell_column(node.prop.name, self.cells).isNotNull())
+        if isinstance(node, ast.In):
+            return in_list(self.value(node.value), [self.value(i) for i in node.items], node.negated)
+        if isinstance(node, ast.Like):
+            pattern = _constant_text(node.pattern)
+            escape = _constant_text(node.escape)
+            return like(self.value(node.value), pattern, escape, node.negated)
+        raise TypeError(f"not a predicate node: {node!r}")
+
+
+def _junction(parts: list[Pred], is_and: bool) -> Pred:
+    """n-ary AND / OR with Service Bus short-circuiting: operand k is evaluated (and its error
+    counts) only while no earlier operand decided the result; each operand is mentioned twice."""
+    v = parts[0].v
+    for part in parts[1:]:
+        v = (v & part.v) if is_and else (v | part.v)
+    if all(p.err is None for p in parts):
+        return Pred(v)
+    decided = F.lit(not is_and)
+    err = None
+    for i, part in enumerate(parts):
+        if part.err is not None:
+            err = F.when(part.err.isNotNull(), part.err) if err is None else err.when(part.err.isNotNull(), part.err)
+        if i < len(parts) - 1 and any(p.err is not None for p in parts[i + 1 :]):
+            stop = part.v == decided
+            null = F.lit(None).cast("string")
+            err = F.when(stop, null) if err is None else err.when(stop, null)
+    return Pred(v, err)
+
+
+def _flatten(node: ast.Predicate, cls: type) -> list[ast.Predicate]:
+    if isinstance(node, cls):
+        return _flatten(node.left, cls) + _flatten(node.right, cls)
+    return [node]
