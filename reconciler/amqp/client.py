@@ -16,7 +16,6 @@ import enum
 import logging
 import heapq
 import itertools
-import random
 import threading
 import time
 import uuid
@@ -38,6 +37,7 @@ from reconciler.amqp.errors import (
     OperationTimeoutError,
     error_for,
 )
+from reconciler.amqp.retry import RetryPolicy
 from reconciler.amqp.sas import TokenProvider, token_provider_for
 
 log = logging.getLogger("reconciler.amqp")
@@ -191,9 +191,7 @@ class ManagementClient:
         transport = self._conn.transport()
         tokens = token_provider or token_provider_for(self._conn, auth)
         self.timeout = timeout
-        self.retries = retries
-        self._backoff = backoff
-        self._max_backoff = max_backoff
+        self.retry = RetryPolicy(retries, backoff, max_backoff)
         self._window_size = window
         self._window = threading.BoundedSemaphore(window)
         self._interval = 1.0 / max_rate if max_rate else 0.0
@@ -235,10 +233,10 @@ class ManagementClient:
             try:
                 return self._attempt(entity, operation, body, tuple(ok), timeout or self.timeout, empty_ok)
             except ManagementError as exc:
-                if not exc.transient or attempt > self.retries:
+                if not self.retry.retryable(exc, attempt):
                     exc.after_retry = attempt > 1
                     raise
-                delay = self._retry_delay(attempt)
+                delay = self.retry.delay(attempt)
                 log.info("%s on %s failed (%s); retry %d in %.2fs", operation, entity, type(exc).__name__, attempt, delay)
                 time.sleep(delay)
 
@@ -303,15 +301,12 @@ class ManagementClient:
                 try:
                     results[index] = self._outcome(request, entity, operation, ok, timeout, empty_ok)
                 except ManagementError as exc:
-                    if exc.transient and attempts[index] <= self.retries:
-                        heapq.heappush(retries, (time.monotonic() + self._retry_delay(attempts[index]), index))
+                    if self.retry.retryable(exc, attempts[index]):
+                        heapq.heappush(retries, (time.monotonic() + self.retry.delay(attempts[index]), index))
                     else:
                         exc.after_retry = attempts[index] > 1
                         results[index] = exc
         return results  # type: ignore[return-value] - every slot is filled when the loop ends
-
-    def _retry_delay(self, attempt: int) -> float:
-        return random.uniform(0, min(self._max_backoff, self._backoff * 2 ** (attempt - 1)))
 
     def _throttle(self) -> None:
         if not self._interval:

@@ -24,7 +24,10 @@ from reconciler.errors import SbrulesError
 @click.option("--key", default=None, help="Shared access key (default: the documented development key).")
 @click.option("--faults", "faults_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="YAML/JSON file of injected faults (latency, busy_fraction, close_after_ops, refuse_cbs, seed).")
-@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (the emulator has no TLS).")
+@click.option("--ca-file", "ca_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the CA certificate of the management API's HTTPS endpoint here (default: a temporary file, "
+                   "named on stderr).")
+@click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (AMQP has no TLS).")
 @click.option("-v", "--verbose", is_flag=True, help="Log connections and errors to stderr.")
 def emulator(
     rules: tuple[Path, ...],
@@ -34,6 +37,7 @@ def emulator(
     key_name: str | None,
     key: str | None,
     faults_file: Path | None,
+    ca_file: Path | None,
     allow_remote: bool,
     verbose: bool,
 ) -> None:
@@ -73,6 +77,11 @@ def emulator(
             click.echo(emu.connection_string)
             click.get_text_stream("stdout").flush()
             click.echo(f"sbrules emulator listening on {host}:{emu.port} (Ctrl-C to stop)", err=True)
+            ca_path = emu.write_ca(ca_file) if ca_file else emu.ca_file
+            click.echo(
+                f"management API (ATOM/REST) on the same port: https for ServiceBusAdministrationClient with "
+                f"connection_verify={ca_path}; plain http for sbrules", err=True,
+            )
             while not stop.wait(0.5):
                 if not emu.running:
                     raise SbrulesError("the emulator's event loop stopped unexpectedly")

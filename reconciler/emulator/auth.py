@@ -23,6 +23,9 @@ SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
 #: The Python SDK puts SAS tokens with type "jwt"; the service accepts a SAS token under either type.
 TOKEN_TYPES = (SAS_TOKEN_TYPE, "jwt")
 _PREFIX = "SharedAccessSignature "
+#: The rights a shared access key may carry; a key without a stated set has all three.
+MANAGE, LISTEN, SEND = "Manage", "Listen", "Send"
+ALL_RIGHTS = frozenset({MANAGE, LISTEN, SEND})
 
 
 class TokenRejected(SbrulesError):
@@ -35,6 +38,8 @@ class Grant:
 
     path: str
     expires: float
+    #: The rights of the key that signed the token (the management REST API wants Manage).
+    rights: frozenset[str] = ALL_RIGHTS
 
     def covers(self, node_path: str, now: float | None = None) -> bool:
         if (now if now is not None else time.time()) >= self.expires:
@@ -73,10 +78,11 @@ def sign(audience: str, key_name: str, key: str, expiry: int) -> str:
 
 
 class TokenValidator:
-    """Checks SAS tokens against the namespace's shared access keys (name → key)."""
+    """Checks SAS tokens against the namespace's shared access keys (name → key), each with its rights."""
 
-    def __init__(self, keys: Mapping[str, str]) -> None:
+    def __init__(self, keys: Mapping[str, str], rights: Mapping[str, frozenset[str]] | None = None) -> None:
         self._keys = dict(keys)
+        self._rights = {name: frozenset((rights or {}).get(name, ALL_RIGHTS)) for name in self._keys}
 
     def __repr__(self) -> str:
         return f"TokenValidator(key_names={sorted(self._keys)!r})"
@@ -90,7 +96,8 @@ class TokenValidator:
         if not token.startswith(_PREFIX):
             raise TokenRejected("only SharedAccessSignature tokens are accepted (Entra ID JWTs are not emulated)")
         fields = _fields(token)
-        key = self._keys.get(unquote_plus(fields["skn"]))
+        key_name = unquote_plus(fields["skn"])
+        key = self._keys.get(key_name)
         if key is None:
             raise TokenRejected("unknown shared access key name")
         try:
@@ -116,4 +123,4 @@ class TokenValidator:
             if not Grant(path, float(expiry)).covers(named, now=0):
                 raise TokenRejected("token audience does not cover the requested name")
             path = named
-        return Grant(path, float(expiry))
+        return Grant(path, float(expiry), self._rights[key_name])

@@ -1,8 +1,9 @@
-"""A running emulated namespace: the AMQP server on a background thread, plus optional persistence.
+"""A running emulated namespace: AMQP and the management REST API on one port, plus optional persistence.
 
 ``with Emulator(desired) as emu:`` gives tests and the demo a live namespace on a free loopback
-port in well under a second; ``emu.connection_string`` works with Microsoft's SDK and with
-``reconciler.amqp``. ``emu.namespace`` and ``emu.faults`` are the test API.
+port in well under a second; ``emu.connection_string`` works with Microsoft's SDK (``ServiceBusClient``
+and, given ``connection_verify=emu.ca_file``, ``ServiceBusAdministrationClient``) and with
+``reconciler.amqp`` / ``reconciler.rest``. ``emu.namespace`` and ``emu.faults`` are the test API.
 """
 
 from __future__ import annotations
@@ -10,16 +11,22 @@ from __future__ import annotations
 import datetime as _dt
 import ipaddress
 import logging
+import socket
+import ssl
+import tempfile
 import threading
 from pathlib import Path
+from typing import Mapping
 
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
 from reconciler import model
+from reconciler.emulator import certs, rest
 from reconciler.emulator import state as persistence
-from reconciler.emulator.auth import TokenValidator
+from reconciler.emulator.auth import LISTEN, SEND, TokenValidator
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
+from reconciler.emulator.frontdoor import FrontDoor
 from reconciler.emulator.namespace import LOCK_DURATION, Namespace
 from reconciler.emulator.server import ServerHandler
 from reconciler.errors import SbrulesError
@@ -61,11 +68,15 @@ class Emulator:
         faults: Faults | None = None,
         cbs_deadline: float = 20.0,
         lock_duration: _dt.timedelta = LOCK_DURATION,
+        listen_keys: Mapping[str, str] | None = None,
     ) -> None:
+        """``listen_keys`` (name → key) are further shared access keys with Listen and Send rights but
+        not Manage: AMQP accepts them, the management REST API answers them 401, as the service does."""
         self.host = host
         self.port = port
         self.key_name = key_name
         self._key = key
+        self._listen_keys = dict(listen_keys or {})
         self.state_file = Path(state_file) if state_file is not None else None
         self.faults = faults or Faults()
         self.namespace = Namespace()
@@ -73,9 +84,16 @@ class Emulator:
         if desired is not None:
             self._seed_missing(desired, replace=not restored)
         self.broker = Broker(self.namespace, lock_duration)
-        self.handler = ServerHandler(
-            self.namespace, self.broker, TokenValidator({key_name: key}), self.faults, cbs_deadline
+        validator = TokenValidator(
+            {**self._listen_keys, key_name: key}, {name: frozenset({LISTEN, SEND}) for name in self._listen_keys}
         )
+        self.handler = ServerHandler(self.namespace, self.broker, validator, self.faults, cbs_deadline)
+        self._api = rest.ManagementApi(self.namespace, validator)
+        self._identity: certs.ServerIdentity | None = None
+        self._tls: ssl.SSLContext | None = None
+        self._tls_lock = threading.Lock()
+        self._ca_dir: tempfile.TemporaryDirectory | None = None
+        self._front: FrontDoor | None = None
         self._thread: threading.Thread | None = None
         self._injector: EventInjector | None = None
         self._dirty = threading.Event()
@@ -106,10 +124,50 @@ class Emulator:
 
     @property
     def connection_string(self) -> str:
+        """For every client: AMQP and the management API share this one endpoint."""
+        return self.connection_string_for(self.key_name, self._key)
+
+    def connection_string_for(self, key_name: str, key: str) -> str:
         return (
-            f"Endpoint=sb://{self._endpoint_host()}:{self.port};SharedAccessKeyName={self.key_name};"
-            f"SharedAccessKey={self._key};UseDevelopmentEmulator=true"
+            f"Endpoint=sb://{self._endpoint_host()}:{self.port};SharedAccessKeyName={key_name};"
+            f"SharedAccessKey={key};UseDevelopmentEmulator=true"
         )
+
+    @property
+    def ca_pem(self) -> bytes:
+        """The PEM certificate of this run's CA, which signed the HTTPS certificate."""
+        return self._server_identity().ca_pem
+
+    @property
+    def ca_file(self) -> str:
+        """A file holding ``ca_pem`` (for the SDK's ``connection_verify``), removed when the emulator stops."""
+        with self._tls_lock:
+            if self._ca_dir is None:
+                self._ca_dir = tempfile.TemporaryDirectory(prefix="sbrules-emulator-")
+            path = Path(self._ca_dir.name, "ca.pem")
+        if not path.exists():
+            path.write_bytes(self.ca_pem)
+        return str(path)
+
+    def write_ca(self, path: str | Path) -> Path:
+        """Write the CA certificate to ``path`` (what ``sbrules emulator --ca-file`` does)."""
+        target = Path(path)
+        target.write_bytes(self.ca_pem)
+        return target
+
+    def _server_identity(self) -> "certs.ServerIdentity":
+        """Made on first use: most runs never see an HTTPS client, and key generation is not free."""
+        with self._tls_lock:
+            if self._identity is None:
+                self._identity = certs.make_identity(self._endpoint_host())
+            return self._identity
+
+    def _tls_context(self) -> ssl.SSLContext:
+        identity = self._server_identity()
+        with self._tls_lock:
+            if self._tls is None:
+                self._tls = identity.server_context()
+            return self._tls
 
     def _endpoint_host(self) -> str:
         return "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host
@@ -119,23 +177,25 @@ class Emulator:
             return self
         if not is_loopback(self.host):
             log.warning("emulator: listening on non-loopback %s without TLS, with a development key", self.host)
-        ready = threading.Event()
-        failure: list[BaseException] = []
         container = Container(self.handler)
         container.container_id = "sbrules-emulator"
-        self._injector = EventInjector()
-        container.selectable(self._injector)
+        injector = EventInjector()
+        container.selectable(injector)
+        self._injector = injector
+
+        def hand_to_proton(sock: socket.socket, address: tuple) -> None:
+            injector.trigger(ApplicationEvent("emulator_adopt", subject=(sock, address)))
+
+        try:
+            front = FrontDoor(
+                self.host, self.port, hand_to_proton,
+                lambda scheme: rest.handler_class(self._api, scheme), self._tls_context,
+            )
+        except OSError as exc:
+            raise EmulatorError(f"cannot listen on {self.host}:{self.port}: {exc}") from None
+        self.port = front.port
 
         def serve() -> None:
-            try:
-                acceptor = container.listen(f"{self.host}:{self.port}")
-                self.port = acceptor._selectable.getsockname()[1]
-                self.handler.acceptor = acceptor
-            except OSError as exc:
-                failure.append(exc)
-                ready.set()
-                return
-            ready.set()
             try:
                 container.run()
             except Exception:  # noqa: BLE001 - report, never die silently
@@ -143,10 +203,8 @@ class Emulator:
 
         self._thread = threading.Thread(target=serve, name="sbrules-emulator", daemon=True)
         self._thread.start()
-        ready.wait(10)
-        if failure:
-            self._thread = None
-            raise EmulatorError(f"cannot listen on {self.host}:{self.port}: {failure[0]}")
+        front.start()
+        self._front = front
         if self.state_file is not None:
             self._saver = threading.Thread(target=self._save_loop, name="sbrules-emulator-state", daemon=True)
             self._saver.start()
@@ -156,10 +214,16 @@ class Emulator:
         """Close every connection, stop the loop and write the state file one last time."""
         if self._thread is None:
             return
+        if self._front is not None:
+            self._front.close()
+            self._front = None
         if self._injector is not None:
             self._injector.trigger(ApplicationEvent("emulator_stop"))
         self._thread.join(10)
         self._thread = None
+        if self._ca_dir is not None:
+            self._ca_dir.cleanup()
+            self._ca_dir = None
         if self._saver is not None:
             self._stop_saving.set()
             self._dirty.set()

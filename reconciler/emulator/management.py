@@ -145,6 +145,14 @@ def _array(kind: int, values: list[Any]) -> Array:
     return Array(proton.UNDESCRIBED, kind, *values)
 
 
+def _refuse_browsing(sub: Subscription) -> None:
+    """The service cannot browse (peek, enumerate rules of) an auto-forwarding subscription."""
+    if sub.forward_to:
+        raise OperationError(
+            400, "amqp:not-allowed", "Cannot create a message browser on an entity with auto-forwarding enabled."
+        )
+
+
 # ------------------------------------------------------------------------------------------------
 # the node
 # ------------------------------------------------------------------------------------------------
@@ -210,6 +218,7 @@ class ManagementNode:
         if top < 0 or skip < 0:
             raise bad_request("'top' and 'skip' must not be negative")
         sub = self._subscription(address)
+        _refuse_browsing(sub)
         with self.namespace.lock:
             entries = list(sub.rules.values())[skip: skip + top]
         if not entries:
@@ -253,6 +262,8 @@ class ManagementNode:
         session_id = _str(body, "session-id", required=False)
         if count <= 0:
             raise bad_request("'message-count' must be positive")
+        if address.subscription is not None and not address.dead_letter:
+            _refuse_browsing(self._subscription(address))
         payloads = self.broker.peek(self._store(address), start, min(count, 10000), session_id)
         if not payloads:
             return Response(204, None, "No Content")

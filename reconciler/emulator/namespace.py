@@ -237,6 +237,12 @@ class Subscription:
         self.name = name
         self.path = f"{topic}/Subscriptions/{name}"
         self.rules: dict[str, RuleEntry] = {}
+        self.created_at = utcnow()
+        #: Entity properties the management REST API reports. With ``forward_to`` set the service
+        #: refuses to browse the subscription: peek-message and enumerate-rules fail over AMQP.
+        self.forward_to: str | None = None
+        self.forward_dead_lettered_messages_to: str | None = None
+        self.requires_session = False
         self.dead_letters = MessageStore(self.path + "/$DeadLetterQueue")
         self.store = MessageStore(self.path, self.dead_letters)
         self.filter_errors = 0
@@ -246,6 +252,7 @@ class Topic:
     def __init__(self, name: str) -> None:
         self.name = name
         self.path = name
+        self.created_at = utcnow()
         self.subscriptions: dict[str, Subscription] = {}
         #: Scheduled messages sent to the topic wait here, with the topic's own sequence numbers.
         self.store = MessageStore(name)
@@ -339,9 +346,21 @@ class Namespace:
             self.touch()
             return queue
 
-    def create_subscription(self, topic: str, name: str, rules: Iterable[Rule] | None = None) -> Subscription:
-        """Create (or reset the rules of) a subscription; with ``rules=None`` it gets ``$Default``."""
+    def create_subscription(
+        self,
+        topic: str,
+        name: str,
+        rules: Iterable[Rule] | None = None,
+        *,
+        forward_to: str | None = None,
+        forward_dead_lettered_messages_to: str | None = None,
+        requires_session: bool = False,
+    ) -> Subscription:
+        """Create (or reset the rules and properties of) a subscription; with ``rules=None`` it gets ``$Default``."""
         _check_name(name, "subscription")
+        for target in (forward_to, forward_dead_lettered_messages_to):
+            if target is not None:
+                _check_name(target, "forwarding target")
         with self.lock:
             top = self.topics.get(topic.lower()) or self.create_topic(topic)
             sub = top.subscriptions.get(name.lower())
@@ -350,6 +369,9 @@ class Namespace:
             now = utcnow()
             chosen = list(rules) if rules is not None else [Rule(DEFAULT_RULE_NAME, TrueFilter(), EmptyAction())]
             sub.rules = {r.name.lower(): RuleEntry(r, now) for r in chosen}
+            sub.forward_to = forward_to
+            sub.forward_dead_lettered_messages_to = forward_dead_lettered_messages_to
+            sub.requires_session = requires_session
             self.touch()
             return sub
 

@@ -32,6 +32,7 @@ from reconciler.amqp.decoder import ManagementMessage
 from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator, path_parts
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
+from reconciler.emulator.frontdoor import adopt_amqp
 from reconciler.emulator.management import ManagementNode, Response
 from reconciler.emulator.namespace import (
     Address,
@@ -174,6 +175,19 @@ class ServerHandler(MessagingHandler):
     def on_reactor_init(self, event: proton.Event) -> None:
         self.container = event.container
         event.container.schedule(TICK_SECONDS, _Timer(self._tick))
+
+    @_guarded
+    def on_emulator_adopt(self, event: proton.Event) -> None:
+        """An AMQP connection the emulator's listener accepted (see frontdoor.py)."""
+        sock, address = event.subject
+        if self._stopping or self.container is None:
+            sock.close()
+            return
+        try:
+            adopt_amqp(self.container, sock, address)
+        except Exception:
+            sock.close()
+            raise
 
     @_guarded
     def on_emulator_stop(self, event: proton.Event) -> None:

@@ -104,6 +104,9 @@ def snapshot(namespace: Namespace) -> dict[str, Any]:
                     "subscriptions": [
                         {
                             "name": sub.name,
+                            "forward_to": sub.forward_to,
+                            "forward_dead_lettered_messages_to": sub.forward_dead_lettered_messages_to,
+                            "requires_session": sub.requires_session,
                             "rules": [
                                 {"rule": model.rule_to_doc(e.rule), "created_at": _time(e.created_at)}
                                 for e in sub.rules.values()
@@ -132,7 +135,12 @@ def restore(namespace: Namespace, doc: dict[str, Any]) -> None:
             topic = namespace.create_topic(tdoc["name"])
             _load_store(topic.store, tdoc.get("scheduled", {}))
             for sdoc in tdoc.get("subscriptions", []):
-                sub = namespace.create_subscription(topic.name, sdoc["name"], [])
+                sub = namespace.create_subscription(
+                    topic.name, sdoc["name"], [],
+                    forward_to=sdoc.get("forward_to"),
+                    forward_dead_lettered_messages_to=sdoc.get("forward_dead_lettered_messages_to"),
+                    requires_session=bool(sdoc.get("requires_session", False)),
+                )
                 for rdoc in sdoc.get("rules", []):
                     rule = model.rule_from_doc(rdoc["rule"])
                     sub.rules[rule.name.lower()] = RuleEntry(rule, _untime(rdoc.get("created_at")))

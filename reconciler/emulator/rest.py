@@ -1,0 +1,203 @@
+"""The emulator's management REST API: the reads Microsoft's ServiceBusAdministrationClient makes.
+
+Served over HTTPS (and plain HTTP, for sbrules' own emulator connections) on the emulator's one
+port; ``frontdoor.py`` hands each HTTP connection here. Routes (all GET, ``api-version`` accepted
+as given):
+
+- ``/$Resources/topics`` — feed of topics, paged with ``$skip``/``$top``;
+- ``/{topic}`` — one topic;
+- ``/{topic}/subscriptions`` — feed of subscriptions, paged;
+- ``/{topic}/subscriptions/{sub}`` — one subscription (forwarding, sessions, ...);
+- ``/{topic}/subscriptions/{sub}/rules`` — feed of rules, paged; ``.../rules/{rule}`` — one rule.
+
+Every request needs a SAS token in ``Authorization`` whose key has Manage rights, checked by the
+same validator as CBS put-token; other methods answer 501 (the emulator's entities come from rule
+files, the state file or the in-process API). Documents come from ``reconciler.rest.atom``.
+"""
+
+from __future__ import annotations
+
+import logging
+import socketserver
+import urllib.parse
+from http.server import BaseHTTPRequestHandler
+from typing import Callable
+
+from reconciler.emulator.auth import MANAGE, TokenRejected, TokenValidator
+from reconciler.emulator.namespace import Namespace, OperationError, Subscription, Topic, utcnow
+from reconciler.rest import atom
+
+log = logging.getLogger("reconciler.emulator")
+
+DEFAULT_TOP = 100
+READ_ONLY = (
+    "the sbrules emulator serves the management API read-only: its entities come from --rules, the state "
+    "file or the in-process API, and rules are changed over AMQP (add-rule/remove-rule)"
+)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+class ManagementApi:
+    """Request path → ATOM document over one namespace; pure, so it is easy to test and reason about."""
+
+    def __init__(self, namespace: Namespace, validator: TokenValidator) -> None:
+        self.namespace = namespace
+        self.validator = validator
+
+    def authorize(self, header: str | None, path: str) -> None:
+        """Refuse a request without a valid SAS token of a key with Manage rights for ``path``."""
+        if not header:
+            raise ApiError(401, "MissingToken: the request to the management API needs an Authorization header")
+        if header.startswith("Bearer "):
+            raise ApiError(401, "Entra ID (JWT) tokens are not emulated; sign a SAS token")
+        try:
+            grant = self.validator.validate(header, "servicebus.windows.net:sastoken", None)
+        except TokenRejected as exc:
+            raise ApiError(401, f"InvalidSignature: {exc}") from None
+        if not grant.covers(path):
+            raise ApiError(401, "the token's audience does not cover this entity")
+        if MANAGE not in grant.rights:
+            raise ApiError(401, "Manage,EntityRead claims required for this operation")
+
+    def get(self, base: str, path: str, query: dict[str, str]) -> bytes:
+        """The document for GET ``path``; raises ApiError (404, 400, 501) otherwise."""
+        parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
+        with self.namespace.lock:
+            if len(parts) == 2 and parts[0] == "$Resources":
+                if parts[1].lower() != "topics":
+                    raise ApiError(501, f"listing {parts[1]} is not emulated (only topics)")
+                topics = sorted(self.namespace.topics.values(), key=lambda t: t.name.lower())
+                return self._feed(base, path, query, "Topics", topics, lambda t: self._topic_entry(base, t, False))
+            if not parts or len(parts) > 5:
+                raise ApiError(404, f"no management resource at '/{path}'")
+            topic = self._topic(parts[0])
+            if len(parts) == 1:
+                return self._document(self._topic_entry(base, topic, True))
+            if parts[1].lower() != "subscriptions":
+                raise ApiError(404, f"no management resource at '/{path}'")
+            if len(parts) == 2:
+                subs = sorted(topic.subscriptions.values(), key=lambda s: s.name.lower())
+                return self._feed(base, path, query, "Subscriptions", subs,
+                                  lambda s: self._subscription_entry(base, topic, s, False))
+            sub = self._subscription(topic, parts[2])
+            if len(parts) == 3:
+                return self._document(self._subscription_entry(base, topic, sub, True))
+            if parts[3].lower() != "rules":
+                raise ApiError(404, f"no management resource at '/{path}'")
+            entries = list(sub.rules.values())
+            if len(parts) == 4:
+                return self._feed(base, path, query, "Rules", entries,
+                                  lambda e: self._rule_entry(base, sub, e, False))
+            for entry in entries:
+                if entry.rule.name.lower() == parts[4].lower():
+                    return self._document(self._rule_entry(base, sub, entry, True))
+            raise ApiError(404, f"The messaging entity '{sub.path}|{parts[4]}' could not be found.")
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _topic(self, name: str) -> Topic:
+        if name.lower() in self.namespace.queues:
+            raise ApiError(501, f"'{name}' is a queue; queues are not served by the emulator's management API")
+        try:
+            return self.namespace.topic(name)
+        except OperationError as exc:
+            raise ApiError(404, exc.description) from None
+
+    @staticmethod
+    def _subscription(topic: Topic, name: str) -> Subscription:
+        sub = topic.subscriptions.get(name.lower())
+        if sub is None:
+            raise ApiError(404, f"The messaging entity '{topic.name}/Subscriptions/{name}' could not be found.")
+        return sub
+
+    @staticmethod
+    def _document(text: str) -> bytes:
+        return ('<?xml version="1.0" encoding="utf-8"?>' + text).encode("utf-8")
+
+    def _feed(self, base: str, path: str, query: dict[str, str], title: str, items: list,
+              render: Callable[[object], str]) -> bytes:
+        try:
+            skip = int(query.get("$skip", 0))
+            top = int(query.get("$top", DEFAULT_TOP))
+        except ValueError:
+            raise ApiError(400, "$skip and $top must be integers") from None
+        if skip < 0 or top < 1:
+            raise ApiError(400, "$skip must be >= 0 and $top >= 1")
+        version = query.get("api-version", "")
+        link = f"{base}/{path.strip('/')}?$skip={{}}&$top={top}&api-version={urllib.parse.quote(version)}"
+        chosen = items[skip: skip + top]
+        next_href = link.format(skip + top) if skip + top < len(items) else None
+        return atom.feed(link.format(skip), title, [render(i) for i in chosen], utcnow(), next_href).encode("utf-8")
+
+    def _topic_entry(self, base: str, topic: Topic, standalone: bool) -> str:
+        description = atom.topic_description(len(topic.subscriptions), topic.created_at)
+        return atom.entry(base, topic.name, topic.name, description, topic.created_at, standalone=standalone)
+
+    def _subscription_entry(self, base: str, topic: Topic, sub: Subscription, standalone: bool) -> str:
+        info = atom.SubscriptionInfo(
+            topic.name, sub.name, forward_to=sub.forward_to,
+            forward_dead_lettered_messages_to=sub.forward_dead_lettered_messages_to,
+            requires_session=sub.requires_session,
+        )
+        description = atom.subscription_description(info, sub.created_at, len(sub.store.messages))
+        return atom.entry(base, f"{topic.name}/subscriptions/{sub.name}", sub.name, description, sub.created_at,
+                          standalone=standalone)
+
+    def _rule_entry(self, base: str, sub: Subscription, entry, standalone: bool) -> str:
+        description = atom.rule_description(entry.rule, entry.created_at)
+        return atom.entry(base, f"{sub.path}/rules/{entry.rule.name}", entry.rule.name, description,
+                          entry.created_at, standalone=standalone)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive; every answer has a Content-Length."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "sbrules-emulator"
+    api: ManagementApi
+    scheme: str
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        log.debug("management API: " + format, *args)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        url = urllib.parse.urlsplit(self.path)
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
+        path = url.path.strip("/")
+        base = f"{self.scheme}://{self.headers.get('Host', 'localhost')}"
+        try:
+            self.api.authorize(self.headers.get("Authorization"), path.split("?")[0])
+            body = self.api.get(base, path, query)
+        except ApiError as exc:
+            self._send(exc.status, atom.error(exc.status, exc.detail).encode("utf-8"), "application/xml; charset=utf-8")
+            return
+        except Exception:  # noqa: BLE001 - one bad request must not take the server down
+            log.exception("management API: GET %s failed", self.path)
+            self._send(500, atom.error(500, "internal error in the emulator").encode("utf-8"), "application/xml")
+            return
+        self._send(200, body, atom.FEED_CONTENT_TYPE)
+
+    def _refuse_write(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        self._send(501, atom.error(501, READ_ONLY).encode("utf-8"), "application/xml; charset=utf-8")
+
+    do_PUT = do_DELETE = do_POST = do_PATCH = _refuse_write  # noqa: N815
+
+    def _send(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def handler_class(api: ManagementApi, scheme: str) -> type[socketserver.BaseRequestHandler]:
+    """A request handler class bound to ``api``, for connections of ``scheme`` (https or http)."""
+    return type("ManagementRequestHandler", (_Handler,), {"api": api, "scheme": scheme})

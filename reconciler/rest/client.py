@@ -1,0 +1,205 @@
+"""A small client for the Service Bus management REST API: discovery, and rules where AMQP is refused.
+
+Reads only: the namespace's topics, a topic's subscriptions (paged with ``$skip``/``$top``), one
+subscription's properties and a subscription's rules. Everything else about it is the AMQP
+client's: the same connection string, the same SAS or Entra token providers (the token's audience
+is the namespace's ``https://`` URL, as Microsoft's Python SDK signs it), the same TLS rule
+(verified TLS; plain HTTP only for ``UseDevelopmentEmulator=true`` on a loopback host), the same
+retry policy and the same error classes. The service wants Manage rights here; a Listen-only key
+gets 401, raised as UnauthorizedError so that commands can fall back to declared names.
+
+HTTP is ``httpx``: it takes an ``ssl.SSLContext`` as is, so the REST client trusts exactly what the
+AMQP client trusts (the system's CAs, or the given CA file), and it keeps connections alive.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+import time
+import urllib.parse
+from typing import Callable, Iterator
+
+import httpx
+
+from reconciler import model
+from reconciler.amqp.connection import ConnectionString
+from reconciler.amqp.errors import (
+    ConnectionLostError,
+    ManagementError,
+    OperationTimeoutError,
+    ServerBusyError,
+    TransportSecurityError,
+    UnauthorizedError,
+    error_for,
+)
+from reconciler.amqp.retry import RetryPolicy
+from reconciler.amqp.sas import JWT_TOKEN_TYPE, Token, TokenProvider, token_provider_for
+from reconciler.rest import atom
+
+log = logging.getLogger("reconciler.rest")
+
+API_VERSION = "2021-05"
+PAGE_SIZE = 100
+HTTPS_PORT = 443
+#: Renew a cached token this long before it expires.
+TOKEN_MARGIN = 60.0
+
+
+def default_base_url(conn: ConnectionString) -> str:
+    """Where the management API of ``conn``'s namespace is served.
+
+    A cloud namespace serves it on HTTPS port 443 whatever port AMQP uses. The sbrules emulator
+    serves it on its one port, beside AMQP (it tells the protocols apart by their first byte), so
+    an emulator connection string (loopback only, as for AMQP) names it as it is: plain HTTP there.
+    """
+    transport = conn.transport()  # refuses UseDevelopmentEmulator for a non-loopback host
+    host = f"[{conn.host}]" if ":" in conn.host else conn.host
+    if not transport.tls:
+        return f"http://{host}:{transport.port}"
+    return f"https://{host}"
+
+
+def token_audience(conn: ConnectionString) -> str:
+    """The audience REST tokens are signed for: ``https://`` + the endpoint's host[:port], as
+    Microsoft's Python SDK signs them (its administration client's credential policy)."""
+    host = f"[{conn.host}]" if ":" in conn.host else conn.host
+    return f"https://{host}{f':{conn.port}' if conn.port else ''}"
+
+
+def _quote(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+class ManagementRestClient:
+    """Reads entities and rules over the management REST API (use as a context manager)."""
+
+    def __init__(
+        self,
+        connection_string: str | ConnectionString,
+        *,
+        timeout: float = 30.0,
+        auth: str = "sas",
+        token_provider: TokenProvider | None = None,
+        ca_file: str | None = None,
+        retry: RetryPolicy | None = None,
+        page_size: int = PAGE_SIZE,
+        clock: Callable[[], float] = time.time,
+        base_url: str | None = None,
+    ) -> None:
+        """``base_url`` overrides where the API is reached (a private endpoint's own name, say);
+        https URLs are always verified, against ``ca_file`` when given."""
+        self._conn = (
+            connection_string if isinstance(connection_string, ConnectionString)
+            else ConnectionString.parse(connection_string)
+        )
+        self.base_url = (base_url or default_base_url(self._conn)).rstrip("/")
+        self._audience = token_audience(self._conn)
+        self._tokens = token_provider or token_provider_for(self._conn, auth)
+        self._token: Token | None = None
+        self._token_lock = threading.Lock()
+        self._clock = clock
+        self.retry = retry or RetryPolicy()
+        self.page_size = page_size
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if self.base_url.startswith("https") else False
+        self._http = httpx.Client(
+            base_url=self.base_url, verify=verify, timeout=timeout, trust_env=False,
+            headers={"Accept": "application/atom+xml, application/xml"},
+        )
+
+    def __repr__(self) -> str:
+        return f"ManagementRestClient({self._conn!s})"
+
+    def __enter__(self) -> "ManagementRestClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- reads ---------------------------------------------------------------------------------
+    def list_topics(self) -> list[str]:
+        """The names of every topic in the namespace."""
+        return [atom.entry_title(e) for e in self._pages("$Resources/topics", "list topics")]
+
+    def list_subscriptions(self, topic: str) -> list[atom.SubscriptionInfo]:
+        """Every subscription of ``topic`` with its properties (NotFoundError when the topic does not exist)."""
+        return [
+            atom.subscription_from_entry(topic, e)
+            for e in self._pages(f"{_quote(topic)}/subscriptions", f"list subscriptions of {topic}")
+        ]
+
+    def get_subscription(self, topic: str, subscription: str) -> atom.SubscriptionInfo:
+        """One subscription's properties (NotFoundError when it does not exist)."""
+        what = f"get subscription {topic}/{subscription}"
+        page = atom.page(self._get(f"{_quote(topic)}/subscriptions/{_quote(subscription)}", {}, what))
+        if not page.entries:
+            raise error_for(404, None, "the subscription does not exist", what)
+        return atom.subscription_from_entry(topic, page.entries[0])
+
+    def list_rules(self, topic: str, subscription: str) -> list[model.Rule]:
+        """The rules of a subscription, read over REST (works where AMQP enumerate-rules is refused)."""
+        return [
+            atom.rule_from_entry(e)
+            for e in self._pages(
+                f"{_quote(topic)}/subscriptions/{_quote(subscription)}/rules", f"list rules of {topic}/{subscription}"
+            )
+        ]
+
+    # -- transport -----------------------------------------------------------------------------
+    def _pages(self, path: str, what: str) -> Iterator:
+        """Every entry of a paged feed: pages of ``page_size`` until a short one."""
+        skip = 0
+        while True:
+            page = atom.page(self._get(path, {"$skip": skip, "$top": self.page_size}, what))
+            yield from page.entries
+            if len(page.entries) < self.page_size:
+                return
+            skip += len(page.entries)
+
+    def _authorization(self) -> str:
+        with self._token_lock:
+            if self._token is None or self._token.expires_at - TOKEN_MARGIN <= self._clock():
+                self._token = self._tokens.get_token(self._audience)
+            token = self._token
+        return f"Bearer {token.value}" if token.token_type == JWT_TOKEN_TYPE else token.value
+
+    def _get(self, path: str, params: dict, what: str) -> bytes:
+        """GET with retries; the body on 200, else the error the status stands for."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._attempt(path, params, what)
+            except ManagementError as exc:
+                if not self.retry.retryable(exc, attempt):
+                    raise
+                delay = self.retry.delay(attempt)
+                log.info("%s failed (%s); retry %d in %.2fs", what, type(exc).__name__, attempt, delay)
+                time.sleep(delay)
+
+    def _attempt(self, path: str, params: dict, what: str) -> bytes:
+        query = {**params, "api-version": API_VERSION}
+        try:
+            response = self._http.get("/" + path, params=query, headers={"Authorization": self._authorization()})
+        except httpx.TimeoutException:
+            raise OperationTimeoutError(f"{what}: no response in time") from None
+        except httpx.TransportError as exc:
+            cause = exc.__context__ or exc.__cause__
+            while cause is not None and not isinstance(cause, ssl.SSLError):
+                cause = cause.__context__ or cause.__cause__
+            if isinstance(cause, ssl.SSLError):
+                raise TransportSecurityError(f"{what}: TLS failed ({cause.reason or cause})") from None
+            raise ConnectionLostError(f"{what}: {type(exc).__name__}: {exc}") from None
+        if response.status_code == 200:
+            return response.content
+        detail = atom.error_detail(response.content) or response.reason_phrase or "no description"
+        status = response.status_code
+        if status in (401, 403):
+            raise UnauthorizedError(f"{what}: {detail} (HTTP {status})", status=status, description=detail)
+        if status == 429:
+            raise ServerBusyError(f"{what}: {detail} (HTTP 429)", status=status, description=detail)
+        raise error_for(status, None, detail, what)
