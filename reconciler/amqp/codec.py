@@ -19,7 +19,9 @@ import proton
 from proton import Described, int32, symbol, timestamp, ulong
 
 from reconciler import model
-from reconciler.amqp import decoder, encoder
+from reconciler.amqp.wire import decode, encode
+from reconciler.amqp.wire.sections import DATA, Sections
+from reconciler.amqp.wire.types import DecodeError, EncodeError
 from reconciler.errors import SbrulesError
 from reconciler.model import (
     CORRELATION_FIELDS,
@@ -398,15 +400,6 @@ def encode_enumerate_rules_body(rules: list[tuple[Rule, _dt.datetime | None]]) -
     return {"rules": [{"rule-description": encode_rule_description(r, at)} for r, at in rules]}
 
 
-def encode_value_section(value: Any) -> bytes:
-    """``value`` as a complete amqp-value body section (descriptor 0x77), ready to append to a message.
-
-    Lets a server encode a large, unchanging body once and reuse the bytes: proton walks Python
-    objects slowly, and an enumerate-rules page of 50 rules costs milliseconds to encode.
-    """
-    return b"\x00\x53\x77" + encode_value(value)
-
-
 def decode_enumerate_rules_body(body: Any, offset: int = 0) -> list[Rule]:
     """Rules from an enumerate-rules 200 body; ``offset`` numbers entries in error messages."""
     entries = body.get("rules") if isinstance(body, Mapping) else None
@@ -427,20 +420,17 @@ def decode_enumerate_rules_body(body: Any, offset: int = 0) -> list[Rule]:
 # Whole messages (peek-message, schedule-message, receive-by-sequence-number payloads)
 # ------------------------------------------------------------------------------------------------
 
-#: System property → (proton.Message attribute, index in the properties section list, AMQP 1.0 §3.2.4).
+#: System property → (proton.Message attribute, properties section field, AMQP 1.0 §3.2.4).
 _MESSAGE_FIELDS = {
-    "MessageId": ("id", 0),
-    "To": ("address", 2),
-    "Label": ("subject", 3),
-    "ReplyTo": ("reply_to", 4),
-    "CorrelationId": ("correlation_id", 5),
-    "ContentType": ("content_type", 6),
-    "SessionId": ("group_id", 10),
-    "ReplyToSessionId": ("reply_to_group_id", 12),
+    "MessageId": ("id", "message-id"),
+    "To": ("address", "to"),
+    "Label": ("subject", "subject"),
+    "ReplyTo": ("reply_to", "reply-to"),
+    "CorrelationId": ("correlation_id", "correlation-id"),
+    "ContentType": ("content_type", "content-type"),
+    "SessionId": ("group_id", "group-id"),
+    "ReplyToSessionId": ("reply_to_group_id", "reply-to-group-id"),
 }
-_ABSOLUTE_EXPIRY_TIME = 8
-#: Indexes into the header section list: ttl (ms) and delivery-count.
-_TTL, _DELIVERY_COUNT = 2, 4
 
 #: System property → message annotation (docs/protocol.md §6, §7).
 ANNOTATIONS = {
@@ -499,50 +489,42 @@ def encode_message(message: model.Message, annotations: Mapping[str, Any] | None
     return bytes(msg.encode())
 
 
-def _body_bytes(sections: list[tuple[int, Any]]) -> bytes:
+def _body_bytes(body: list[tuple[int, Any]]) -> bytes:
     """The body as bytes: data sections joined, an amqp-value string as UTF-8, any other value encoded."""
-    data = [value for code, value in sections if code == decoder.DATA]
+    data = [value for code, value in body if code == DATA]
     if data:
         return b"".join(data)
-    for code, value in sections:
-        if code in (decoder.AMQP_VALUE, decoder.AMQP_SEQUENCE):
-            if isinstance(value, bytes):
-                return value
-            if isinstance(value, str):
-                return value.encode()
-            return encode_value(value) if value is not None else b""
+    for _, value in body:
+        if isinstance(value, bytes):
+            return value
+        if isinstance(value, str):
+            return value.encode()
+        return encode_value(value) if value is not None else b""
     return b""
-
-
-def _field(fields: Any, index: int) -> Any:
-    return fields[index] if isinstance(fields, list) and len(fields) > index else None
 
 
 def decode_message(payload: bytes | memoryview) -> DecodedMessage:
     """Decode an AMQP-encoded message into the model view (lenient about property types)."""
     raw = bytes(payload)
     try:
-        sections = decoder.decode_sections(raw)
-    except decoder.DecodeError as exc:
+        sections = Sections.decode(raw)
+    except DecodeError as exc:
         raise CodecError(f"undecodable AMQP message ({len(raw)} bytes): {exc}") from None
-    by_code = dict(sections)
-    header, properties = by_code.get(decoder.HEADER), by_code.get(decoder.PROPERTIES)
     sys_props: dict[str, TypedValue] = {}
-    for name, (_, index) in _MESSAGE_FIELDS.items():
-        value = _field(properties, index)
+    for name, (_, field_name) in _MESSAGE_FIELDS.items():
+        value = sections.properties_field(field_name)
         if isinstance(value, bytes):
             value = value.hex()  # a binary message-id / correlation-id
         if value is not None:
             sys_props[name] = TypedValue(ValueType.STRING, str(value))
-    ttl = _field(header, _TTL)
+    ttl = sections.header_field("ttl")
     if ttl:
         sys_props["TimeToLive"] = TypedValue(ValueType.DOUBLE, int(ttl) / 1000)
-    expiry = _field(properties, _ABSOLUTE_EXPIRY_TIME)
+    expiry = sections.properties_field("absolute-expiry-time")
     if expiry:
         sys_props["ExpiresAtUtc"] = TypedValue(ValueType.TIMESTAMP, timestamp_to_datetime(expiry))
-    sys_props["DeliveryCount"] = TypedValue(ValueType.INT, int(_field(header, _DELIVERY_COUNT) or 0))
-    raw_annotations = by_code.get(decoder.MESSAGE_ANNOTATIONS)
-    annotations = {str(k): v for k, v in raw_annotations.items()} if isinstance(raw_annotations, dict) else {}
+    sys_props["DeliveryCount"] = TypedValue(ValueType.INT, int(sections.header_field("delivery-count") or 0))
+    annotations = {str(k): v for k, v in (sections.message_annotations or {}).items()}
     for key, value in annotations.items():
         sys_name = _ANNOTATION_TO_SYS.get(key)
         if sys_name is None or value is None:
@@ -556,28 +538,27 @@ def decode_message(payload: bytes | memoryview) -> DecodedMessage:
             raise CodecError(f"message annotation {key}: {exc}") from None
         sys_props[sys_name] = tv
     user: dict[str, TypedValue] = {}
-    application = by_code.get(decoder.APPLICATION_PROPERTIES)
-    for key, value in (application.items() if isinstance(application, dict) else ()):
+    for key, value in (sections.application_properties or {}).items():
         try:
             user[str(key)] = from_amqp(value, strict=False)
         except CodecError as exc:
             raise CodecError(f"application property {key!r}: {exc}") from None
-    decoded = model.Message(sys=sys_props, user=user, body=_body_bytes(sections))
+    decoded = model.Message(sys=sys_props, user=user, body=_body_bytes(sections.body))
     return DecodedMessage(decoded, annotations, len(raw))
 
 
 def encode_value(value: Any) -> bytes:
     """AMQP-encode one value (pre-encoded bodies in the emulator, byte-level round trips in tests)."""
     try:
-        return encoder.encode_value(value)
-    except encoder.EncodeError as exc:
+        return encode.encode_value(value)
+    except EncodeError as exc:
         raise CodecError(f"cannot encode an AMQP value: {exc}") from None
 
 
 def decode_value(payload: bytes) -> Any:
     """The one AMQP value ``payload`` holds (binaries as bytes)."""
     try:
-        return decoder.decode_value(payload)
-    except decoder.DecodeError as exc:
+        return decode.decode_value(payload)
+    except DecodeError as exc:
         raise CodecError(f"undecodable AMQP value: {exc}") from None
 

@@ -15,7 +15,7 @@ Every handler is guarded: an exception escaping a handler would stop the loop fo
 The handler is a plain proton ``Handler``, not a ``MessagingHandler``: the latter runs every event
 through four helper handlers and decodes each message into Python with proton's slow ``Data``
 walk, which together were most of the client's time per request. Here responses are read as raw
-bytes by ``deliveries.ResponseCollector`` (before proton wraps the event), decoded by ``decoder``,
+bytes by ``deliveries.ResponseCollector`` (before proton wraps the event), decoded by ``wire.sections``,
 and the receive credit is topped up by hand.
 """
 
@@ -37,7 +37,6 @@ import proton
 from proton import Condition, Handler, SSLDomain, symbol, uint
 from proton.reactor import ApplicationEvent, AtMostOnce, Container, EventInjector, LinkOption
 
-from reconciler.amqp import decoder, encoder
 from reconciler.amqp.connection import ConnectionString, Transport
 from reconciler.amqp.deliveries import CREDIT, ResponseCollector
 from reconciler.amqp.errors import (
@@ -51,6 +50,8 @@ from reconciler.amqp.errors import (
     response_status,
 )
 from reconciler.amqp.sas import TokenProvider
+from reconciler.amqp.wire import sections
+from reconciler.amqp.wire.types import DecodeError
 
 log = logging.getLogger("reconciler.amqp")
 
@@ -348,7 +349,7 @@ class Engine(Handler):
             self._fail_entity(entity, AuthenticationError(f"could not get a token for {entity.name}: {type(exc).__name__}"))
             return
         message_id = next_message_id()
-        msg = encoder.encode_message(
+        msg = sections.encode_management_message(
             message_id=message_id,
             reply_to=self._cbs_reply,
             body=token.value,
@@ -366,7 +367,7 @@ class Engine(Handler):
 
     def _send(self, entity: _Entity, request: Request) -> None:
         assert entity.sender is not None and entity.sender_name is not None
-        msg = encoder.encode_message(
+        msg = sections.encode_management_message(
             message_id=request.message_id, reply_to=entity.reply_to, body=request.body,
             application_properties=request.properties,
         )
@@ -462,13 +463,13 @@ class Engine(Handler):
     def _on_payload(self, receiver: str, payload: bytes) -> None:
         """A complete response on one of our receiver links (from ``ResponseCollector``)."""
         try:
-            message = decoder.decode_management_message(payload)
-        except decoder.DecodeError as exc:
+            message = sections.decode_management_message(payload)
+        except DecodeError as exc:
             log.warning("dropping an undecodable response on %s: %s", receiver, exc)
             return
         self._on_response(receiver, message)
 
-    def _on_response(self, receiver: str, message: decoder.ManagementMessage) -> None:
+    def _on_response(self, receiver: str, message: sections.ManagementMessage) -> None:
         if receiver == self._cbs_receiver_name:
             self._on_cbs_response(message)
             return
@@ -484,7 +485,7 @@ class Engine(Handler):
         status, description, condition = response_status(message.properties)
         request.finish(Response(status, description, condition, message.body, message.properties))
 
-    def _on_cbs_response(self, message: decoder.ManagementMessage) -> None:
+    def _on_cbs_response(self, message: sections.ManagementMessage) -> None:
         name = self._cbs_waiting.pop(str(message.correlation_id), None)
         entity = self._entities.get(name) if name else None
         if entity is None:

@@ -20,6 +20,7 @@ from proton import Array, Data, symbol
 
 from reconciler import model, sql
 from reconciler.amqp import codec
+from reconciler.amqp.wire import sections
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.namespace import (
     Address,
@@ -385,4 +386,4 @@ def _validate_sql(rule: str, kind: str, text: str, parse: Callable[[str], Any]) 
 @functools.lru_cache(maxsize=4096)
 def _rules_page(entries: tuple[tuple[model.Rule, Any], ...]) -> bytes:
     """An enumerate-rules page, encoded once per distinct content (rules change rarely, reads repeat)."""
-    return codec.encode_value_section(codec.encode_enumerate_rules_body(list(entries)))
+    return sections.encode_value_section(codec.encode_enumerate_rules_body(list(entries)))

@@ -27,8 +27,9 @@ import proton
 from proton import Condition, Delivery, Endpoint, Link, symbol
 from proton.handlers import IncomingMessageHandler, MessagingHandler
 
-from reconciler.amqp import decoder, encoder
-from reconciler.amqp.decoder import ManagementMessage
+from reconciler.amqp.wire import sections
+from reconciler.amqp.wire.sections import ManagementMessage
+from reconciler.amqp.wire.types import DecodeError
 from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator, path_parts
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
@@ -478,8 +479,8 @@ class ServerHandler(MessagingHandler):
         kind = getattr(link, "_sb_kind", None)
         if kind in ("cbs", "management"):
             try:
-                message = decoder.decode_management_message(payload)
-            except decoder.DecodeError as exc:
+                message = sections.decode_management_message(payload)
+            except DecodeError as exc:
                 self._reject(delivery, "amqp:decode-error", f"undecodable message: {exc}")
                 return
         if kind == "cbs":
@@ -544,7 +545,7 @@ class ServerHandler(MessagingHandler):
             else:
                 self._state(link).grant(grant)
                 status, description = 202, "Accepted"
-        reply = encoder.encode_message(
+        reply = sections.encode_management_message(
             to=request.reply_to,
             correlation_id=request.message_id,
             application_properties={"status-code": proton.int32(status), "status-description": description},
@@ -566,7 +567,7 @@ class ServerHandler(MessagingHandler):
         tracking = props.get("com.microsoft:tracking-id")
         if tracking is not None:
             reply_properties["com.microsoft:tracking-id"] = tracking
-        reply = encoder.encode_message(
+        reply = sections.encode_management_message(
             to=request.reply_to,
             correlation_id=request.message_id if request.message_id is not None else request.correlation_id,
             application_properties=reply_properties,

@@ -13,6 +13,7 @@ from proton import Described, int32, short, symbol, timestamp, ulong
 
 from reconciler import model as m
 from reconciler.amqp import codec as c
+from reconciler.amqp.wire import sections
 from reconciler.errors import SbrulesError
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
@@ -323,6 +324,6 @@ def test_value_section_appended_to_a_bodiless_message_decodes_as_its_body():
     body = c.encode_enumerate_rules_body([(rule, None)])
     head = proton.Message(correlation_id="c1", properties={"statusCode": int32(200)})
     decoded = proton.Message()
-    decoded.decode(bytes(head.encode()) + c.encode_value_section(body))
+    decoded.decode(bytes(head.encode()) + sections.encode_value_section(body))
     assert decoded.correlation_id == "c1"
     assert c.decode_enumerate_rules_body(decoded.body) == [rule]

@@ -1,4 +1,5 @@
-"""The byte-level decoder gives exactly what proton's own decoder gives, and refuses bad bytes cleanly."""
+"""The byte-level codec built from the type table: the decoder gives exactly what proton's own decoder
+gives and refuses bad bytes cleanly; the encoder writes exactly the bytes proton writes."""
 
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ from proton import (
     ushort,
 )
 
-from reconciler.amqp import codec, decoder, encoder
+from reconciler.amqp import codec
+from reconciler.amqp.wire.decode import decode_value
+from reconciler.amqp.wire.encode import encode_value
+from reconciler.amqp.wire.types import DecodeError, EncodeError
 
 
 def proton_encode(value: object) -> bytes:
@@ -94,6 +98,12 @@ arrays = st.one_of(
     st.lists(text, max_size=5).map(lambda v: Array(symbol("x-desc"), Data.STRING, *v)),
     st.lists(st.booleans(), max_size=5).map(lambda v: Array(UNDESCRIBED, Data.BOOL, *v)),
     st.lists(st.uuids(), max_size=5).map(lambda v: Array(UNDESCRIBED, Data.UUID, *v)),
+    st.lists(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3), max_size=3).map(
+        lambda v: Array(UNDESCRIBED, Data.LIST, *v)
+    ),
+    st.lists(st.lists(st.integers(-(2**31), 2**31 - 1).map(int32), max_size=3), max_size=3).map(
+        lambda v: Array(UNDESCRIBED, Data.ARRAY, *(Array(UNDESCRIBED, Data.INT, *inner) for inner in v))
+    ),
 )
 values = st.recursive(
     scalars | arrays,
@@ -113,11 +123,11 @@ values = st.recursive(
 def test_decodes_what_proton_encodes_to_the_value_and_types_it_was(value):
     # Compared with the input, not with proton's decoder: proton 0.40 loses elements after a
     # described value whose value is itself described (a bug this decoder does not share).
-    assert typed(decoder.decode_value(proton_encode(value))) == typed(value)
+    assert typed(decode_value(proton_encode(value))) == typed(value)
 
 
 def test_binaries_are_owned_bytes_not_views():
-    assert type(decoder.decode_value(proton_encode({"b": b"\x00\x01"}))["b"]) is bytes
+    assert type(decode_value(proton_encode({"b": b"\x00\x01"}))["b"]) is bytes
 
 
 def test_enumerate_rules_page_matches_proton():
@@ -129,7 +139,7 @@ def test_enumerate_rules_page_matches_proton():
              for i in range(60)]
     payload = codec.encode_value(codec.encode_enumerate_rules_body(rules))
     assert len(payload) > 255  # list32/map32 forms
-    assert typed(decoder.decode_value(payload)) == typed(proton_decode(payload))
+    assert typed(decode_value(payload)) == typed(proton_decode(payload))
 
 
 @pytest.mark.parametrize(
@@ -149,7 +159,7 @@ def test_enumerate_rules_page_matches_proton():
     ],
 )
 def test_compact_encodings(payload, expected):
-    assert typed(decoder.decode_value(payload)) == typed(expected)
+    assert typed(decode_value(payload)) == typed(expected)
 
 
 @pytest.mark.parametrize(
@@ -168,8 +178,8 @@ def test_compact_encodings(payload, expected):
     ],
 )
 def test_malformed_input_is_a_decode_error(payload, message):
-    with pytest.raises(decoder.DecodeError, match=message):
-        decoder.decode_value(payload)
+    with pytest.raises(DecodeError, match=message):
+        decode_value(payload)
 
 
 @settings(max_examples=300)
@@ -177,60 +187,32 @@ def test_malformed_input_is_a_decode_error(payload, message):
 def test_every_truncation_is_a_decode_error(value):
     payload = proton_encode([value, "tail"])
     for end in range(len(payload) - 1, max(-1, len(payload) - 40), -1):
-        with pytest.raises(decoder.DecodeError):
-            decoder.decode_value(payload[:end])
+        with pytest.raises(DecodeError):
+            decode_value(payload[:end])
 
 
 @settings(max_examples=500)
 @given(st.binary(max_size=200))
 def test_random_bytes_never_raise_anything_else(payload):
     try:
-        decoder.decode_value(payload)
-    except decoder.DecodeError:
+        decode_value(payload)
+    except DecodeError:
         pass
-
-
-def test_message_sections_in_order():
-    message = proton.Message(id="m1", correlation_id="c1", properties={"statusCode": 200}, body={"k": 1})
-    sections = decoder.decode_sections(bytes(message.encode()))
-    codes = [code for code, _ in sections]
-    assert codes == [decoder.HEADER, decoder.PROPERTIES, decoder.APPLICATION_PROPERTIES, decoder.AMQP_VALUE]
-    by_code = dict(sections)
-    assert by_code[decoder.PROPERTIES][:6] == ["m1", None, None, None, None, "c1"]
-    assert by_code[decoder.APPLICATION_PROPERTIES] == {"statusCode": 200}
-    assert by_code[decoder.AMQP_VALUE] == {"k": 1}
-
-
-def test_a_section_must_be_a_described_section_code():
-    with pytest.raises(decoder.DecodeError, match="does not start a message section"):
-        decoder.decode_sections(b"\x41")
-    with pytest.raises(decoder.DecodeError, match="unknown message section"):
-        decoder.decode_sections(b"\x00\x53\x10\x45")
 
 
 @settings(max_examples=400)
 @given(values)
 def test_encoder_writes_exactly_the_bytes_proton_writes(value):
-    assert encoder.encode_value(value) == proton_encode(value)
+    assert encode_value(value) == proton_encode(value)
 
 
 def test_encoder_uses_the_compact_scalar_forms():
-    assert encoder.encode_value("x" * 300)[:1] == b"\xb1" and encoder.encode_value("x")[:1] == b"\xa1"
-    assert encoder.encode_value(uint(7)) == b"\x52\x07" and encoder.encode_value(ulong(0)) == b"\x44"
-    assert encoder.encode_value(-3) == b"\x55\xfd" and encoder.encode_value(int32(300)) == b"\x71\x00\x00\x01\x2c"
+    assert encode_value("x" * 300)[:1] == b"\xb1" and encode_value("x")[:1] == b"\xa1"
+    assert encode_value(uint(7)) == b"\x52\x07" and encode_value(ulong(0)) == b"\x44"
+    assert encode_value(-3) == b"\x55\xfd" and encode_value(int32(300)) == b"\x71\x00\x00\x01\x2c"
 
 
 @pytest.mark.parametrize("value", [2**63, int32(2**31), object(), symbol("ü"), "\ud800"])
 def test_values_without_an_encoding_are_refused(value):
-    with pytest.raises(encoder.EncodeError):
-        encoder.encode_value(value)
-
-
-def test_encoded_message_reads_back_with_proton():
-    payload = encoder.encode_message(
-        message_id="m1", reply_to="r", application_properties={"operation": "x", "n": uint(5)}, body={"k": [1]}
-    )
-    message = proton.Message()
-    message.decode(payload)
-    assert (message.id, message.reply_to, message.correlation_id) == ("m1", "r", None)
-    assert message.properties == {"operation": "x", "n": 5} and message.body == {"k": [1]}
+    with pytest.raises(EncodeError):
+        encode_value(value)
