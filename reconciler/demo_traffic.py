@@ -57,7 +57,7 @@ def _payment(rng: random.Random, n: int) -> Message:
 
 def publish_sample_traffic(emulator, topics: Iterable[str], count: int = 300, seed: int = 7) -> None:
     """Send a deterministic mix of messages to each topic (payment-like to 'payments', else orders)."""
-    from reconciler.amqp.codec import encode_message
+    from reconciler.amqp.messages import encode_model_message
     from reconciler.emulator.namespace import parse_address
 
     rng = random.Random(seed)
@@ -65,7 +65,7 @@ def publish_sample_traffic(emulator, topics: Iterable[str], count: int = 300, se
         make = _payment if topic.lower() == "payments" else _order
         address = parse_address(topic)
         for n in range(count):
-            emulator.broker.publish(address, encode_message(make(rng, n)))
+            emulator.broker.publish(address, encode_model_message(make(rng, n)))
 
 
 def catch_all_subscriptions(live: DesiredState) -> dict[str, str]:

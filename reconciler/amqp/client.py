@@ -37,6 +37,7 @@ from reconciler.amqp.errors import (
     OperationTimeoutError,
     error_for,
 )
+from reconciler.amqp.messages import decode_model_message, encode_model_message
 from reconciler.amqp.retry import RetryPolicy
 from reconciler.amqp.sas import TokenProvider, token_provider_for
 
@@ -469,7 +470,7 @@ class ManagementClient:
         for index, entry in enumerate(entries):
             if not isinstance(entry, Mapping) or entry.get("message") is None:
                 raise codec.CodecError(f"{what} message #{index} has no 'message' binary")
-            decoded = codec.decode_message(entry["message"])
+            decoded = decode_model_message(entry["message"])
             sys_props = decoded.message.sys
             seq = sys_props.get("SequenceNumber")
             if seq is None:
@@ -525,7 +526,7 @@ class ManagementClient:
             message_id = str(msg_id.value) if msg_id else uuid.uuid4().hex
             sys_props = dict(item.message.sys)
             sys_props["MessageId"] = model.TypedValue(model.ValueType.STRING, message_id)
-            payload = codec.encode_message(
+            payload = encode_model_message(
                 model.Message(sys=sys_props, user=item.message.user, body=item.message.body),
                 {"x-opt-scheduled-enqueue-time": codec.datetime_to_timestamp(item.enqueue_time)},
             )

@@ -1,4 +1,5 @@
-"""Model ⇄ AMQP values for the `$management` node: the one place that knows the wire shapes.
+"""Model ⇄ AMQP values for the `$management` node: the one place that knows the shapes of its
+request and response bodies (whole messages: ``reconciler.amqp.messages``; bytes: ``wire``).
 
 Requests (add-rule) are plain maps; enumerate-rules answers with described lists whose codes are
 quoted from the SDKs in docs/protocol.md §0. The filter codes really are 0x0000001370000006..9
@@ -19,9 +20,6 @@ import proton
 from proton import Described, int32, symbol, timestamp, ulong
 
 from reconciler import model
-from reconciler.amqp.wire import decode, encode
-from reconciler.amqp.wire.sections import DATA, Sections
-from reconciler.amqp.wire.types import DecodeError, EncodeError
 from reconciler.errors import SbrulesError
 from reconciler.model import (
     CORRELATION_FIELDS,
@@ -414,151 +412,3 @@ def decode_enumerate_rules_body(body: Any, offset: int = 0) -> list[Rule]:
             raise CodecError(f"{label}: entry is not a map with a 'rule-description'")
         rules.append(decode_rule_description_full(entry["rule-description"], label).rule)
     return rules
-
-
-# ------------------------------------------------------------------------------------------------
-# Whole messages (peek-message, schedule-message, receive-by-sequence-number payloads)
-# ------------------------------------------------------------------------------------------------
-
-#: System property → (proton.Message attribute, properties section field, AMQP 1.0 §3.2.4).
-_MESSAGE_FIELDS = {
-    "MessageId": ("id", "message-id"),
-    "To": ("address", "to"),
-    "Label": ("subject", "subject"),
-    "ReplyTo": ("reply_to", "reply-to"),
-    "CorrelationId": ("correlation_id", "correlation-id"),
-    "ContentType": ("content_type", "content-type"),
-    "SessionId": ("group_id", "group-id"),
-    "ReplyToSessionId": ("reply_to_group_id", "reply-to-group-id"),
-}
-
-#: System property → message annotation (docs/protocol.md §6, §7).
-ANNOTATIONS = {
-    "SequenceNumber": "x-opt-sequence-number",
-    "EnqueuedTimeUtc": "x-opt-enqueued-time",
-    "ScheduledEnqueueTimeUtc": "x-opt-scheduled-enqueue-time",
-    "EnqueuedSequenceNumber": "x-opt-enqueue-sequence-number",
-    "LockedUntilUtc": "x-opt-locked-until",
-    "PartitionKey": "x-opt-partition-key",
-    "ViaPartitionKey": "x-opt-via-partition-key",
-    "DeadLetterSource": "x-opt-deadletter-source",
-    "LockToken": "x-opt-lock-token",
-}
-#: Fields proton keeps as C strings (a NUL would silently cut them short).
-_C_STRING_ATTRS = {"To", "ReplyTo", "Label", "SessionId", "ReplyToSessionId", "ContentType"}
-_ANNOTATION_TO_SYS = {v: k for k, v in ANNOTATIONS.items()}
-
-
-@dataclass(frozen=True)
-class DecodedMessage:
-    """A decoded AMQP message: the model view plus every message annotation (str keys)."""
-
-    message: model.Message
-    annotations: Mapping[str, Any]
-    size: int
-
-
-def encode_message(message: model.Message, annotations: Mapping[str, Any] | None = None) -> bytes:
-    """Encode a model message as AMQP sections; ``annotations`` adds or overrides annotations.
-
-    Size and ForcePersistence have no AMQP field and are not carried.
-    """
-    msg = proton.Message(body=bytes(message.body), inferred=True)
-    ann: dict[symbol, Any] = {}
-    for name, value in message.sys.items():
-        if name == "ContentType" and not str(value.value).isascii():
-            raise CodecError("ContentType is an AMQP symbol and must be ASCII")
-        if name in _C_STRING_ATTRS and "\x00" in str(value.value):
-            raise CodecError(f"{name} must not contain NUL characters")
-        if name in _MESSAGE_FIELDS:
-            setattr(msg, _MESSAGE_FIELDS[name][0], value.value)
-        elif name in ANNOTATIONS:
-            ann[symbol(ANNOTATIONS[name])] = to_amqp(value)
-        elif name == "TimeToLive":
-            msg.ttl = value.value
-        elif name == "ExpiresAtUtc":
-            msg.expiry_time = (value.value - _EPOCH).total_seconds()
-        elif name == "DeliveryCount":
-            msg.delivery_count = value.value
-    for key, value in (annotations or {}).items():
-        ann[symbol(key)] = value
-    if ann:
-        msg.annotations = ann
-    if message.user:
-        msg.properties = {key: to_amqp(value) for key, value in message.user.items()}
-    return bytes(msg.encode())
-
-
-def _body_bytes(body: list[tuple[int, Any]]) -> bytes:
-    """The body as bytes: data sections joined, an amqp-value string as UTF-8, any other value encoded."""
-    data = [value for code, value in body if code == DATA]
-    if data:
-        return b"".join(data)
-    for _, value in body:
-        if isinstance(value, bytes):
-            return value
-        if isinstance(value, str):
-            return value.encode()
-        return encode_value(value) if value is not None else b""
-    return b""
-
-
-def decode_message(payload: bytes | memoryview) -> DecodedMessage:
-    """Decode an AMQP-encoded message into the model view (lenient about property types)."""
-    raw = bytes(payload)
-    try:
-        sections = Sections.decode(raw)
-    except DecodeError as exc:
-        raise CodecError(f"undecodable AMQP message ({len(raw)} bytes): {exc}") from None
-    sys_props: dict[str, TypedValue] = {}
-    for name, (_, field_name) in _MESSAGE_FIELDS.items():
-        value = sections.properties_field(field_name)
-        if isinstance(value, bytes):
-            value = value.hex()  # a binary message-id / correlation-id
-        if value is not None:
-            sys_props[name] = TypedValue(ValueType.STRING, str(value))
-    ttl = sections.header_field("ttl")
-    if ttl:
-        sys_props["TimeToLive"] = TypedValue(ValueType.DOUBLE, int(ttl) / 1000)
-    expiry = sections.properties_field("absolute-expiry-time")
-    if expiry:
-        sys_props["ExpiresAtUtc"] = TypedValue(ValueType.TIMESTAMP, timestamp_to_datetime(expiry))
-    sys_props["DeliveryCount"] = TypedValue(ValueType.INT, int(sections.header_field("delivery-count") or 0))
-    annotations = {str(k): v for k, v in (sections.message_annotations or {}).items()}
-    for key, value in annotations.items():
-        sys_name = _ANNOTATION_TO_SYS.get(key)
-        if sys_name is None or value is None:
-            continue
-        expected = model.SYSTEM_PROPERTIES[sys_name]
-        try:
-            tv = from_amqp(value, strict=False)
-            if tv.type is not expected:
-                tv = TypedValue(expected, tv.value)
-        except (CodecError, model.TypedValueError) as exc:
-            raise CodecError(f"message annotation {key}: {exc}") from None
-        sys_props[sys_name] = tv
-    user: dict[str, TypedValue] = {}
-    for key, value in (sections.application_properties or {}).items():
-        try:
-            user[str(key)] = from_amqp(value, strict=False)
-        except CodecError as exc:
-            raise CodecError(f"application property {key!r}: {exc}") from None
-    decoded = model.Message(sys=sys_props, user=user, body=_body_bytes(sections.body))
-    return DecodedMessage(decoded, annotations, len(raw))
-
-
-def encode_value(value: Any) -> bytes:
-    """AMQP-encode one value (pre-encoded bodies in the emulator, byte-level round trips in tests)."""
-    try:
-        return encode.encode_value(value)
-    except EncodeError as exc:
-        raise CodecError(f"cannot encode an AMQP value: {exc}") from None
-
-
-def decode_value(payload: bytes) -> Any:
-    """The one AMQP value ``payload`` holds (binaries as bytes)."""
-    try:
-        return decode.decode_value(payload)
-    except DecodeError as exc:
-        raise CodecError(f"undecodable AMQP value: {exc}") from None
-

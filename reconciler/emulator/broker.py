@@ -1,25 +1,29 @@
 """What happens to messages: routing through subscription rules, locks, settlement, schedules, sessions.
 
-The broker works on wire messages (``proton.Message`` / their encoded bytes) and the namespace's
-stores; the AMQP server calls it from its event loop and tests may call it from any thread (it
-takes the namespace lock). Routing follows the service: one copy when any action-less rule
-matches, one copy per matching rule with an action (action applied, ``RuleName`` set by
-``reconciler.sql.route_rules``), and a filter evaluation error dead-letters the message in that
-subscription (``EnableDeadLetteringOnFilterEvaluationExceptions`` defaults to true).
+The broker works on encoded messages and the namespace's stores; the AMQP server calls it from its
+event loop and tests may call it from any thread (it takes the namespace lock). A published
+transfer is decoded once, by the message codec (``reconciler.amqp.messages``), into the model view
+filters see and the sections a rule-action copy or a delivery is re-encoded from. Routing follows
+the service: one copy when any action-less rule matches, one copy per matching rule with an action
+(action applied, ``RuleName`` set by ``reconciler.sql.route_rules``), and a filter evaluation error
+dead-letters the message in that subscription (``EnableDeadLetteringOnFilterEvaluationExceptions``
+defaults to true).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import uuid
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import proton
-from proton import symbol
+from proton import symbol, ubyte, uint
 
 from reconciler import model, sql
-from reconciler.amqp import codec
-from reconciler.emulator import wire
+from reconciler.amqp import codec, messages
+from reconciler.amqp.messages import DecodedMessage
+from reconciler.amqp.wire.sections import Sections
 from reconciler.emulator.namespace import (
     ACTIVE,
     DEFERRED,
@@ -43,16 +47,20 @@ from reconciler.model import TypedValue, ValueType
 FILTER_ERROR_REASON = "FilterEvaluationException"
 MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
 _SCHEDULED_ANNOTATION = symbol("x-opt-scheduled-enqueue-time")
-#: proton.Message properties-section fields that model system properties (SQL actions may SET them).
-_MODEL_PROPERTY_FIELDS = (
-    "id", "correlation_id", "address", "reply_to", "subject", "group_id", "reply_to_group_id", "content_type",
-)
+#: The priority a message without one has (AMQP 1.0 §3.2.1).
+_DEFAULT_PRIORITY = ubyte(4)
 
 
-def decode(payload: bytes) -> proton.Message:
-    msg = proton.Message()
-    msg.decode(payload)
-    return msg
+def _decoded(decode: Callable[[bytes], Any], payload: bytes) -> Any:
+    """``decode(payload)``, a message that does not decode being a 400 for its sender."""
+    try:
+        return decode(payload)
+    except (codec.CodecError, model.TypedValueError) as exc:
+        raise OperationError(400, "amqp:decode-error", f"undecodable message: {exc}") from None
+
+
+def _decode(payload: bytes) -> DecodedMessage:
+    return _decoded(messages.decode_model_message, payload)
 
 
 def _to_datetime(value: Any) -> _dt.datetime | None:
@@ -63,8 +71,14 @@ def _to_datetime(value: Any) -> _dt.datetime | None:
     return None
 
 
-def _str_or_none(value: Any) -> str | None:
-    return None if value is None else str(value)
+def _sys_text(message: model.Message, name: str) -> str | None:
+    value = message.sys.get(name)
+    return None if value is None or value.value is None else str(value.value)
+
+
+def _ttl_seconds(sections: Sections) -> float | None:
+    ttl = sections.header_field("ttl")
+    return int(ttl) / 1000 if ttl else None
 
 
 class Broker:
@@ -76,42 +90,43 @@ class Broker:
         self.filter_errors = 0
 
     # -- sending -----------------------------------------------------------------------------
-    def publish(self, address: Address, message: proton.Message | bytes, now: _dt.datetime | None = None) -> list[int]:
-        """Accept a message sent to a queue or topic; returns sequence numbers assigned to scheduled ones."""
+    def publish(self, address: Address, transfer: bytes | proton.Message, now: _dt.datetime | None = None) -> list[int]:
+        """Accept one transfer sent to a queue or topic: a message or a batch of them (decoded once
+        here); returns the sequence numbers assigned to scheduled ones."""
         now = now or utcnow()
-        payload = bytes(message) if isinstance(message, (bytes, bytearray, memoryview)) else bytes(message.encode())
-        msg = decode(payload) if isinstance(message, (bytes, bytearray, memoryview)) else message
-        scheduled = _to_datetime((msg.annotations or {}).get(_SCHEDULED_ANNOTATION))
-        view = self.view(payload, now)
+        payload = bytes(transfer.encode()) if isinstance(transfer, proton.Message) else bytes(transfer)
+        numbers: list[int] = []
+        for message in _decoded(messages.decode_transfer, payload):
+            numbers.extend(self._publish_one(address, message, now))
+        return numbers
+
+    def _publish_one(self, address: Address, message: DecodedMessage, now: _dt.datetime) -> list[int]:
+        scheduled = _to_datetime(message.annotations.get(_SCHEDULED_ANNOTATION))
+        session_id, message_id = _sys_text(message.message, "SessionId"), _sys_text(message.message, "MessageId")
         with self.namespace.lock:
             if address.subscription is not None or address.dead_letter:
                 raise OperationError(400, "amqp:not-allowed", f"cannot send to '{address.node}'")
             entity = self.namespace.entity(address)
             if scheduled is not None and scheduled > now:
                 stored = entity.store.enqueue(
-                    payload,
-                    session_id=_str_or_none(msg.group_id),
-                    message_id=_str_or_none(msg.id),
-                    scheduled_time=scheduled,
-                    now=now,
+                    message.payload, session_id=session_id, message_id=message_id, scheduled_time=scheduled, now=now,
                 )
                 self.namespace.touch()
                 return [stored.sequence_number]
             if isinstance(entity, Topic):
-                self.route(entity, payload, msg, now, view)
+                self.route(entity, message, now)
             else:
                 entity.store.enqueue(
-                    payload, session_id=_str_or_none(msg.group_id), message_id=_str_or_none(msg.id),
-                    ttl=msg.ttl, now=now,
+                    message.payload, session_id=session_id, message_id=message_id,
+                    ttl=_ttl_seconds(message.sections), now=now,
                 )
             self.namespace.touch()
             return []
 
-    def route(
-        self, topic: Topic, payload: bytes, msg: proton.Message, now: _dt.datetime, view: model.Message | None = None
-    ) -> None:
+    def route(self, topic: Topic, message: DecodedMessage, now: _dt.datetime) -> None:
         """Offer one message to every subscription of ``topic``."""
-        view = view or self.view(payload, now)
+        view = self._view(message, now)
+        message_id, ttl = _sys_text(message.message, "MessageId"), _ttl_seconds(message.sections)
         for sub in topic.subscriptions.values():
             rules = [entry.rule for entry in sub.rules.values()]
             result = sql.route_rules(rules, view)
@@ -120,48 +135,42 @@ class Broker:
                 sub.filter_errors += 1
                 self.filter_errors += 1
                 description = "; ".join(f"rule {name!r}: {error}" for name, error in errors)
-                self._dead_letter_new(sub, payload, msg, FILTER_ERROR_REASON, description, now)
+                self._dead_letter_new(sub, message, FILTER_ERROR_REASON, description, now)
             for rule_name, copy in result.copies:
-                body = payload if rule_name is None else self._apply_copy(payload, copy)
+                body = message.payload if rule_name is None else self._apply_copy(message.sections, copy)
                 sub.store.enqueue(
-                    body,
-                    session_id=_str_or_none(copy.sys.get("SessionId").value if "SessionId" in copy.sys else None),
-                    message_id=_str_or_none(msg.id),
-                    ttl=msg.ttl,
-                    now=now,
+                    body, session_id=_sys_text(copy, "SessionId"), message_id=message_id, ttl=ttl, now=now,
                 )
 
-    def view(self, payload: bytes, now: _dt.datetime) -> model.Message:
+    @staticmethod
+    def _view(message: DecodedMessage, now: _dt.datetime) -> model.Message:
         """The model message filters see, with broker-assigned Size and EnqueuedTimeUtc."""
-        try:
-            decoded = codec.decode_message(payload).message
-        except (codec.CodecError, model.TypedValueError) as exc:
-            raise OperationError(400, "amqp:decode-error", f"undecodable message: {exc}") from None
-        sys_props = dict(decoded.sys)
-        sys_props["Size"] = TypedValue(ValueType.LONG, len(payload))
+        sys_props = dict(message.message.sys)
+        sys_props["Size"] = TypedValue(ValueType.LONG, message.size)
         sys_props["EnqueuedTimeUtc"] = TypedValue(ValueType.TIMESTAMP, now)
-        return model.Message(sys=sys_props, user=decoded.user, body=decoded.body)
+        return model.Message(sys=sys_props, user=message.message.user, body=message.message.body)
 
     @staticmethod
-    def _apply_copy(payload: bytes, copy: model.Message) -> bytes:
-        """Write a rule action's result onto the wire message, keeping everything the model does not carry.
+    def _apply_copy(sections: Sections, copy: model.Message) -> bytes:
+        """Write a rule action's result onto the message, keeping everything the model does not carry.
 
-        The copy is encoded by the codec (the one model → AMQP mapping); its properties section,
-        application properties and TTL replace the original's, while the body keeps its AMQP type.
+        The copy is mapped by the message codec (the one model → AMQP mapping); its properties
+        fields, application properties and TTL replace the original's, while the body keeps its
+        AMQP type.
         """
-        msg = decode(payload)
-        patched = decode(codec.encode_message(copy))
-        for attr in _MODEL_PROPERTY_FIELDS:
-            setattr(msg, attr, getattr(patched, attr))
-        msg.properties = patched.properties
-        msg.ttl = patched.ttl
-        return bytes(msg.encode())
+        patched = messages.to_sections(copy)
+        result = dataclasses.replace(sections, application_properties=patched.application_properties)
+        for field_name in messages.PROPERTY_FIELDS.values():
+            result.set_properties_field(field_name, patched.properties_field(field_name))
+        result.set_header_field("ttl", patched.header_field("ttl"))
+        return result.encode()
 
     def _dead_letter_new(
-        self, sub: Subscription, payload: bytes, msg: proton.Message, reason: str, description: str, now: _dt.datetime
+        self, sub: Subscription, message: DecodedMessage, reason: str, description: str, now: _dt.datetime
     ) -> None:
         stored = sub.dead_letters.enqueue(
-            payload, session_id=_str_or_none(msg.group_id), message_id=_str_or_none(msg.id), now=now
+            message.payload, session_id=_sys_text(message.message, "SessionId"),
+            message_id=_sys_text(message.message, "MessageId"), now=now,
         )
         stored.dead_letter_reason = reason
         stored.dead_letter_description = description
@@ -170,19 +179,18 @@ class Broker:
     def schedule(self, address: Address, payloads: Iterable[bytes], now: _dt.datetime | None = None) -> list[int]:
         """schedule-message: each payload carries x-opt-scheduled-enqueue-time; returns sequence numbers."""
         now = now or utcnow()
+        decoded = [_decode(payload) for payload in payloads]
         numbers = []
         with self.namespace.lock:
             entity = self.namespace.entity(address)
             if isinstance(entity, Subscription):
                 raise OperationError(400, "amqp:not-allowed", "messages cannot be scheduled on a subscription")
-            for payload in payloads:
-                self.view(payload, now)
-                msg = decode(payload)
-                when = _to_datetime((msg.annotations or {}).get(_SCHEDULED_ANNOTATION)) or now
+            for message in decoded:
+                when = _to_datetime(message.annotations.get(_SCHEDULED_ANNOTATION)) or now
                 stored = entity.store.enqueue(
-                    payload,
-                    session_id=_str_or_none(msg.group_id),
-                    message_id=_str_or_none(msg.id),
+                    message.payload,
+                    session_id=_sys_text(message.message, "SessionId"),
+                    message_id=_sys_text(message.message, "MessageId"),
                     scheduled_time=when if when > now else now + _dt.timedelta(microseconds=1),
                     now=now,
                 )
@@ -211,13 +219,13 @@ class Broker:
             for topic in list(self.namespace.topics.values()):
                 for stored in topic.store.due_scheduled(now):
                     topic.store.remove(stored.sequence_number)
-                    self.route(topic, stored.payload, decode(stored.payload), now)
+                    self.route(topic, _decode(stored.payload), now)
                     changed = True
             for store in self.namespace.stores(include_topics=False):
                 if not (store.scheduled or store.expiring or store.locks):
                     continue  # most stores are idle: the tick runs every 50 ms over all of them
                 for stored in store.due_scheduled(now):
-                    store.activate(stored, now, decode(stored.payload).ttl)
+                    store.activate(stored, now, _ttl_seconds(Sections.decode(stored.payload)))
                     changed = True
                 if store.drop_expired(now):
                     changed = True
@@ -252,8 +260,8 @@ class Broker:
 
     def wire(self, stored: StoredMessage, store: MessageStore, *, delivered: bool) -> bytes:
         """The message as it leaves the broker, with broker annotations (docs/protocol.md §6)."""
-        msg = decode(stored.payload)
-        ann = dict(msg.annotations or {})
+        sections = Sections.decode(stored.payload)
+        ann = dict(sections.message_annotations or {})
         ann[symbol("x-opt-sequence-number")] = int(stored.sequence_number)
         ann[symbol("x-opt-enqueued-time")] = codec.datetime_to_timestamp(stored.enqueued_time)
         if stored.locked_until is not None:
@@ -264,18 +272,27 @@ class Broker:
             ann[symbol("x-opt-message-state")] = proton.int32(MESSAGE_STATE_CODES[stored.state])
         if stored.dead_letter_source is not None:
             ann[symbol("x-opt-deadletter-source")] = stored.dead_letter_source
-        msg.annotations = ann
-        props = dict(msg.properties or {})
+        sections.message_annotations = ann
+        props = dict(sections.application_properties or {})
         if stored.dead_letter_reason is not None:
             props["DeadLetterReason"] = stored.dead_letter_reason
         if stored.dead_letter_description is not None:
             props["DeadLetterErrorDescription"] = stored.dead_letter_description
         props.update(stored.modified_properties)
         if props:
-            msg.properties = props
-        msg.delivery_count = max(stored.delivery_count - 1, 0) if delivered else stored.delivery_count
-        msg.durable = True
-        return wire.encode_with_header(msg)
+            sections.application_properties = props
+        delivery_count = max(stored.delivery_count - 1, 0) if delivered else stored.delivery_count
+        # Every header field written out, delivery-count included even when 0: without it the
+        # Python SDK reports None where the service says 0.
+        priority = sections.header_field("priority")
+        sections.header = [
+            True,
+            _DEFAULT_PRIORITY if priority is None else priority,
+            sections.header_field("ttl") or None,
+            bool(sections.header_field("first-acquirer")),
+            uint(delivery_count),
+        ]
+        return sections.encode()
 
     def peek(
         self, store: MessageStore, from_sequence: int, count: int, session_id: str | None = None

@@ -44,7 +44,6 @@ from reconciler.emulator.namespace import (
     Topic,
     parse_address,
 )
-from reconciler.emulator.wire import unbatch
 
 log = logging.getLogger("reconciler.emulator")
 
@@ -513,8 +512,7 @@ class ServerHandler(MessagingHandler):
             self._reject(delivery, "amqp:unauthorized-access", f"the token for '{address.node}' has expired")
             return
         try:
-            for message in unbatch(payload):
-                self.broker.publish(address, message)
+            self.broker.publish(address, payload)
         except OperationError as exc:
             self._reject(delivery, exc.condition, exc.description)
             return

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from reconciler import model as m
-from reconciler.amqp import codec, errors
+from reconciler.amqp import errors, messages
 from reconciler.amqp.client import Disposition, ManagementClient, ScheduledMessage, SettleMode
 from reconciler.amqp.sas import SasKeyTokenProvider
 from reconciler.emulator import DEV_KEY, DEV_KEY_NAME
@@ -24,7 +24,7 @@ def publish(emulator, entity, **sys):
     """Put one message on a topic/queue through the emulator's broker (as a sender link would)."""
     user = sys.pop("user", {})
     msg = m.Message(sys={k: m.TypedValue.infer(v) for k, v in sys.items()}, user=user, body=b"payload")
-    emulator.broker.publish(parse_address(entity), codec.encode_message(msg))
+    emulator.broker.publish(parse_address(entity), messages.encode_model_message(msg))
 
 
 def test_rule_lifecycle_and_types(client, emulator):

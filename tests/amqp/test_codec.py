@@ -14,24 +14,11 @@ from proton import Described, int32, short, symbol, timestamp, ulong
 from reconciler import model as m
 from reconciler.amqp import codec as c
 from reconciler.amqp.wire import sections
+from reconciler.amqp.wire.decode import decode_value
+from reconciler.amqp.wire.encode import encode_value
 from reconciler.errors import SbrulesError
 
-text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
-names = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FFF, blacklist_categories=("Cs",)), min_size=1, max_size=50)
-ms_datetimes = st.datetimes(
-    min_value=dt.datetime(1970, 1, 1), max_value=dt.datetime(2200, 1, 1), timezones=st.just(dt.timezone.utc)
-).map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000))
-
-typed_values = st.one_of(
-    text.map(lambda v: m.TypedValue(m.ValueType.STRING, v)),
-    st.integers(m.INT64_MIN, m.INT64_MAX).map(lambda v: m.TypedValue(m.ValueType.LONG, v)),
-    st.integers(m.INT32_MIN, m.INT32_MAX).map(lambda v: m.TypedValue(m.ValueType.INT, v)),
-    st.floats(allow_nan=False).map(lambda v: m.TypedValue(m.ValueType.DOUBLE, v)),
-    st.booleans().map(lambda v: m.TypedValue(m.ValueType.BOOL, v)),
-    st.uuids().map(lambda v: m.TypedValue(m.ValueType.UUID, v)),
-    ms_datetimes.map(lambda v: m.TypedValue(m.ValueType.TIMESTAMP, v)),
-    st.just(m.TypedValue(m.ValueType.NULL)),
-)
+from .strategies import ms_datetimes, names, text, typed_values
 
 correlation_filters = st.builds(
     m.CorrelationFilter,
@@ -53,7 +40,7 @@ rules = st.builds(m.Rule, name=names, filter=filters, action=actions)
 
 
 def through_bytes(value):
-    return c.decode_value(c.encode_value(value))
+    return decode_value(encode_value(value))
 
 
 @given(typed_values)
@@ -84,8 +71,8 @@ def test_add_rule_body_round_trip(rule):
 
 
 def test_int_and_long_stay_distinct_on_the_wire():
-    as_int = c.encode_value(c.to_amqp(m.TypedValue(m.ValueType.INT, 3)))
-    as_long = c.encode_value(c.to_amqp(m.TypedValue(m.ValueType.LONG, 3)))
+    as_int = encode_value(c.to_amqp(m.TypedValue(m.ValueType.INT, 3)))
+    as_long = encode_value(c.to_amqp(m.TypedValue(m.ValueType.LONG, 3)))
     assert as_int == b"\x54\x03"  # smallint
     assert as_long == b"\x55\x03"  # smalllong
 
@@ -96,7 +83,7 @@ def test_descriptor_codes_are_the_sdk_literals():
     assert c.TRUE_FILTER_CODE == 83483426823 and c.FALSE_FILTER_CODE == 83483426824
     assert c.RULE_DESCRIPTION_CODE == 1335734829060
     assert c.SQL_RULE_ACTION_CODE == 1335734829062 and c.EMPTY_RULE_ACTION_CODE == 1335734829061
-    encoded = c.encode_value(c.encode_rule_description(m.Rule("r", m.SqlFilter("a=1"))))
+    encoded = encode_value(c.encode_rule_description(m.Rule("r", m.SqlFilter("a=1"))))
     assert encoded.startswith(b"\x00\x80\x00\x00\x01\x37\x00\x00\x00\x04")
     assert b"\x00\x80\x00\x00\x00\x13\x70\x00\x00\x06" in encoded
     assert b"\x00\x80\x00\x00\x01\x37\x00\x00\x00\x05" in encoded
@@ -247,76 +234,6 @@ def test_enumerate_body_round_trip_and_errors():
         c.decode_enumerate_rules_body({"rules": [{"rule-description": 3}, {}]}, offset=101)
     with pytest.raises(c.CodecError, match="'rules' list"):
         c.decode_enumerate_rules_body({})
-
-
-# -- whole messages ---------------------------------------------------------------------------
-
-
-def test_message_round_trip_with_annotations():
-    enq = dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=dt.timezone.utc)
-    msg = m.Message(
-        sys={
-            "MessageId": m.TypedValue("string", "m1"), "Label": m.TypedValue("string", "order"),
-            "SessionId": m.TypedValue("string", "s1"), "ContentType": m.TypedValue("string", "text/plain"),
-            "SequenceNumber": m.TypedValue("long", 42), "EnqueuedTimeUtc": m.TypedValue("timestamp", enq),
-            "TimeToLive": m.TypedValue("double", 60.0), "DeliveryCount": m.TypedValue("int", 2),
-        },
-        user={"color": m.TypedValue("string", "red"), "n": m.TypedValue("int", 3), "big": m.TypedValue("long", 2**40)},
-        body=b"hello",
-    )
-    decoded = c.decode_message(c.encode_message(msg, {"x-opt-partition-id": short(3)}))
-    assert decoded.message.sys == msg.sys
-    assert decoded.message.user == msg.user
-    assert decoded.message.body == b"hello"
-    assert decoded.annotations["x-opt-sequence-number"] == 42
-    assert decoded.annotations["x-opt-partition-id"] == 3
-    assert decoded.size == len(c.encode_message(msg, {"x-opt-partition-id": short(3)}))
-
-
-def test_decode_message_is_lenient_about_foreign_property_types():
-    import proton
-
-    msg = proton.Message(body="text body", properties={"s": short(5), "sym": symbol("v")})
-    decoded = c.decode_message(msg.encode())
-    assert decoded.message.user["s"] == m.TypedValue("int", 5)
-    assert decoded.message.user["sym"] == m.TypedValue("string", "v")
-    assert decoded.message.body == b"text body"
-    with pytest.raises(c.CodecError, match="undecodable"):
-        c.decode_message(b"\x00garbage")
-
-
-system_strings = st.sampled_from(["MessageId", "CorrelationId", "To", "ReplyTo", "Label", "SessionId"])
-no_nul = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20)
-ascii_text = st.text(st.characters(min_codepoint=1, max_codepoint=127), max_size=20)
-
-
-@settings(max_examples=60)
-@given(
-    st.dictionaries(system_strings, no_nul.map(lambda v: m.TypedValue("string", v)), max_size=4)
-    | st.fixed_dictionaries({"ContentType": ascii_text.map(lambda v: m.TypedValue("string", v))}),
-    st.dictionaries(names, typed_values.filter(lambda tv: tv.type is not m.ValueType.NULL), max_size=5),
-    st.binary(max_size=64),
-    st.integers(1, m.INT64_MAX),
-)
-def test_message_round_trip_property(sys_props, user, body, sequence):
-    sys_props = {**sys_props, "SequenceNumber": m.TypedValue("long", sequence)}
-    decoded = c.decode_message(c.encode_message(m.Message(sys=sys_props, user=user, body=body)))
-    assert decoded.message.sys == {**sys_props, "DeliveryCount": m.TypedValue("int", 0)}
-    assert decoded.message.user == user and decoded.message.body == body
-
-
-def test_binary_message_id_reads_as_hex():
-    import proton
-
-    decoded = c.decode_message(proton.Message(id=b"\x01\x02", body=b"").encode())
-    assert decoded.message.sys["MessageId"] == m.TypedValue("string", "0102")
-
-
-def test_fields_proton_cannot_carry_are_refused_not_truncated():
-    with pytest.raises(c.CodecError, match="ASCII"):
-        c.encode_message(m.Message(sys={"ContentType": m.TypedValue("string", "tëxt")}))
-    with pytest.raises(c.CodecError, match="NUL"):
-        c.encode_message(m.Message(sys={"To": m.TypedValue("string", "a\x00b")}))
 
 
 def test_value_section_appended_to_a_bodiless_message_decodes_as_its_body():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import uuid
 
-import proton
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -137,7 +136,7 @@ def test_enumerate_rules_page_matches_proton():
 
     rules = [(m.Rule(f"r{i}", m.CorrelationFilter(subject="s", properties={"n": i})), dt.datetime.now(dt.timezone.utc))
              for i in range(60)]
-    payload = codec.encode_value(codec.encode_enumerate_rules_body(rules))
+    payload = encode_value(codec.encode_enumerate_rules_body(rules))
     assert len(payload) > 255  # list32/map32 forms
     assert typed(decode_value(payload)) == typed(proton_decode(payload))
 

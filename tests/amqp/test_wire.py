@@ -10,7 +10,7 @@ import pytest
 from proton import Data, symbol
 
 from reconciler import model as m
-from reconciler.amqp import codec, errors
+from reconciler.amqp import codec, errors, messages
 from reconciler.amqp.client import ManagementClient, ScheduledMessage
 
 from .wire_server import WireServer
@@ -90,7 +90,7 @@ def test_request_bodies_of_other_operations_have_spec_types():
     assert bodies["update-disposition"]["disposition-status"] == "defered"
     scheduled = bodies["schedule-message"]["messages"][0]
     assert isinstance(scheduled["message"], (bytes, memoryview)) and scheduled["message-id"]
-    decoded = codec.decode_message(scheduled["message"])
+    decoded = messages.decode_model_message(scheduled["message"])
     assert "x-opt-scheduled-enqueue-time" in decoded.annotations
     peek = bodies["peek-message"]
     assert type(peek["from-sequence-number"]) is int and type(peek["message-count"]) is proton.int32

@@ -19,7 +19,6 @@ from reconciler.emulator.namespace import (
     address_path,
     parse_address,
 )
-from reconciler.emulator.wire import unbatch
 
 from .conftest import ORDERS
 
@@ -127,8 +126,8 @@ def test_session_lock_is_exclusive(broker):
     assert broker.accept_session(store, "g", owner="b")[0] == "g"
 
 
-def test_batch_envelope_is_split_and_plain_messages_are_not():
-    inner = [bytes(proton.Message(body=f"m{i}").encode()) for i in range(3)]
+def test_a_batch_transfer_publishes_each_message_once(broker):
+    inner = [bytes(proton.Message(id=f"m{i}", body=f"m{i}").encode()) for i in range(3)]
     data = proton.Data()
     for item in inner:
         data.put_described()
@@ -136,10 +135,17 @@ def test_batch_envelope_is_split_and_plain_messages_are_not():
         data.put_ulong(0x75)
         data.put_binary(item)
         data.exit()
-    envelope = bytes(proton.Message(id="first").encode()) + bytes(data.encode())
-    assert unbatch(envelope) == inner
-    plain = bytes(proton.Message(body=b"\x00Sw\xa1\x01x").encode())
-    assert unbatch(plain) == [plain]
+    broker.publish(parse_address("work"), bytes(proton.Message(id="m0").encode()) + bytes(data.encode()))
+    stored = broker.namespace.queue("work").store.messages
+    assert [m.payload for m in stored.values()] == inner
+    assert [m.message_id for m in stored.values()] == ["m0", "m1", "m2"]
+
+
+def test_an_undecodable_message_is_refused_as_the_senders_error(broker):
+    with pytest.raises(OperationError) as info:
+        broker.publish(parse_address("work"), b"\x00Sw\xa1\xff not really a message")
+    assert (info.value.status, info.value.condition) == (400, "amqp:decode-error")
+    assert not broker.namespace.queue("work").store.messages
 
 
 def test_sas_tokens_are_checked_for_key_signature_audience_and_expiry():

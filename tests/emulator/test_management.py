@@ -12,7 +12,7 @@ from proton.reactor import LinkOption
 from proton import ConnectionException, Timeout
 from proton.utils import BlockingConnection, LinkDetached
 
-from reconciler.amqp import codec
+from reconciler.amqp import codec, messages
 from reconciler.emulator import Emulator
 
 from .raw import RawManagement
@@ -164,7 +164,7 @@ def test_peek_message_returns_wire_messages_then_204(emulator):
         status, _, body = mgmt.request(PEEK, {"from-sequence-number": 1, "message-count": 10})
         assert status == 200
         (entry,) = body["messages"]
-        decoded = codec.decode_message(entry["message"])
+        decoded = messages.decode_model_message(entry["message"])
         assert decoded.message.sys["SequenceNumber"].value == 1
         assert decoded.message.sys["MessageId"].value == "m1"
         assert "x-opt-enqueued-time" in decoded.annotations

@@ -1,0 +1,205 @@
+"""Service Bus messages ⇄ AMQP message bytes: the one message codec of the client and the emulator.
+
+The client reads peeked and received messages with it and writes scheduled ones; the emulator
+decodes each published transfer with it once (``decode_transfer``), routes the model view, and
+writes rule-action copies and deliveries through the same sections. The model view
+(``model.Message``) is what filters see: system properties (docs/protocol.md §7), typed
+application properties and the body as bytes. Everything else a message carries stays in its
+``Sections``, so a server that changes a few fields re-encodes the rest as it came.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from proton import symbol, uint
+
+from reconciler import model
+from reconciler.amqp.codec import CodecError, datetime_to_timestamp, from_amqp, timestamp_to_datetime, to_amqp
+from reconciler.amqp.wire.encode import encode_value
+from reconciler.amqp.wire.sections import DATA, Sections
+from reconciler.amqp.wire.types import DecodeError, EncodeError
+from reconciler.model import TypedValue, ValueType
+
+#: System property → its field in the properties section.
+PROPERTY_FIELDS = {
+    "MessageId": "message-id",
+    "To": "to",
+    "Label": "subject",
+    "ReplyTo": "reply-to",
+    "CorrelationId": "correlation-id",
+    "ContentType": "content-type",
+    "SessionId": "group-id",
+    "ReplyToSessionId": "reply-to-group-id",
+}
+
+#: System property → message annotation (docs/protocol.md §6, §7).
+ANNOTATIONS = {
+    "SequenceNumber": "x-opt-sequence-number",
+    "EnqueuedTimeUtc": "x-opt-enqueued-time",
+    "ScheduledEnqueueTimeUtc": "x-opt-scheduled-enqueue-time",
+    "EnqueuedSequenceNumber": "x-opt-enqueue-sequence-number",
+    "LockedUntilUtc": "x-opt-locked-until",
+    "PartitionKey": "x-opt-partition-key",
+    "ViaPartitionKey": "x-opt-via-partition-key",
+    "DeadLetterSource": "x-opt-deadletter-source",
+    "LockToken": "x-opt-lock-token",
+}
+_ANNOTATION_TO_SYS = {v: k for k, v in ANNOTATIONS.items()}
+#: Fields that receivers built on proton keep as C strings, which a NUL would silently cut short.
+_C_STRING_FIELDS = {"To", "ReplyTo", "Label", "SessionId", "ReplyToSessionId", "ContentType"}
+
+
+@dataclass(frozen=True)
+class DecodedMessage:
+    """A decoded message: its bytes and sections, the model view, every message annotation (str keys)."""
+
+    payload: bytes
+    sections: Sections
+    message: model.Message
+    annotations: Mapping[str, Any]
+
+    @property
+    def size(self) -> int:
+        return len(self.payload)
+
+
+def to_sections(message: model.Message, annotations: Mapping[str, Any] | None = None) -> Sections:
+    """The sections of a model message (a data body); ``annotations`` adds or overrides annotations.
+
+    Size and ForcePersistence have no AMQP field and are not carried.
+    """
+    sections = Sections(body=[(DATA, bytes(message.body))])
+    ann: dict[symbol, Any] = {}
+    for name, typed in message.sys.items():
+        value = typed.value
+        if value is None:
+            continue  # a null system property is an absent field
+        if name in _C_STRING_FIELDS and "\x00" in str(value):
+            raise CodecError(f"{name} must not contain NUL characters")
+        if name == "ContentType":
+            if not str(value).isascii():
+                raise CodecError("ContentType is an AMQP symbol and must be ASCII")
+            value = symbol(value)
+        if name in PROPERTY_FIELDS:
+            sections.set_properties_field(PROPERTY_FIELDS[name], value)
+        elif name in ANNOTATIONS:
+            ann[symbol(ANNOTATIONS[name])] = to_amqp(typed)
+        elif name == "TimeToLive":
+            if value:
+                sections.set_header_field("ttl", uint(round(value * 1000)))
+        elif name == "ExpiresAtUtc":
+            sections.set_properties_field("absolute-expiry-time", datetime_to_timestamp(value))
+        elif name == "DeliveryCount":
+            sections.set_header_field("delivery-count", uint(value))
+    for key, value in (annotations or {}).items():
+        ann[symbol(key)] = value
+    if ann:
+        sections.message_annotations = ann
+    if message.user:
+        sections.application_properties = {key: to_amqp(value) for key, value in message.user.items()}
+    return sections
+
+
+def encode_model_message(message: model.Message, annotations: Mapping[str, Any] | None = None) -> bytes:
+    """A model message as AMQP message bytes (see ``to_sections``)."""
+    sections = to_sections(message, annotations)
+    try:
+        return sections.encode()
+    except EncodeError as exc:
+        raise CodecError(f"cannot encode the message: {exc}") from None
+
+
+def _body_bytes(body: list[tuple[int, Any]]) -> bytes:
+    """The body as bytes: data sections joined, an amqp-value string as UTF-8, any other value encoded
+    (a decoded value always encodes again)."""
+    data = [value for code, value in body if code == DATA]
+    if data:
+        return b"".join(data)
+    for _, value in body:
+        if isinstance(value, bytes):
+            return value
+        if isinstance(value, str):
+            return value.encode()
+        return encode_value(value) if value is not None else b""
+    return b""
+
+
+def _model_view(payload: bytes, sections: Sections) -> DecodedMessage:
+    """The model view of decoded sections (lenient about property types: peeked traffic is foreign)."""
+    sys_props: dict[str, TypedValue] = {}
+    for name, field_name in PROPERTY_FIELDS.items():
+        value = sections.properties_field(field_name)
+        if isinstance(value, bytes):
+            value = value.hex()  # a binary message-id / correlation-id
+        if value is not None:
+            sys_props[name] = TypedValue(ValueType.STRING, str(value))
+    ttl = sections.header_field("ttl")
+    if ttl:
+        sys_props["TimeToLive"] = TypedValue(ValueType.DOUBLE, int(ttl) / 1000)
+    expiry = sections.properties_field("absolute-expiry-time")
+    if expiry:
+        sys_props["ExpiresAtUtc"] = TypedValue(ValueType.TIMESTAMP, timestamp_to_datetime(expiry))
+    sys_props["DeliveryCount"] = TypedValue(ValueType.INT, int(sections.header_field("delivery-count") or 0))
+    annotations = {str(k): v for k, v in (sections.message_annotations or {}).items()}
+    for key, value in annotations.items():
+        sys_name = _ANNOTATION_TO_SYS.get(key)
+        if sys_name is None or value is None:
+            continue
+        expected = model.SYSTEM_PROPERTIES[sys_name]
+        try:
+            typed = from_amqp(value, strict=False)
+            if typed.type is not expected:
+                typed = TypedValue(expected, typed.value)
+        except (CodecError, model.TypedValueError) as exc:
+            raise CodecError(f"message annotation {key}: {exc}") from None
+        sys_props[sys_name] = typed
+    user: dict[str, TypedValue] = {}
+    for key, value in (sections.application_properties or {}).items():
+        try:
+            user[str(key)] = from_amqp(value, strict=False)
+        except CodecError as exc:
+            raise CodecError(f"application property {key!r}: {exc}") from None
+    message = model.Message(sys=sys_props, user=user, body=_body_bytes(sections.body))
+    return DecodedMessage(payload, sections, message, annotations)
+
+
+def _sections(payload: bytes) -> Sections:
+    try:
+        return Sections.decode(payload)
+    except DecodeError as exc:
+        raise CodecError(f"undecodable AMQP message ({len(payload)} bytes): {exc}") from None
+
+
+def decode_model_message(payload: bytes | memoryview) -> DecodedMessage:
+    """Decode AMQP message bytes into the model view (CodecError when they are not a message)."""
+    raw = bytes(payload)
+    return _model_view(raw, _sections(raw))
+
+
+def decode_transfer(payload: bytes | memoryview) -> list[DecodedMessage]:
+    """The messages one transfer carries: those of a batch envelope, else the one message it is.
+
+    The SDKs send ``send_messages([...])`` as one transfer with message-format 0x80013700: an
+    envelope whose body is data sections only, each holding one complete encoded message (the
+    envelope may copy the first message's properties). proton does not expose a delivery's
+    message format, so the envelope is recognised by its shape: a body of data sections only,
+    each of which is itself a message with a body.
+    """
+    raw = bytes(payload)
+    sections = _sections(raw)
+    if sections.body and all(code == DATA for code, _ in sections.body):
+        inner = []
+        for _, item in sections.body:
+            try:
+                item_sections = Sections.decode(item)
+            except DecodeError:
+                break
+            if not item_sections.body:
+                break
+            inner.append((item, item_sections))
+        else:
+            return [_model_view(item, item_sections) for item, item_sections in inner]
+    return [_model_view(raw, sections)]
