@@ -26,7 +26,7 @@ import yaml
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
-from reconciler.emulator.auth import sign
+from reconciler.amqp.sas import sas_token
 
 RULES_PER_SUBSCRIPTION = 50
 SUBSCRIPTIONS = 4
@@ -67,7 +67,7 @@ class _Pipelined(MessagingHandler):
         self.cbs_in = event.container.create_receiver(self.conn, "$cbs", name="cbs-in")
         self.cbs_in.flow(1)
         audience = f"sb://{self.url.split('//')[1]}/{self.entity.split('/')[0]}"
-        token = sign(audience, "RootManageSharedAccessKey", self.key, int(time.time()) + 3600)
+        token = sas_token(audience, "RootManageSharedAccessKey", self.key, int(time.time()) + 3600)
         self.cbs_out.send(proton.Message(
             id="t", body=token,
             properties={"operation": "put-token", "type": "servicebus.windows.net:sastoken", "name": audience},

@@ -1,8 +1,11 @@
-"""Tokens for CBS ``put-token``: SAS tokens from a key, a given SAS, or an Entra ID JWT.
+"""SAS token signing (shared with the emulator) and the token providers for CBS ``put-token``:
+SAS tokens from a key, a given SAS, or an Entra ID JWT.
 
-SAS (docs/protocol.md §5, NET2 ``SharedAccessSignature.BuildSignature``): HMAC-SHA256 keyed with
-the UTF-8 bytes of the key *string*, over ``urlencode(audience) + "\\n" + expiry``; fields in the
-order sr, sig, se, skn. Token values are wrapped so that they never print.
+SAS (docs/protocol.md §5, as the .NET SDK's ``SharedAccessSignature.BuildSignature``): HMAC-SHA256
+keyed with the UTF-8 bytes of the key *string*, over ``url_encode(audience) + "\\n" + expiry``;
+fields in the order sr, sig, se, skn. The signature covers ``sr`` exactly as the token writes it,
+which is how a token is checked (``signature_matches``) whatever URL encoding its issuer used.
+Token values are wrapped so that they never print.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from reconciler.errors import SbrulesError
 
 SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
 JWT_TOKEN_TYPE = "jwt"
-#: Token lifetime for generated SAS tokens (NET2 default: 30 minutes).
+SAS_PREFIX = "SharedAccessSignature "
+#: Token lifetime for generated SAS tokens (the .NET SDK's default: 30 minutes).
 SAS_VALIDITY_SECONDS = 30 * 60
 ENTRA_SCOPE = "https://servicebus.azure.net/.default"
 
@@ -31,6 +35,10 @@ _UNRESERVED = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 
 class AuthConfigError(SbrulesError):
     """No usable credentials for the requested authentication."""
+
+
+class SasTokenError(SbrulesError):
+    """A SAS token that is not well formed (the message never contains the token)."""
 
 
 def url_encode(text: str) -> str:
@@ -46,16 +54,44 @@ def url_encode(text: str) -> str:
     return "".join(out)
 
 
+def url_decode(text: str) -> str:
+    """``WebUtility.UrlDecode``, which reads any encoder's output: '+' → space, %xx in either case."""
+    return urllib.parse.unquote_plus(text)
+
+
+def _signature(key: str, encoded_audience: str, expiry: str) -> str:
+    digest = hmac.new(key.encode("utf-8"), f"{encoded_audience}\n{expiry}".encode("utf-8"), hashlib.sha256)
+    return base64.b64encode(digest.digest()).decode("ascii")
+
+
 def sas_token(audience: str, key_name: str, key: str, expiry: int) -> str:
     """``SharedAccessSignature sr=…&sig=…&se=…&skn=…`` for ``audience``, valid until unix ``expiry``."""
     encoded_audience = url_encode(audience)
     expiry_text = str(int(expiry))
-    digest = hmac.new(key.encode("utf-8"), f"{encoded_audience}\n{expiry_text}".encode("utf-8"), hashlib.sha256)
-    signature = base64.b64encode(digest.digest()).decode("ascii")
+    signature = _signature(key, encoded_audience, expiry_text)
     return (
-        f"SharedAccessSignature sr={encoded_audience}&sig={url_encode(signature)}"
+        f"{SAS_PREFIX}sr={encoded_audience}&sig={url_encode(signature)}"
         f"&se={url_encode(expiry_text)}&skn={url_encode(key_name)}"
     )
+
+
+def sas_fields(token: str) -> dict[str, str]:
+    """The fields of a SAS token as written (still URL-encoded)."""
+    if not token.startswith(SAS_PREFIX):
+        raise SasTokenError("not a SharedAccessSignature token")
+    fields: dict[str, str] = {}
+    for part in token[len(SAS_PREFIX):].strip().split("&"):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise SasTokenError("malformed SharedAccessSignature token")
+        fields[name] = value
+    return fields
+
+
+def signature_matches(fields: dict[str, str], key: str) -> bool:
+    """Whether ``key`` signed a token with these fields: the HMAC over ``sr`` as written and the expiry."""
+    expected = _signature(key, fields["sr"], url_decode(fields["se"]))
+    return hmac.compare_digest(expected.encode("ascii"), url_decode(fields["sig"]).encode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -97,10 +133,13 @@ class SharedSignatureTokenProvider:
 
     def __init__(self, signature: str) -> None:
         self._signature = signature
-        fields = urllib.parse.parse_qs(signature.removeprefix("SharedAccessSignature ").strip())
         try:
-            self._expiry = float(fields["se"][0])
-        except (KeyError, ValueError, IndexError):
+            fields = sas_fields(signature)
+        except SasTokenError as exc:
+            raise AuthConfigError(f"the connection string's SharedAccessSignature: {exc}") from None
+        try:
+            self._expiry = float(url_decode(fields["se"]))
+        except (KeyError, ValueError):
             raise AuthConfigError("SharedAccessSignature has no valid 'se' (expiry) field") from None
 
     def get_token(self, audience: str) -> Token:

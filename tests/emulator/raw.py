@@ -9,8 +9,8 @@ from typing import Any
 import proton
 from proton.utils import BlockingConnection
 
+from reconciler.amqp.sas import sas_token
 from reconciler.emulator import Emulator
-from reconciler.emulator.auth import sign
 
 
 class RawManagement:
@@ -30,7 +30,7 @@ class RawManagement:
         self.receiver = self.conn.create_receiver(node, name=f"mgmt-recv-{uuid.uuid4()}", credit=100)
 
     def put_token(self, audience: str, *, key: str | None = None, expiry: int | None = None) -> int:
-        token = sign(audience, self.emulator.key_name, key or self.emulator.key, expiry or int(time.time()) + 600)
+        token = sas_token(audience, self.emulator.key_name, key or self.emulator.key, expiry or int(time.time()) + 600)
         sender = self.conn.create_sender("$cbs", name=f"cbs-send-{uuid.uuid4()}")
         receiver = self.conn.create_receiver("$cbs", name=f"cbs-recv-{uuid.uuid4()}", credit=10)
         request = proton.Message(

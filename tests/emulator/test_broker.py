@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
+import hashlib
+import hmac
 import time
 import uuid
+from urllib.parse import quote
 
 import proton
 import pytest
 
 from reconciler import model
-from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator, sign
+from reconciler.amqp.sas import sas_token
+from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.namespace import (
     MAX_DELIVERY_COUNT,
@@ -151,20 +156,31 @@ def test_an_undecodable_message_is_refused_as_the_senders_error(broker):
 def test_sas_tokens_are_checked_for_key_signature_audience_and_expiry():
     validator = TokenValidator({"root": "k1"})
     soon = int(time.time()) + 60
-    grant = validator.validate(sign("sb://h:1/orders", "root", "k1", soon), "jwt", "sb://h:1/orders")
+    grant = validator.validate(sas_token("sb://h:1/orders", "root", "k1", soon), "jwt", "sb://h:1/orders")
     assert grant.covers("orders/Subscriptions/a/$management") and not grant.covers("orders2")
     for token, reason in [
-        (sign("sb://h:1/orders", "root", "other", soon), "invalid signature"),
-        (sign("sb://h:1/orders", "nobody", "k1", soon), "unknown shared access key name"),
-        (sign("sb://h:1/orders", "root", "k1", int(time.time()) - 1), "expired"),
+        (sas_token("sb://h:1/orders", "root", "other", soon), "invalid signature"),
+        (sas_token("sb://h:1/orders", "nobody", "k1", soon), "unknown shared access key name"),
+        (sas_token("sb://h:1/orders", "root", "k1", int(time.time()) - 1), "expired"),
         ("Bearer abc", "only SharedAccessSignature"),
     ]:
         with pytest.raises(TokenRejected, match=reason):
             validator.validate(token, "servicebus.windows.net:sastoken", None)
     with pytest.raises(TokenRejected, match="does not cover"):
-        validator.validate(sign("sb://h:1/orders", "root", "k1", soon), "jwt", "sb://h:1/work")
+        validator.validate(sas_token("sb://h:1/orders", "root", "k1", soon), "jwt", "sb://h:1/work")
     assert "k1" not in repr(validator)
     assert Grant("", soon).covers("anything/at/all")
+
+
+def test_a_token_is_checked_over_its_sr_as_written_whatever_the_url_encoding():
+    validator = TokenValidator({"root": "k1"})
+    soon = int(time.time()) + 60
+    lower_case = "sb%3a%2f%2fh%3a1%2forders"  # as HttpUtility.UrlEncode writes it; WebUtility writes %3A
+    digest = hmac.new(b"k1", f"{lower_case}\n{soon}".encode(), hashlib.sha256).digest()
+    token = f"SharedAccessSignature sr={lower_case}&sig={quote(base64.b64encode(digest).decode(), safe='')}&se={soon}&skn=root"
+    assert validator.validate(token, "jwt", None).covers("orders/Subscriptions/a")
+    with pytest.raises(TokenRejected, match="invalid signature"):
+        validator.validate(token.replace("orders", "work"), "jwt", None)
 
 
 def test_expired_messages_are_dropped(broker):
