@@ -66,6 +66,12 @@ class DecodedMessage:
         return len(self.payload)
 
 
+def _uint(name: str, value: int) -> uint:
+    if not 0 <= value < 2**32:
+        raise CodecError(f"{name} is out of range for its AMQP field (a uint)")
+    return uint(value)
+
+
 def to_sections(message: model.Message, annotations: Mapping[str, Any] | None = None) -> Sections:
     """The sections of a model message (a data body); ``annotations`` adds or overrides annotations.
 
@@ -89,11 +95,11 @@ def to_sections(message: model.Message, annotations: Mapping[str, Any] | None = 
             ann[symbol(ANNOTATIONS[name])] = to_amqp(typed)
         elif name == "TimeToLive":
             if value:
-                sections.set_header_field("ttl", uint(round(value * 1000)))
+                sections.set_header_field("ttl", _uint(name, round(value * 1000)))
         elif name == "ExpiresAtUtc":
             sections.set_properties_field("absolute-expiry-time", datetime_to_timestamp(value))
         elif name == "DeliveryCount":
-            sections.set_header_field("delivery-count", uint(value))
+            sections.set_header_field("delivery-count", _uint(name, value))
     for key, value in (annotations or {}).items():
         ann[symbol(key)] = value
     if ann:

@@ -145,3 +145,11 @@ def test_plain_messages_are_not_split():
     for payload in (amqp_value_body, data_not_a_message):
         (decoded,) = messages.decode_transfer(payload)
         assert decoded.payload == payload
+
+
+@pytest.mark.parametrize("name, value", [("TimeToLive", m.TypedValue("double", -1.0)),
+                                         ("TimeToLive", m.TypedValue("double", 5e9)),
+                                         ("DeliveryCount", m.TypedValue("int", -1))])
+def test_header_fields_out_of_a_uint_are_refused(name, value):
+    with pytest.raises(c.CodecError, match=f"{name} is out of range"):
+        messages.encode_model_message(m.Message(sys={name: value}))
