@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -16,7 +17,8 @@ import yaml
 
 from reconciler.errors import SbrulesError
 from reconciler.model import Rule, rule_to_doc
-from reconciler.observe import RuleReader, observe_subscriptions
+from reconciler.discovery import EntityLister, discover_namespace
+from reconciler.observe import FallbackReader, RuleReader, observe_subscriptions
 from reconciler.plan import is_temp_rule_name
 
 HEADER = "# Exported by `sbrules export` from the live namespace. Review, then commit.\n"
@@ -49,28 +51,65 @@ def to_yaml(doc: dict[str, Any]) -> str:
     return HEADER + dump_yaml(doc)
 
 
+@dataclass
+class Export:
+    """Rule-file documents, one per topic, and what the reader should know about them."""
+
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def export_rules(
+    client: RuleReader,
+    targets: Mapping[str, Sequence[str]],
+    *,
+    fallback: FallbackReader | None = None,
+    concurrency: int = 32,
+) -> Export:
+    """The rules of every (topic → subscriptions) target as rule-file documents, read in one pipelined
+    batch over AMQP (``fallback`` reads those AMQP refuses: auto-forwarding). Leftover temporary rules
+    of an interrupted apply are left out, with a warning."""
+    pairs = [(topic, sub) for topic, subs in targets.items() for sub in subs]
+    live = observe_subscriptions(client, pairs, concurrency=concurrency, fallback=fallback)
+    result = Export(notes=[
+        f"{topic}/{sub}: rules read over the management REST API (auto-forwarding: AMQP refuses to enumerate them)"
+        for topic, sub in live.read_over_rest
+    ])
+    for topic, subs in targets.items():
+        kept: dict[str, list[Rule]] = {}
+        for name in subs:
+            kept[name] = []
+            for rule in live[(topic, name)]:
+                if is_temp_rule_name(rule.name):
+                    result.warnings.append(
+                        f"{topic}/{name}: left out {rule.name!r}, a leftover temporary rule of an interrupted apply"
+                    )
+                else:
+                    kept[name].append(rule)
+        result.documents.append(rule_file_doc(topic, kept, explicit_types=True))
+    return result
+
+
 def export_topic(
     client: RuleReader, topic: str, subscriptions: Sequence[str], *, concurrency: int = 32
 ) -> tuple[dict[str, Any], list[str]]:
-    """The rule-file document for ``topic`` and warnings (leftover temporary rules left out)."""
+    """The rule-file document for the named subscriptions of ``topic``, and warnings."""
     if not subscriptions:
-        raise SbrulesError(
-            "name the subscriptions to export with --subscription (the AMQP management node cannot list "
-            "a topic's subscriptions)"
-        )
-    live = observe_subscriptions(client, [(topic, s) for s in subscriptions], concurrency=concurrency)
-    warnings: list[str] = []
-    kept: dict[str, list[Rule]] = {}
-    for name in subscriptions:
-        kept[name] = []
-        for rule in live[(topic, name)]:
-            if is_temp_rule_name(rule.name):
-                warnings.append(
-                    f"{topic}/{name}: left out {rule.name!r}, a leftover temporary rule of an interrupted apply"
-                )
-            else:
-                kept[name].append(rule)
-    return rule_file_doc(topic, kept, explicit_types=True), warnings
+        raise SbrulesError("name at least one subscription to export")
+    result = export_rules(client, {topic: subscriptions}, concurrency=concurrency)
+    return result.documents[0], result.warnings
+
+
+def discovered_targets(rest: EntityLister, topic: str | None = None) -> dict[str, list[str]]:
+    """Every subscription of ``topic`` (or of every topic), by name, from one discovery pass."""
+    inventory = discover_namespace(rest, [topic] if topic else ())
+    targets: dict[str, list[str]] = {}
+    for name, subs in inventory.topics.items():
+        if subs is None:
+            raise SbrulesError(f"topic {name!r} does not exist in the namespace")
+        targets[name] = [s.name for s in subs]
+    return targets
 
 
 def file_name(topic: str) -> str:

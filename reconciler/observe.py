@@ -2,7 +2,9 @@
 
 The management client pipelines the whole batch over a single AMQP connection from this one
 thread, ``concurrency`` requests in flight at a time. Every failure is collected and reported
-together, each naming its topic/subscription.
+together, each naming its topic/subscription. The service refuses enumerate-rules on a
+subscription that auto-forwards; given a ``fallback`` (the management REST client), those rules
+are read over REST instead, and the result says which ones were (:attr:`LiveRules.read_over_rest`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,26 @@ class RuleReader(Protocol):
     ) -> list[list[Rule] | ManagementError]: ...
 
 
+class FallbackReader(Protocol):
+    """Reads one subscription's rules another way (the management REST API)."""
+
+    def list_rules(self, topic: str, subscription: str) -> list[Rule]: ...
+
+
+class LiveRules(dict):
+    """An ActualState that also says which subscriptions' rules came over the REST fallback."""
+
+    def __init__(self, rules: Mapping[tuple[str, str], tuple[Rule, ...]], read_over_rest: Sequence[tuple[str, str]] = ()):
+        super().__init__(rules)
+        self.read_over_rest: tuple[tuple[str, str], ...] = tuple(read_over_rest)
+
+
+def browse_refused(exc: ManagementError) -> bool:
+    """The service's refusal to browse (enumerate rules of, peek) an auto-forwarding entity."""
+    text = (exc.description or str(exc) or "").lower()
+    return "auto-forward" in text or "autoforward" in text
+
+
 class ObserveError(SbrulesError):
     """One or more declared subscriptions could not be read; the message lists each."""
 
@@ -39,11 +61,11 @@ class ObserveError(SbrulesError):
 def explain(topic: str, subscription: str, exc: ManagementError) -> str:
     """A one-line, secret-free description of why ``topic/subscription`` could not be read."""
     where = f"{topic}/{subscription}"
-    text = (exc.description or str(exc) or "").lower()
-    if "auto-forward" in text or "autoforward" in text:
+    if browse_refused(exc):
         return (
             f"{where}: auto-forwarding is enabled on this subscription, and the service refuses to "
-            "enumerate its rules there; declare it without rules (unmanaged) or disable forwarding"
+            "enumerate its rules over AMQP; sbrules reads them over the management REST API, which needs "
+            "a key with Manage rights (or declare the subscription without rules, unmanaged)"
         )
     if isinstance(exc, NotFoundError):
         return f"{where}: topic {topic!r} or subscription {subscription!r} does not exist in the namespace"
@@ -56,17 +78,26 @@ def observe_subscriptions(
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
     missing_ok: bool = False,
-) -> dict[tuple[str, str], tuple[Rule, ...]]:
+    fallback: FallbackReader | None = None,
+) -> LiveRules:
     """Read ``targets`` concurrently; raise one ObserveError listing every failure.
 
     A subscription (or topic) that does not exist is a failure, unless ``missing_ok``: then it is
-    simply absent from the result, for callers to whom it means "not created yet".
+    simply absent from the result, for callers to whom it means "not created yet". Rules AMQP
+    refuses to enumerate (auto-forwarding) are read through ``fallback`` when one is given.
     """
     if not targets:
-        return {}
+        return LiveRules({})
     actual: dict[tuple[str, str], tuple[Rule, ...]] = {}
     failures: list[tuple[tuple[str, str], ManagementError]] = []
+    over_rest: list[tuple[str, str]] = []
     for target, result in zip(targets, client.list_rules_many(targets, window=max(1, concurrency))):
+        if isinstance(result, ManagementError) and fallback is not None and browse_refused(result):
+            try:
+                result = fallback.list_rules(*target)
+                over_rest.append(target)
+            except ManagementError:
+                pass  # report the AMQP refusal, which explains why REST was needed
         if isinstance(result, NotFoundError) and missing_ok:
             continue
         if isinstance(result, ManagementError):
@@ -83,7 +114,7 @@ def observe_subscriptions(
         )
     if failures:
         raise ObserveError([explain(topic, sub, exc) for (topic, sub), exc in failures])
-    return actual
+    return LiveRules(actual, over_rest)
 
 
 def managed_subscriptions(desired: DesiredState) -> list[tuple[str, str]]:
@@ -91,6 +122,15 @@ def managed_subscriptions(desired: DesiredState) -> list[tuple[str, str]]:
     return [(t.name, s.name) for t, s in desired.subscriptions() if s.managed]
 
 
-def observe(client: RuleReader, desired: DesiredState, *, concurrency: int = DEFAULT_CONCURRENCY) -> ActualState:
+def observe(
+    client: RuleReader,
+    desired: DesiredState,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    fallback: FallbackReader | None = None,
+    missing_ok: bool = False,
+) -> LiveRules:
     """The live rules of every managed subscription declared in ``desired``."""
-    return observe_subscriptions(client, managed_subscriptions(desired), concurrency=concurrency)
+    return observe_subscriptions(
+        client, managed_subscriptions(desired), concurrency=concurrency, fallback=fallback, missing_ok=missing_ok
+    )

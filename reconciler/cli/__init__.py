@@ -27,6 +27,8 @@ COMMANDS = {
     "export": "reconciler.cli.reconcile:export",
     "demo": "reconciler.cli.reconcile:demo",
     "sample": "reconciler.cli.traffic:sample",
+    "topics": "reconciler.cli.entities:topics",
+    "subscriptions": "reconciler.cli.entities:subscriptions",
 }
 
 

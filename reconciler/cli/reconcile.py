@@ -13,8 +13,8 @@ from reconciler.apply import DIRECT, GAPLESS, ApplyOptions, apply_plan, render_r
 from reconciler.cli.common import connection_option, format_option, require_connection_string
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState
-from reconciler.observe import observe
-from reconciler.plan import RENDERERS, Plan, PlanError, compute_plan, render_drift_json, render_drift_text, render_json
+from reconciler.plan import RENDERERS, Plan, PlanError, render_drift_json, render_drift_text, render_json
+from reconciler.plan.live import plan_live
 
 EXIT_CHANGES = 2
 
@@ -36,15 +36,24 @@ def load_desired(paths: tuple[Path, ...]) -> DesiredState:
 
 
 @contextlib.contextmanager
-def management_client(connection_string: str | None, max_rate: float | None = None) -> Iterator:
+def namespace_clients(connection_string: str | None, max_rate: float | None = None) -> Iterator:
+    """The AMQP management client (rules) and the management REST client (discovery), one namespace."""
     from reconciler.amqp.client import ManagementClient
+    from reconciler.rest import ManagementRestClient
 
-    with ManagementClient(require_connection_string(connection_string), max_rate=max_rate) as client:
-        yield client
+    text = require_connection_string(connection_string)
+    with ManagementClient(text, max_rate=max_rate) as client, ManagementRestClient(text) as rest:
+        yield client, rest
 
 
-def current_plan(client, desired: DesiredState) -> Plan:
-    return compute_plan(desired, observe(client, desired))
+def current_plan(clients, desired: DesiredState) -> Plan:
+    return plan_live(*clients, desired)
+
+
+strict_option = click.option(
+    "--strict", is_flag=True,
+    help="Count subscriptions of declared topics that no rule file mentions (undeclared) as drift.",
+)
 
 
 paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
@@ -55,20 +64,22 @@ paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, 
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also save the plan as JSON (for apply).")
 @format_option("text", "json", "markdown")
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes (0 none, 1 error).")
+@strict_option
 @connection_option
 def plan(
-    paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, connection_string: str | None
+    paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool,
+    connection_string: str | None,
 ) -> None:
     """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it."""
     desired = load_desired(paths)
-    with management_client(connection_string) as client:
-        the_plan = current_plan(client, desired)
+    with namespace_clients(connection_string) as clients:
+        the_plan = current_plan(clients, desired)
     if out:
         out.write_text(render_json(the_plan) + "\n", encoding="utf-8")
     click.echo(RENDERERS[fmt](the_plan))
     if out and fmt == "text":
         click.echo(f"Saved the plan to {out}; apply it with `sbrules apply {out}`.", err=True)
-    if detailed_exitcode and the_plan.has_changes:
+    if detailed_exitcode and the_plan.drifted(strict):
         raise SystemExit(EXIT_CHANGES)
 
 
@@ -117,12 +128,13 @@ def apply(
     """
     saved = len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json"
     desired = None if saved else load_desired(sources)
-    with management_client(connection_string, max_rate) as client:
+    with namespace_clients(connection_string, max_rate) as clients:
+        client = clients[0]
         if saved:
             the_plan = _read_plan_file(sources[0])
         else:
             assert desired is not None
-            the_plan = current_plan(client, desired)
+            the_plan = current_plan(clients, desired)
             click.echo(RENDERERS["text"](the_plan))
             if not the_plan.has_changes:
                 return
@@ -175,36 +187,55 @@ def _progress(total: int) -> Iterator:
 @click.command()
 @paths_argument
 @format_option("text", "json")
+@strict_option
 @connection_option
-def drift(paths: tuple[Path, ...], fmt: str, connection_string: str | None) -> None:
+def drift(paths: tuple[Path, ...], fmt: str, strict: bool, connection_string: str | None) -> None:
     """Report live rules that differ from the files. Exit 0 in sync, 2 drift, 1 error."""
     desired = load_desired(paths)
-    with management_client(connection_string) as client:
-        the_plan = current_plan(client, desired)
-    click.echo(render_drift_json(the_plan) if fmt == "json" else render_drift_text(the_plan))
-    if the_plan.has_changes:
+    with namespace_clients(connection_string) as clients:
+        the_plan = current_plan(clients, desired)
+    click.echo(render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict))
+    if the_plan.drifted(strict):
         raise SystemExit(EXIT_CHANGES)
 
 
 @click.command()
-@click.option("--topic", required=True, help="The topic whose subscriptions to export.")
-@click.option("--subscription", "subscriptions", multiple=True, help="A subscription to export (repeatable).")
+@click.option("--topic", help="Export this topic (every subscription, unless --subscription names some).")
+@click.option("--all", "all_topics", is_flag=True, help="Export every topic of the namespace, one file per topic.")
+@click.option("--subscription", "subscriptions", multiple=True,
+              help="Only this subscription of --topic (repeatable; needs no Manage rights).")
 @click.option(
-    "--out", type=click.Path(file_okay=False, path_type=Path), help="Write <topic>.yaml here (default: stdout)."
+    "--out", type=click.Path(file_okay=False, path_type=Path),
+    help="Write <topic>.yaml files here (default: stdout, one YAML document per topic).",
 )
 @connection_option
-def export(topic: str, subscriptions: tuple[str, ...], out: Path | None, connection_string: str | None) -> None:
-    """Write the live rules of a topic's subscriptions as a rule file."""
-    from reconciler.export import export_topic, to_yaml, write_export
+def export(
+    topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None,
+    connection_string: str | None,
+) -> None:
+    """Write live rules as rule files: --topic T (all its subscriptions), or --all topics.
 
-    with management_client(connection_string) as client:
-        doc, warnings = export_topic(client, topic, subscriptions)
-    for warning in warnings:
-        click.echo(f"warning: {warning}", err=True)
+    Listing subscriptions uses the management REST API (Manage rights); naming them with
+    --subscription reads only those, over AMQP (Listen rights are enough).
+    """
+    from reconciler.export import discovered_targets, export_rules, to_yaml, write_export
+
+    if all_topics == bool(topic):
+        raise click.UsageError("give either --topic TOPIC or --all")
+    if subscriptions and not topic:
+        raise click.UsageError("--subscription narrows --topic; it cannot be used with --all")
+    with namespace_clients(connection_string) as (client, rest):
+        targets = {topic: list(subscriptions)} if subscriptions else discovered_targets(rest, topic)
+        result = export_rules(client, targets, fallback=rest)
+    for line in result.warnings:
+        click.echo(f"warning: {line}", err=True)
+    for line in result.notes:
+        click.echo(f"note: {line}", err=True)
     if out:
-        click.echo(f"wrote {write_export(doc, out)}", err=True)
+        for doc in result.documents:
+            click.echo(f"wrote {write_export(doc, out)}", err=True)
     else:
-        click.echo(to_yaml(doc), nl=False)
+        click.echo("---\n".join(to_yaml(doc) for doc in result.documents), nl=False)
 
 
 @click.command()

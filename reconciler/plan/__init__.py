@@ -3,7 +3,8 @@
 - :mod:`.signature`: normal forms, what of a rule is compared (and the fingerprint of a rule set);
 - :mod:`.ops`: the plan as data (Change, SubscriptionPlan, Plan) and its versioned JSON;
 - :mod:`.compare`: the per-subscription set algebra and a reason per changed field;
-- :mod:`.render`: text, Markdown, JSON and drift views of a plan.
+- :mod:`.render`: text, Markdown, JSON and drift views of a plan;
+- :mod:`.live`: a plan against the namespace (discovery, missing and undeclared subscriptions, reading).
 """
 
 from reconciler.plan.compare import compute_plan, plan_subscription

@@ -156,6 +156,14 @@ class Plan:
     subscriptions: tuple[SubscriptionPlan, ...] = ()
     skipped: tuple[Skipped, ...] = ()
     warnings: tuple[str, ...] = ()
+    #: Subscriptions of declared topics that exist but that no rule file mentions (topic, subscription).
+    undeclared: tuple[tuple[str, str], ...] = ()
+    #: How the namespace was read, where it matters (rules read over REST, discovery refused).
+    notes: tuple[str, ...] = ()
+
+    def drifted(self, strict: bool = False) -> bool:
+        """Rule changes; with ``strict``, undeclared subscriptions count too."""
+        return self.has_changes or (strict and bool(self.undeclared))
 
     @property
     def changes(self) -> list[Change]:
@@ -180,6 +188,8 @@ class Plan:
             "subscriptions": [sp.to_json() for sp in self.subscriptions],
             "skipped": [asdict(s) for s in self.skipped],
             "warnings": list(self.warnings),
+            "undeclared": [{"topic": t, "subscription": s} for t, s in self.undeclared],
+            "notes": list(self.notes),
         }
 
     @classmethod
@@ -215,12 +225,14 @@ class Plan:
             ]
             skipped = tuple(Skipped(**s) for s in doc.get("skipped", ()))
             warnings = tuple(doc.get("warnings", ()))
+            undeclared = tuple((u["topic"], u["subscription"]) for u in doc.get("undeclared", ()))
+            notes = tuple(doc.get("notes", ()))
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanError(f"malformed plan file: {type(exc).__name__}: {exc}") from None
         if by_subscription:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
-        return cls(tuple(subs), skipped, warnings)
+        return cls(tuple(subs), skipped, warnings, undeclared, notes)
 
 
 def _upgrade_v1(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,11 @@ from reconciler.model import Rule, rule_to_doc
 from reconciler.plan.ops import PLAN_FORMAT_VERSION, ChangeKind, DriftKind, Plan
 
 _SYMBOL = {ChangeKind.CREATE: "+", ChangeKind.REPLACE: "~", ChangeKind.DELETE: "-"}
+UNDECLARED = "exists in the namespace, no rule file mentions it (sbrules leaves it alone; --strict counts it as drift)"
+
+
+def _undeclared_lines(plan: Plan) -> list[str]:
+    return [f"undeclared {topic}/{sub}: {UNDECLARED}" for topic, sub in plan.undeclared]
 
 
 def _rule_lines(rule: Rule, indent: str) -> list[str]:
@@ -45,6 +50,8 @@ def render_text(plan: Plan) -> str:
         lines.append("")
     for skipped in plan.skipped:
         lines.append(f"skipped {skipped.topic}/{skipped.subscription}: {skipped.reason}")
+    lines += _undeclared_lines(plan)
+    lines += [f"note: {note}" for note in plan.notes]
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     s = plan.summary()
@@ -90,6 +97,10 @@ def render_markdown(plan: Plan) -> str:
         out.append("")
     for skipped in plan.skipped:
         out.append(f"- skipped `{skipped.topic}/{skipped.subscription}`: {skipped.reason}")
+    for topic, sub in plan.undeclared:
+        out.append(f"- undeclared `{topic}/{sub}`: {UNDECLARED}")
+    for note in plan.notes:
+        out.append(f"- note: {note}")
     for warning in plan.warnings:
         out.append(f"> **warning:** {warning}")
     return "\n".join(out).rstrip() + "\n"
@@ -102,8 +113,9 @@ def render_json(plan: Plan) -> str:
 RENDERERS: dict[str, Callable[[Plan], str]] = {"text": render_text, "markdown": render_markdown, "json": render_json}
 
 
-def render_drift_text(plan: Plan) -> str:
-    """One line per drifted rule (with the reasons of a modification), then a verdict."""
+def render_drift_text(plan: Plan, strict: bool = False) -> str:
+    """One line per drifted rule (with the reasons of a modification) and undeclared subscription,
+    then a verdict (undeclared subscriptions count as drift only when ``strict``)."""
     lines = []
     for change in plan.changes:
         detail = "; ".join(change.reasons) if change.kind is ChangeKind.REPLACE else ""
@@ -112,22 +124,29 @@ def render_drift_text(plan: Plan) -> str:
             + (f" ({detail})" if detail else "")
         )
         lines += [f"    {line}" for line in change.diff]
+    lines += _undeclared_lines(plan)
+    lines += [f"note: {note}" for note in plan.notes]
     n = len(plan.subscriptions)
-    if plan.has_changes:
-        lines.append(f"{len(plan.changes)} drifted rule(s) in {n} subscriptions.")
+    if plan.drifted(strict):
+        found = [f"{len(plan.changes)} drifted rule(s) in {n} subscriptions"]
+        if strict and plan.undeclared:
+            found.append(f"{len(plan.undeclared)} undeclared subscription(s)")
+        lines.append(", ".join(found) + ".")
     else:
         lines.append(f"In sync: {n} subscriptions match the files.")
     return "\n".join(lines)
 
 
-def render_drift_json(plan: Plan) -> str:
+def render_drift_json(plan: Plan, strict: bool = False) -> str:
     """The plan's document (without warnings) plus ``in_sync`` and a ``drift`` list."""
     doc = plan.to_json()
-    doc = {"format_version": PLAN_FORMAT_VERSION, "in_sync": not plan.has_changes} | {
-        k: doc[k] for k in ("summary", "changes", "subscriptions", "skipped")
+    doc = {"format_version": PLAN_FORMAT_VERSION, "in_sync": not plan.drifted(strict)} | {
+        k: doc[k] for k in ("summary", "changes", "subscriptions", "skipped", "undeclared", "notes")
     }
     doc["drift"] = [
         {"topic": c.topic, "subscription": c.subscription, "rule": c.rule, "kind": DriftKind.of(c.kind).value}
         for c in plan.changes
     ]
+    if strict:
+        doc["drift"] += [{"topic": t, "subscription": s, "rule": None, "kind": "undeclared"} for t, s in plan.undeclared]
     return json.dumps(doc, indent=2, ensure_ascii=False)

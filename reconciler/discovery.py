@@ -1,0 +1,145 @@
+"""Which topics and subscriptions exist: one discovery pass over the management REST API.
+
+AMQP cannot list a namespace's entities; the management REST API can, given Manage rights. The
+rule files are compared with what exists: a declared subscription that does not exist is a
+located error (sbrules manages rules, not entities), and a subscription of a declared topic that
+the files do not mention is *undeclared*. With a Listen-only key the API answers 401/403; then
+discovery is skipped, commands work from the names the files declare, and say so once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, Sequence
+
+from reconciler.amqp.errors import NotFoundError, UnauthorizedError
+from reconciler.diagnostics import Diagnostic, render_text
+from reconciler.errors import SbrulesError
+from reconciler.model import DesiredState, Subscription, Topic
+from reconciler.rest.atom import SubscriptionInfo
+
+MANAGE_RIGHTS_NOTE = (
+    "discovery needs Manage rights: the management REST API refused this key ({reason}), so only the "
+    "subscriptions the rule files name were read (undeclared subscriptions are not reported)"
+)
+
+
+class EntityLister(Protocol):
+    def list_topics(self) -> list[str]: ...
+
+    def list_subscriptions(self, topic: str) -> list[SubscriptionInfo]: ...
+
+
+class MissingEntitiesError(SbrulesError):
+    """Declared topics or subscriptions that do not exist; each diagnostic names file and line."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]):
+        self.diagnostics = list(diagnostics)
+        super().__init__(render_text(self.diagnostics))
+
+
+class DiscoveryRefused(SbrulesError):
+    """A command that cannot work without discovery met a key without Manage rights."""
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What exists, per topic asked about: its subscriptions, or None when the topic does not exist.
+
+    ``refused`` is set (and ``topics`` empty) when the API would not answer for lack of rights.
+    """
+
+    topics: Mapping[str, tuple[SubscriptionInfo, ...] | None] = field(default_factory=dict)
+    refused: str | None = None
+
+    @property
+    def note(self) -> str | None:
+        """The one line a command prints when discovery was refused."""
+        return MANAGE_RIGHTS_NOTE.format(reason=self.refused) if self.refused else None
+
+    def subscriptions(self, topic: str) -> tuple[SubscriptionInfo, ...] | None:
+        for name, subs in self.topics.items():
+            if name.lower() == topic.lower():
+                return subs
+        return None
+
+
+def _refusal(exc: UnauthorizedError) -> str:
+    return f"HTTP {exc.status}" if exc.status else "unauthorized"
+
+
+def discover(rest: EntityLister, topics: Sequence[str]) -> Inventory:
+    """The subscriptions of each of ``topics``; an Inventory with ``refused`` set for a Listen-only key."""
+    found: dict[str, tuple[SubscriptionInfo, ...] | None] = {}
+    try:
+        for topic in topics:
+            try:
+                found[topic] = tuple(rest.list_subscriptions(topic))
+            except NotFoundError:
+                found[topic] = None
+    except UnauthorizedError as exc:
+        return Inventory(refused=_refusal(exc))
+    return Inventory(found)
+
+
+def discover_namespace(rest: EntityLister, topics: Sequence[str] = ()) -> Inventory:
+    """Every topic of the namespace (or only ``topics``) with its subscriptions; raises DiscoveryRefused
+    for a key without Manage rights, since nothing can be done from declared names here."""
+    try:
+        names = list(topics) or rest.list_topics()
+    except UnauthorizedError as exc:
+        raise DiscoveryRefused(_needs_manage(_refusal(exc))) from None
+    inventory = discover(rest, names)
+    if inventory.refused:
+        raise DiscoveryRefused(_needs_manage(inventory.refused))
+    return inventory
+
+
+def _needs_manage(reason: str) -> str:
+    return (
+        f"listing topics and subscriptions needs Manage rights: the management REST API refused this key "
+        f"({reason}); use a key with Manage rights, or name what to read with --topic and --subscription"
+    )
+
+
+def missing_entities(desired: DesiredState, inventory: Inventory) -> list[Diagnostic]:
+    """A located error for each declared topic or subscription the namespace does not have."""
+    if inventory.refused:
+        return []
+    out: list[Diagnostic] = []
+    for topic in desired.topics:
+        existing = inventory.subscriptions(topic.name)
+        if existing is None:
+            out.append(Diagnostic(
+                "error", "missing-topic",
+                f"topic {topic.name!r} does not exist in the namespace; sbrules manages rules, not entities: "
+                f"create the topic and its subscriptions first (portal, `az servicebus topic create --name "
+                f"{topic.name} ...`, or your infrastructure code), then run this again",
+                topic.origin,
+            ))
+            continue
+        names = {s.name.lower() for s in existing}
+        out += [missing_subscription(topic, sub) for sub in topic.subscriptions if sub.name.lower() not in names]
+    return out
+
+
+def missing_subscription(topic: Topic, sub: Subscription) -> Diagnostic:
+    """The located error for a declared subscription the namespace does not have."""
+    return Diagnostic(
+        "error", "missing-subscription",
+        f"subscription {topic.name}/{sub.name} does not exist in the namespace; sbrules manages rules, not "
+        f"entities: create it first (portal, `az servicebus topic subscription create --topic-name {topic.name} "
+        f"--name {sub.name} ...`, or your infrastructure code), then run this again",
+        sub.origin,
+    )
+
+
+def undeclared_subscriptions(desired: DesiredState, inventory: Inventory) -> list[tuple[str, str]]:
+    """(topic, subscription) of every subscription of a declared topic that the files do not mention."""
+    out = []
+    for topic in desired.topics:
+        declared = {s.name.lower() for s in topic.subscriptions}
+        for info in inventory.subscriptions(topic.name) or ():
+            if info.name.lower() not in declared:
+                out.append((topic.name, info.name))
+    return out

@@ -1,0 +1,61 @@
+"""A plan against the live namespace: discover, check that what the files declare exists, read, diff.
+
+One discovery pass over the management REST API lists the subscriptions of every declared topic
+(so a declared subscription that does not exist is a located error, and an existing one no file
+mentions is reported as undeclared); the rules are then read over AMQP, pipelined, with the REST
+API as the fallback where AMQP refuses (auto-forwarding). A key without Manage rights skips
+discovery: the plan is made from the declared names and says so once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol
+
+from reconciler.discovery import (
+    EntityLister,
+    Inventory,
+    MissingEntitiesError,
+    discover,
+    missing_entities,
+    missing_subscription,
+    undeclared_subscriptions,
+)
+from reconciler.model import DesiredState
+from reconciler.observe import DEFAULT_CONCURRENCY, FallbackReader, RuleReader, observe
+from reconciler.plan.compare import compute_plan
+from reconciler.plan.ops import Plan
+
+REST_NOTE = (
+    "{path}: rules read over the management REST API (auto-forwarding is enabled, and the service "
+    "refuses to enumerate its rules over AMQP)"
+)
+
+
+class RestReader(EntityLister, FallbackReader, Protocol):
+    """What the live plan needs of the REST client: listing, and reading rules AMQP refuses."""
+
+
+def plan_live(
+    client: RuleReader, rest: RestReader, desired: DesiredState, *, concurrency: int = DEFAULT_CONCURRENCY
+) -> Plan:
+    """The plan for ``desired`` against the namespace, with undeclared subscriptions and reading notes."""
+    inventory: Inventory = discover(rest, [t.name for t in desired.topics])
+    missing = missing_entities(desired, inventory)
+    if missing:
+        raise MissingEntitiesError(missing)
+    actual = observe(client, desired, concurrency=concurrency, fallback=rest, missing_ok=True)
+    absent = [
+        missing_subscription(topic, sub)
+        for topic, sub in desired.subscriptions()
+        if sub.managed and (topic.name, sub.name) not in actual
+    ]
+    if absent:
+        raise MissingEntitiesError(absent)
+    plan = compute_plan(desired, actual)
+    notes = [REST_NOTE.format(path=f"{t}/{s}") for t, s in actual.read_over_rest]
+    if inventory.note:
+        notes.append(inventory.note)
+    return dataclasses.replace(
+        plan, undeclared=tuple(undeclared_subscriptions(desired, inventory)), notes=tuple(notes)
+    )
