@@ -27,10 +27,15 @@ def list_rules(topic: str, subscription: str, fmt: str, connection_string: str |
     """List the rules of --topic/--subscription: a rule-file document (JSON or YAML) or a table."""
     from reconciler.amqp.client import ManagementClient
     from reconciler.observe import observe_subscriptions
+    from reconciler.rest import ManagementRestClient
 
-    with ManagementClient(require_connection_string(connection_string), timeout=timeout, auth=auth) as client:
-        live = observe_subscriptions(client, [(topic, subscription)])[(topic, subscription)]
-    click.echo(render(topic, subscription, list(live), fmt), nl=False)
+    text = require_connection_string(connection_string)
+    with ManagementClient(text, timeout=timeout, auth=auth) as client, \
+            ManagementRestClient(text, timeout=timeout, auth=auth) as rest:
+        live = observe_subscriptions(client, [(topic, subscription)], fallback=rest)
+    for path in live.read_over_rest:
+        click.echo(f"note: {'/'.join(path)}: rules read over the management REST API (auto-forwarding)", err=True)
+    click.echo(render(topic, subscription, list(live[(topic, subscription)]), fmt), nl=False)
 
 
 def render(topic: str, subscription: str, live: list[model.Rule], fmt: str) -> str:

@@ -125,3 +125,10 @@ def test_topics_and_subscriptions_list_what_exists(namespace, run_cli):
 def test_export_usage_errors(run_cli):
     assert run_cli("export", "--connection-string", "Endpoint=sb://x/;SharedAccessKeyName=a;SharedAccessKey=b")[0] == 2
     assert run_cli("export", "--all", "--subscription", "s")[0] == 2
+
+
+def test_rules_list_reads_an_auto_forwarding_subscription_over_rest(namespace, run_cli):
+    code, out, err = run_cli("rules", "list", "--topic", "orders", "--subscription", "forwarded", "--format", "json",
+                             "--connection-string", namespace.connection_string)
+    assert code == 0 and "read over the management REST API" in err
+    assert [r["name"] for r in json.loads(out)["subscriptions"]["forwarded"]["rules"]] == ["eu", "big"]
