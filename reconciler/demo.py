@@ -29,7 +29,7 @@ from reconciler.model import (
 )
 from reconciler.observe import observe
 from reconciler.plan import Plan, compute_plan, render_drift_text, render_text
-from reconciler.spec import load_paths
+from reconciler.rulefiles import load_paths
 
 EXTRA_RULE = Rule("legacy-catch-all", SqlFilter("sys.Label LIKE 'order.%'"))
 _KEYWORDS = re.compile(r"\b(AND|OR|NOT|IN|LIKE|IS|NULL|EXISTS|ESCAPE|BETWEEN)\b", re.IGNORECASE)

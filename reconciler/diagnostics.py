@@ -1,8 +1,8 @@
 """Located findings about rule files (errors, warnings, notes) and their three renderings.
 
-The loader (spec.py) and the offline checks (lint.py) both report through this one type, so that
-`sbrules validate` prints every finding the same way: text with a caret under SQL, stable JSON, or
-GitHub Actions annotations.
+The rule-file loader (rulefiles/) and the offline checks (lint.py) both report through this one
+type, so that `sbrules validate` prints every finding the same way: text with a caret under SQL,
+stable JSON, or GitHub Actions annotations.
 """
 
 from __future__ import annotations

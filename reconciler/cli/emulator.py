@@ -57,7 +57,7 @@ def emulator(
         raise click.UsageError("--key-name needs --key")
     desired = None
     if rules:
-        from reconciler.spec import load_paths
+        from reconciler.rulefiles import load_paths
 
         desired = load_paths(list(rules))
     faults = Faults.load(faults_file) if faults_file is not None else None

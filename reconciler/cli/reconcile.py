@@ -22,7 +22,7 @@ EXIT_CHANGES = 2
 def load_desired(paths: tuple[Path, ...]) -> DesiredState:
     """The rule files (default ./rules), refused when schema or lint finds an error."""
     from reconciler.lint import lint
-    from reconciler.spec import SpecErrors, load_paths
+    from reconciler.rulefiles import RuleFileErrors, load_paths
 
     if not paths:
         if not Path("rules").is_dir():
@@ -31,7 +31,7 @@ def load_desired(paths: tuple[Path, ...]) -> DesiredState:
     state = load_paths(paths)
     errors = [d for d in lint(state) if d.severity == "error"]
     if errors:
-        raise SpecErrors(errors)
+        raise RuleFileErrors(errors)
     return state
 
 

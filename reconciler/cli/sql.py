@@ -14,7 +14,7 @@ from rich.markup import escape
 from reconciler.cli.common import format_option
 from reconciler.errors import SbrulesError
 from reconciler.model import DEFAULT_RULE_NAME, DesiredState, Message, Rule, TrueFilter, TypedValueError
-from reconciler.spec import load_paths
+from reconciler.rulefiles import load_paths
 from reconciler.sql import Outcome, SqlError, canonical_action, canonical_filter, route_rules
 
 

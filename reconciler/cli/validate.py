@@ -9,7 +9,7 @@ import click
 from reconciler import diagnostics as diag
 from reconciler.cli.common import connection_option
 from reconciler.lint import lint
-from reconciler.spec import load
+from reconciler.rulefiles import load
 
 
 @click.command()

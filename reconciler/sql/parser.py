@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from pathlib import Path
+from importlib import resources
 from typing import Any, Callable, Mapping
 
 from lark import Lark, Transformer
@@ -261,7 +261,7 @@ class _Builder(Transformer):
         return ast.Property("sys", canonical)
 
 
-_GRAMMAR = (Path(__file__).with_name("grammar.lark")).read_text(encoding="utf-8")
+_GRAMMAR = resources.files("reconciler.sql").joinpath("grammar.lark").read_text(encoding="utf-8")
 
 _LARK = Lark(
     _GRAMMAR,

@@ -15,7 +15,7 @@ from reconciler.amqp.client import ManagementClient
 from reconciler.amqp.errors import NotFoundError
 from reconciler.cli import cli
 from reconciler.model import Rule, SqlFilter
-from reconciler.spec import load_paths
+from reconciler.rulefiles import load_paths
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 

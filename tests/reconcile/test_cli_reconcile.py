@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.demo import drifted_namespace
 from reconciler.emulator import Emulator
-from reconciler.spec import load_paths
+from reconciler.rulefiles import load_paths
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 

@@ -15,7 +15,7 @@ from reconciler.emulator import Emulator
 from reconciler.model import CorrelationFilter, Rule, SqlFilter, TrueFilter
 from reconciler.observe import ObserveError, managed_subscriptions, observe, observe_subscriptions
 from reconciler.plan import compute_plan, is_temp_rule_name, temp_rule_name
-from reconciler.spec import load_paths
+from reconciler.rulefiles import load_paths
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 

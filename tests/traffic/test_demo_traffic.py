@@ -6,7 +6,7 @@ import re
 
 from reconciler.demo import drifted_namespace, project_rules_dir, run_demo
 from reconciler.demo_traffic import catch_all_subscriptions
-from reconciler.spec import load_paths
+from reconciler.rulefiles import load_paths
 
 
 def _row(text: str, subscription: str) -> dict[str, int]:

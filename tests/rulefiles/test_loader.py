@@ -1,10 +1,10 @@
-"""spec.load: the rule-file format, merging, and every located error class."""
+"""rulefiles.load: the rule-file format, merging, and every located error class."""
 
 from __future__ import annotations
 
 import pytest
 
-from reconciler import spec
+from reconciler import rulefiles
 from reconciler.model import (
     CorrelationFilter,
     FalseFilter,
@@ -37,7 +37,7 @@ FLOW_EXAMPLE = """
 """
 
 
-def errors(result: spec.LoadResult) -> list[tuple[str, int, int, str]]:
+def errors(result: rulefiles.LoadResult) -> list[tuple[str, int, int, str]]:
     return sorted(
         (d.origin.file.rsplit("/", 1)[-1], d.origin.line, d.origin.column, d.code)
         for d in result.diagnostics
@@ -47,7 +47,7 @@ def errors(result: spec.LoadResult) -> list[tuple[str, int, int, str]]:
 
 @pytest.mark.parametrize("text", [ISSUE_EXAMPLE, FLOW_EXAMPLE], ids=["block", "flow"])
 def test_issue_example_is_accepted_as_written(write, text):
-    state = spec.load_paths([write("orders.yaml", text)])
+    state = rulefiles.load_paths([write("orders.yaml", text)])
     topic = state.topic("orders")
     billing = topic.subscription("billing")
     assert [r.name for r in billing.rules] == ["high-value", "refunds", "$Default"]
@@ -87,7 +87,7 @@ def test_typed_values_keep_their_amqp_type(write):
               - {name: never, filter: false}
         """,
     )
-    rule = spec.load_paths([path]).topic("t").subscription("s").rules[0]
+    rule = rulefiles.load_paths([path]).topic("t").subscription("s").rules[0]
     props = rule.filter.property_map
     assert rule.filter.subject == "x"  # label is an alias of subject
     assert {k: v.type.value for k, v in props.items()} == {
@@ -95,7 +95,7 @@ def test_typed_values_keep_their_amqp_type(write):
         "g": "bool", "h": "uuid", "i": "timestamp", "j": "null", "k": "bool",
     }
     assert props["a"] != props["b"]  # int 3 is not long 3
-    assert spec.load_paths([path]).topic("t").subscription("s").rules[1].filter == FalseFilter()
+    assert rulefiles.load_paths([path]).topic("t").subscription("s").rules[1].filter == FalseFilter()
 
 
 def test_directory_is_merged_and_hidden_files_skipped(write, tmp_path):
@@ -103,14 +103,14 @@ def test_directory_is_merged_and_hidden_files_skipped(write, tmp_path):
     write("sub/b.yml", "topic: Orders\nsubscriptions:\n  shipping: {}\n")
     write(".hidden/c.yaml", "not: [valid")
     write("notes.txt", "ignored")
-    state = spec.load_paths([tmp_path])
+    state = rulefiles.load_paths([tmp_path])
     assert [t.name for t in state.topics] == ["orders"]
     assert [s.name for s in state.topics[0].subscriptions] == ["billing", "shipping"]
 
 
 def test_malformed_yaml_is_located(write):
     path = write("bad.yaml", "topic: orders\nsubscriptions:\n  billing: [unclosed\n")
-    result = spec.load([path])
+    result = rulefiles.load([path])
     assert errors(result) == [("bad.yaml", 4, 1, "yaml")]
     assert "malformed YAML" in result.diagnostics[0].message
 
@@ -141,7 +141,7 @@ def test_every_schema_violation_is_reported(write):
             extra: 1
         """,
     )
-    result = spec.load([path])
+    result = rulefiles.load([path])
     assert errors(result) == [
         ("s.yaml", 2, 1, "unknown-key"),
         ("s.yaml", 8, 9, "unknown-key"),
@@ -174,7 +174,7 @@ def test_duplicates_name_both_locations(write, tmp_path):
         """,
     )
     write("b.yaml", "topic: orders\nsubscriptions:\n  Billing: {}\n")
-    result = spec.load([tmp_path])
+    result = rulefiles.load([tmp_path])
     found = {d.code: d for d in result.diagnostics}
     dup_rule = found["duplicate-rule"]
     assert (dup_rule.origin.line, dup_rule.origin.column) == (6, 9)
@@ -182,14 +182,14 @@ def test_duplicates_name_both_locations(write, tmp_path):
     dup_sub = found["duplicate-subscription"]
     assert dup_sub.origin.file.endswith("b.yaml") and dup_sub.origin.line == 3
     assert dup_sub.related[0].file.endswith("a.yaml") and dup_sub.related[0].line == 3
-    with pytest.raises(spec.SpecErrors) as raised:
-        spec.load_paths([tmp_path])
+    with pytest.raises(rulefiles.RuleFileErrors) as raised:
+        rulefiles.load_paths([tmp_path])
     assert "declared twice" in str(raised.value)
 
 
 def test_duplicate_key_in_one_mapping(write):
     path = write("d.yaml", "topic: a\ntopic: b\n")
-    result = spec.load([path])
+    result = rulefiles.load([path])
     (diag,) = result.diagnostics
     assert (diag.code, diag.origin.line, diag.related[0].line) == ("duplicate-key", 2, 1)
 
@@ -207,17 +207,17 @@ def test_duplicate_key_in_one_mapping(write):
     ],
 )
 def test_other_file_level_errors(write, content, code, line):
-    result = spec.load([write("x.yaml", content)])
+    result = rulefiles.load([write("x.yaml", content)])
     assert [(d.code, d.origin.line) for d in result.diagnostics] == [(code, line)]
 
 
 def test_alias_bomb_is_refused(write):
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [*a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}]" for i in range(1, 9)]
-    result = spec.load([write("bomb.yaml", "\n".join(lines) + "\n")])
+    result = rulefiles.load([write("bomb.yaml", "\n".join(lines) + "\n")])
     assert [d.code for d in result.diagnostics] == ["yaml"]
 
 
 def test_no_rule_files_is_an_error(tmp_path):
-    result = spec.load([tmp_path])
+    result = rulefiles.load([tmp_path])
     assert [d.code for d in result.diagnostics] == ["no-files"]

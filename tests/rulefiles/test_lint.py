@@ -14,7 +14,7 @@ from reconciler.model import (
     Topic,
     TrueFilter,
 )
-from reconciler.spec import load
+from reconciler.rulefiles import load
 
 
 def codes(state: DesiredState) -> list[tuple[str, str]]:

@@ -1,0 +1,9 @@
+"""Rule files (YAML, ``schemas/rules.schema.json``) → the model's DesiredState, with located errors.
+
+``load`` collects every problem as a :class:`~reconciler.diagnostics.Diagnostic` at file:line:column;
+``load_paths`` returns the state or raises :class:`RuleFileErrors`.
+"""
+
+from reconciler.rulefiles.loader import RULE_FILE_SUFFIXES, LoadResult, RuleFileErrors, load, load_paths, rule_files
+
+__all__ = ["RULE_FILE_SUFFIXES", "LoadResult", "RuleFileErrors", "load", "load_paths", "rule_files"]

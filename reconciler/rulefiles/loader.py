@@ -1,0 +1,227 @@
+"""Rule files → DesiredState, with every problem located at file:line:column.
+
+Each file is read into plain data with marks (``located``), validated against the rule-file
+schema (all violations, not the first; ``schema``), and built into the model through
+``model.rule_from_doc``. Files declaring the same topic are merged; a subscription or rule declared
+twice is an error naming both places.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from reconciler.diagnostics import Diagnostic, render_text
+from reconciler.errors import SbrulesError
+from reconciler.model import (
+    DesiredState,
+    Origin,
+    Rule,
+    RuleFormError,
+    Subscription,
+    Topic,
+    TypedValueError,
+    rule_from_doc,
+)
+from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
+from reconciler.rulefiles.schema import schema_diagnostics
+
+RULE_FILE_SUFFIXES = (".yaml", ".yml")
+
+
+class RuleFileErrors(SbrulesError):
+    """The rule files are invalid; ``diagnostics`` holds every located error."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]):
+        self.diagnostics = list(diagnostics)
+        super().__init__(render_text(self.diagnostics))
+
+
+@dataclass
+class LoadResult:
+    """What a load produced: the state (possibly partial), every diagnostic and some counts."""
+
+    state: DesiredState
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    files: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity == "error" for d in self.diagnostics)
+
+
+def _ambiguous_integers(doc: dict, path: DocPath, loc: Located) -> Iterator[Diagnostic]:
+    """Plain integers in correlation properties: the written form does not say int or long."""
+    props = (doc.get("correlation") or {}).get("properties") or {}
+    for key, value in props.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            yield Diagnostic(
+                "warning",
+                "ambiguous-integer",
+                f"rule {doc['name']!r}: property {key!r} is a plain integer, sent as long {value}. Correlation "
+                f"matching is type-strict, and .NET int and Microsoft's Python SDK send small integers as "
+                f"32-bit int: write {{int: {value}}} or {{long: {value}}} to say which",
+                loc.origin(path + ("correlation", "properties", key)),
+            )
+
+
+def _build_rule(doc: dict, path: DocPath, loc: Located) -> Rule:
+    rule = rule_from_doc(doc)
+    kind = next(k for k in ("sql", "correlation", "filter") if k in doc)
+    return replace(
+        rule,
+        origin=loc.origin(path),
+        filter_origin=_text_origin(path + (kind,), loc) if kind == "sql" else loc.origin(path + (kind,)),
+        action_origin=_text_origin(path + ("action",), loc) if "action" in doc else None,
+    )
+
+
+def _text_origin(path: DocPath, loc: Located) -> Origin:
+    """Where the text of a scalar starts: after the quote, or on the line after a block indicator."""
+    origin = loc.origin(path)
+    style = loc.styles.get(path)
+    if style in ("'", '"'):
+        return replace(origin, column=origin.column + 1)
+    if style in ("|", ">"):
+        for number in range(origin.line, len(loc.lines)):
+            content = loc.lines[number]
+            if content.strip():
+                return Origin(origin.file, number + 1, len(content) - len(content.lstrip()) + 1)
+    return origin
+
+
+def _topic_from_doc(doc: dict, loc: Located, diags: list[Diagnostic]) -> Topic:
+    subs = []
+    for sub_name, sub_doc in (doc.get("subscriptions") or {}).items():
+        sub_doc = sub_doc or {}
+        sub_path = ("subscriptions", sub_name)
+        rules: tuple[Rule, ...] | None = None
+        if "rules" in sub_doc:
+            built = []
+            for i, rule_doc in enumerate(sub_doc["rules"] or []):
+                rule_path = sub_path + ("rules", i)
+                diags.extend(_ambiguous_integers(rule_doc, rule_path, loc))
+                try:
+                    built.append(_build_rule(rule_doc, rule_path, loc))
+                except (RuleFormError, TypedValueError) as exc:
+                    sub_key = getattr(exc, "path", ())
+                    diags.append(Diagnostic("error", "rule", str(exc), loc.origin(rule_path + tuple(sub_key))))
+            rules = tuple(built)
+        subs.append(
+            Subscription(
+                name=str(sub_name),
+                rules=rules,
+                allow_empty=bool(sub_doc.get("allow_empty", False)),
+                origin=loc.key_origin(sub_path),
+            )
+        )
+    return Topic(name=str(doc["topic"]), subscriptions=tuple(subs), origin=loc.origin(("topic",)))
+
+
+def _merge(topics: Iterable[Topic], diags: list[Diagnostic]) -> DesiredState:
+    """Merge topics by name (case-insensitive); duplicates of subscriptions or rules are errors."""
+    merged: dict[str, Topic] = {}
+    for topic in topics:
+        key = topic.name.lower()
+        if key not in merged:
+            merged[key] = replace(topic, subscriptions=())
+        existing = merged[key]
+        subs = list(existing.subscriptions)
+        for sub in topic.subscriptions:
+            twin = next((s for s in subs if s.name.lower() == sub.name.lower()), None)
+            if twin is not None:
+                diags.append(
+                    Diagnostic(
+                        "error",
+                        "duplicate-subscription",
+                        f"subscription {topic.name}/{sub.name} is declared twice",
+                        sub.origin,
+                        related=tuple(o for o in (twin.origin,) if o),
+                    )
+                )
+                continue
+            subs.append(_dedupe_rules(topic, sub, diags))
+        merged[key] = replace(existing, subscriptions=tuple(subs))
+    return DesiredState(topics=tuple(merged.values()))
+
+
+def _dedupe_rules(topic: Topic, sub: Subscription, diags: list[Diagnostic]) -> Subscription:
+    if sub.rules is None:
+        return sub
+    seen: dict[str, Rule] = {}
+    kept = []
+    for rule in sub.rules:
+        first = seen.get(rule.name.lower())
+        if first is not None:
+            diags.append(
+                Diagnostic(
+                    "error",
+                    "duplicate-rule",
+                    f"rule {rule.name!r} is declared twice in {topic.name}/{sub.name}",
+                    rule.origin,
+                    related=tuple(o for o in (first.origin,) if o),
+                )
+            )
+            continue
+        seen[rule.name.lower()] = rule
+        kept.append(rule)
+    return replace(sub, rules=tuple(kept))
+
+
+def rule_files(paths: Sequence[str | Path]) -> list[Path]:
+    """Expand directories into their rule files (recursive, sorted, hidden files skipped)."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(
+                p
+                for p in path.rglob("*")
+                if p.suffix in RULE_FILE_SUFFIXES
+                and p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def load(paths: Sequence[str | Path]) -> LoadResult:
+    """Load files and directories, collecting every diagnostic instead of stopping at the first."""
+    diags: list[Diagnostic] = []
+    topics: list[Topic] = []
+    files = rule_files(paths)
+    if not files:
+        where = ", ".join(map(str, paths)) or "."
+        diags.append(Diagnostic("error", "no-files", f"no rule files (*.yaml, *.yml) found in {where}"))
+    for file in files:
+        display = _display(file)
+        try:
+            doc, loc = read_document(file, display)
+        except DocumentError as exc:
+            diags.append(exc.diag)
+            continue
+        schema_diags = schema_diagnostics(doc, loc)
+        if schema_diags:
+            diags.extend(schema_diags)
+            continue
+        topics.append(_topic_from_doc(doc, loc, diags))
+    state = _merge(topics, diags)
+    return LoadResult(state=state, diagnostics=diags, files=len(files))
+
+
+def load_paths(paths: Sequence[str | Path]) -> DesiredState:
+    """Load rule files into a DesiredState, or raise RuleFileErrors listing every located error."""
+    result = load(paths)
+    if not result.ok:
+        raise RuleFileErrors([d for d in result.diagnostics if d.severity == "error"])
+    return result.state

@@ -1,0 +1,154 @@
+"""The rule-file JSON Schema (``schemas/rules.schema.json``), and its violations as diagnostics a
+person can act on: each names the place in the file and says what was expected there.
+
+The schema ships inside the package (``reconciler/schemas/``, kept identical to the repository's
+``schemas/`` by a test) and is read with importlib.resources, so an installed wheel finds it.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import fastjsonschema
+import jsonschema
+
+from reconciler.diagnostics import Diagnostic
+from reconciler.rulefiles.located import DocPath, Located
+
+SCHEMA_NAME = "rules.schema.json"
+
+
+def packaged_schema(name: str) -> dict[str, Any]:
+    """A JSON Schema shipped in the package, by file name (e.g. ``plan.schema.json``)."""
+    return json.loads(resources.files("reconciler").joinpath("schemas", name).read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.protocols.Validator:
+    """The thorough validator: reports every violation, used once a file is known to be invalid."""
+    schema = packaged_schema(SCHEMA_NAME)
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema)
+
+
+@lru_cache(maxsize=1)
+def _fast_check():
+    """A compiled validator (about 15x faster) that answers "valid?" for the common, valid case."""
+    return fastjsonschema.compile(_validator().schema)
+
+
+_TYPE_WORDS = {
+    "object": "a map",
+    "array": "a list",
+    "string": "a string",
+    "boolean": "true or false",
+    "integer": "an integer",
+    "number": "a number",
+    "null": "empty",
+}
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the string {value!r}" if len(value) < 40 else "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "a map"
+
+
+def schema_diagnostics(doc: Any, loc: Located) -> list[Diagnostic]:
+    try:
+        _fast_check()(doc)
+        return []
+    except fastjsonschema.JsonSchemaException:
+        pass
+    out: list[Diagnostic] = []
+    for err in _validator().iter_errors(doc):
+        out.extend(_explain(err, loc))
+    return out
+
+
+def _explain(err: jsonschema.ValidationError, loc: Located) -> list[Diagnostic]:
+    path = tuple(err.absolute_path)
+    where = _where(path)
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extras = sorted(set(err.instance) - set(allowed))
+        return [
+            Diagnostic(
+                "error",
+                "unknown-key",
+                f"unknown key {key!r} in {where}" + (f" (expected one of: {', '.join(allowed)})" if allowed else ""),
+                loc.key_origin(path + (key,)),
+            )
+            for key in extras
+        ]
+    origin = loc.origin(path)
+    if err.validator == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else err.message
+        return [Diagnostic("error", "missing-key", f"{where} needs a {missing!r} key", origin)]
+    if err.validator == "type":
+        wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+        words = " or ".join(_TYPE_WORDS.get(w, w) for w in wanted)
+        return [Diagnostic("error", "type", f"{where} must be {words}, not {_describe(err.instance)}", origin)]
+    if err.validator == "oneOf" and isinstance(err.instance, dict) and path and "name" in err.schema.get("properties", {}):
+        kinds = [k for k in ("sql", "correlation", "filter") if k in err.instance]
+        name = err.instance.get("name", "?")
+        detail = f"it has {', '.join(kinds)}" if kinds else "it has none"
+        return [
+            Diagnostic("error", "filter-kind", f"rule {name!r} needs exactly one of sql, correlation, filter ({detail})", origin)
+        ]
+    if err.validator == "anyOf" and path and len(path) >= 2 and path[-2] == "properties":
+        return [
+            Diagnostic(
+                "error",
+                "typed-value",
+                f"property {path[-1]!r}: {_typed_value_problem(err.instance)}",
+                origin,
+            )
+        ]
+    if err.validator == "minProperties" and path and path[-1] == "correlation":
+        return [Diagnostic("error", "empty-correlation", "a correlation filter needs at least one field", origin)]
+    if err.validator in ("minLength", "maxLength"):
+        return [Diagnostic("error", "length", f"{where}: {err.message}", origin)]
+    return [Diagnostic("error", "schema", f"{where}: {err.message}", origin)]
+
+
+def _typed_value_problem(value: Any) -> str:
+    if isinstance(value, dict):
+        if len(value) != 1:
+            return "a typed value is a one-key map such as {int: 3} or {uuid: '…'}"
+        (tag, raw), = value.items()
+        known = ("int", "long", "double", "string", "bool", "uuid", "timestamp")
+        if tag not in known:
+            return f"unknown value type {tag!r} (use one of: {', '.join(known)})"
+        if tag == "int" and isinstance(raw, int) and not isinstance(raw, bool):
+            return f"{raw} does not fit in a 32-bit int (use {{long: {raw}}})"
+        return f"{_describe(raw)} is not a valid {tag}"
+    return "must be a scalar or a one-key typed map such as {int: 3}"
+
+
+def _where(path: DocPath) -> str:
+    if not path:
+        return "the file"
+    if path[0] == "subscriptions" and len(path) >= 2:
+        text = f"subscription {path[1]!r}"
+        if len(path) >= 4 and path[2] == "rules":
+            text += f" rule #{path[3] + 1}"
+            rest = path[4:]
+        else:
+            rest = path[2:]
+        if rest:
+            text += " " + ".".join(map(str, rest))
+        return text
+    return ".".join(map(str, path))
+
