@@ -3,7 +3,8 @@
 ``with Emulator(desired) as emu:`` gives tests and the demo a live namespace on a free loopback
 port in well under a second; ``emu.connection_string`` works with Microsoft's SDK (``ServiceBusClient``
 and, given ``connection_verify=emu.ca_file``, ``ServiceBusAdministrationClient``) and with
-``reconciler.amqp`` / ``reconciler.rest``. ``emu.namespace`` and ``emu.faults`` are the test API.
+``reconciler.amqp`` / ``reconciler.rest``; ``emu.publish`` sends messages as a publisher would.
+``emu.namespace`` and ``emu.faults`` are the test API.
 """
 
 from __future__ import annotations
@@ -16,18 +17,19 @@ import ssl
 import tempfile
 import threading
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
 from reconciler import model
+from reconciler.amqp.messages import encode_model_message
 from reconciler.emulator import certs, rest
 from reconciler.emulator import state as persistence
 from reconciler.emulator.auth import LISTEN, SEND, TokenValidator
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
 from reconciler.emulator.frontdoor import FrontDoor
-from reconciler.emulator.namespace import LOCK_DURATION, Namespace
+from reconciler.emulator.namespace import LOCK_DURATION, Namespace, parse_address
 from reconciler.emulator.server import ServerHandler
 from reconciler.errors import SbrulesError
 
@@ -262,3 +264,10 @@ class Emulator:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    # -- messages ----------------------------------------------------------------------------------
+    def publish(self, entity: str, messages: Iterable[model.Message]) -> None:
+        """Send messages to a topic (routed by its subscriptions' rules) or a queue, as a publisher
+        would, without an AMQP connection; raises OperationError when the entity does not exist."""
+        address = parse_address(entity)
+        for message in messages:
+            self.broker.publish(address, encode_model_message(message))

@@ -12,7 +12,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQ
 
 from reconciler import model, sql
 from reconciler.amqp.client import ManagementClient
-from reconciler.emulator import Emulator
+from reconciler.emulator import Emulator, OperationError
 from reconciler.model import CorrelationFilter, Rule, SqlFilter, SqlRuleAction, TypedValue
 
 RULES = {
@@ -128,3 +128,22 @@ def test_removing_a_rule_changes_routing(routed):
     with client.get_subscription_receiver("shop", "eu") as receiver:
         bodies = [str(m) for m in receiver.peek_messages(max_message_count=50)]
     assert bodies[-1] == "late-us" and "late-eu" not in bodies
+
+
+def test_publish_is_routed_like_a_message_from_a_sender():
+    desired = model.DesiredState(topics=(model.Topic("shop", (model.Subscription("eu", tuple(RULES["eu"])),)),))
+    messages = [
+        model.Message(user={"region": TypedValue("string", region)}, body=f"{n}-{region}".encode())
+        for n, region in enumerate(("eu", "us", "eu"))
+    ]
+    with Emulator(desired) as emu:
+        emu.publish("shop", messages)
+        with pytest.raises(OperationError):
+            emu.publish("no-such-topic", messages)
+        with ServiceBusClient.from_connection_string(emu.connection_string, retry_total=0) as client:
+            with client.get_subscription_receiver("shop", "eu") as receiver:
+                seen = receiver.peek_messages(max_message_count=10)
+    assert [(b"".join(m.body), m.application_properties[b"region"]) for m in seen] == [
+        (b"0-eu", b"eu"),
+        (b"2-eu", b"eu"),
+    ]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from reconciler.demo import drifted_namespace, project_rules_dir, run_demo
-from reconciler.demo_traffic import catch_all_subscriptions
+from reconciler.demo import demo_rules, drifted_namespace, run_demo
+from reconciler.demo.traffic import catch_all_subscriptions
 from reconciler.rulefiles import load_paths
 
 
@@ -16,7 +16,8 @@ def _row(text: str, subscription: str) -> dict[str, int]:
 
 
 def test_catch_alls_come_from_the_live_state():
-    live, _ = drifted_namespace(load_paths([project_rules_dir()]))
+    with demo_rules() as rules:
+        live, _ = drifted_namespace(load_paths([rules]))
     found = catch_all_subscriptions(live)
     assert set(found) == {"orders", "payments"}
     for topic, sub in found.items():

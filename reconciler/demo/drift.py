@@ -1,21 +1,15 @@
-"""``sbrules demo``: the whole GitOps loop against a local in-process emulator, narrated for a person.
-
-The emulator is seeded with a namespace that has drifted from the rule files in every way a plan
-can show — a rule changed out of band (SQL and a correlation property's type), a rule missing, an
+"""The drift the demo seeds: a live namespace that differs from the rule files in every way a plan
+can show — a rule changed out of band (SQL, and a correlation property's type), a rule missing, an
 extra rule, the service's ``$Default`` catch-all — plus one difference that must *not* show: the
-same SQL re-typed with other whitespace, keyword case and parentheses. Then plan, apply and drift
-run exactly as the CLI runs them.
+same SQL re-typed with other whitespace, keyword case and parentheses.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Callable, Iterator
 
-from reconciler.apply import ApplyOptions, apply_plan, render_report
-from reconciler.errors import SbrulesError
 from reconciler.model import (
     DEFAULT_RULE_NAME,
     CorrelationFilter,
@@ -27,21 +21,10 @@ from reconciler.model import (
     TypedValue,
     ValueType,
 )
-from reconciler.observe import observe
-from reconciler.plan import Plan, compute_plan, render_drift_text, render_text
-from reconciler.rulefiles import load_paths
 
 EXTRA_RULE = Rule("legacy-catch-all", SqlFilter("sys.Label LIKE 'order.%'"))
 _KEYWORDS = re.compile(r"\b(AND|OR|NOT|IN|LIKE|IS|NULL|EXISTS|ESCAPE|BETWEEN)\b", re.IGNORECASE)
 _QUOTED = re.compile(r"('(?:[^']|'')*'|\[[^\]]*\])")
-
-
-def project_rules_dir() -> Path:
-    """The repository's rules/ directory, found relative to the installed package."""
-    path = Path(__file__).resolve().parent.parent / "rules"
-    if not path.is_dir():
-        raise SbrulesError(f"the demo rules are not at {path}; pass --rules DIR")
-    return path
 
 
 def retype_cosmetically(expression: str) -> str:
@@ -139,69 +122,3 @@ def drifted_namespace(desired: DesiredState) -> tuple[DesiredState, list[Drift]]
         topics[ti][si] = replace(topics[ti][si], rules=tuple(live))
     state = DesiredState(tuple(replace(t, subscriptions=tuple(subs)) for t, subs in zip(desired.topics, topics)))
     return state, drifts
-
-
-def run_demo(rules_dir: Path | None, echo: Callable[[str], None], traffic: bool = True) -> bool:
-    """Seed an emulator, then plan → (traffic impact) → apply → drift; True when it ends in sync."""
-    from reconciler.amqp.client import ManagementClient
-    from reconciler.emulator import Emulator
-
-    rules_dir = rules_dir or project_rules_dir()
-    desired = load_paths([rules_dir])
-    live, drifts = drifted_namespace(desired)
-    with Emulator(live) as emulator:
-        echo(f"Started a local Service Bus emulator (AMQP on {_endpoint(emulator.connection_string)}).")
-        echo(f"Its namespace was seeded to drift from the rule files in {rules_dir}:")
-        for drift in drifts:
-            echo(f"  • {drift.where}: {drift.what}")
-        with ManagementClient(emulator.connection_string) as client:
-            echo("\n━━ 1. sbrules plan — read every declared subscription, diff against the files ━━\n")
-            plan = compute_plan(desired, observe(client, desired))
-            echo(render_text(plan))
-            cosmetic_ok = all(_check_cosmetic(plan, drift, echo) for drift in drifts if drift.cosmetic_rule)
-            if traffic:
-                _traffic(emulator, client, desired, live, echo)
-            echo("\n━━ 3. sbrules apply --auto-approve — creations, then replacements, then deletions ━━\n")
-            for warning in plan.warnings:
-                echo(f"warning: {warning}")
-            report = apply_plan(client, plan, ApplyOptions())
-            echo(render_report(report))
-            echo("\n━━ 4. sbrules drift — what a nightly job runs; exit 0 means in sync ━━\n")
-            after = compute_plan(desired, observe(client, desired))
-            echo(render_drift_text(after))
-    in_sync = cosmetic_ok and report.ok and not after.has_changes
-    echo(
-        "\nThe loop is closed: plan showed the differences, apply converged, drift is clean."
-        if in_sync
-        else "\nThe namespace did not converge; see above."
-    )
-    return in_sync
-
-
-def _traffic(emulator, client, desired: DesiredState, live: DesiredState, echo: Callable[[str], None]) -> None:
-    """Step 2: what the plan would do to real messages (Spark), when Spark can run here."""
-    from reconciler.demo_traffic import run_traffic_step, spark_available
-
-    echo("\n━━ 2. sbrules sample + validate --traffic — who gains or loses which messages ━━\n")
-    reason = spark_available()
-    if reason:
-        echo(f"Skipped: {reason}.")
-        return
-    run_traffic_step(emulator, client, desired, live, echo)
-
-
-def _check_cosmetic(plan: Plan, drift: Drift, echo: Callable[[str], None]) -> bool:
-    """Say whether the plan rightly left a cosmetically different rule alone."""
-    listed = any(f"{c.topic}/{c.subscription}" == drift.where and c.rule == drift.cosmetic_rule for c in plan.changes)
-    verdict = "LISTS it: that is a bug" if listed else "rightly leaves it alone"
-    echo(
-        f"\n{drift.where} rule {drift.cosmetic_rule!r}: the live SQL differs only in spacing and keyword "
-        f"case, so the plan {verdict}."
-    )
-    return not listed
-
-
-def _endpoint(connection_string: str) -> str:
-    """Only the host:port of a connection string (never its key)."""
-    match = re.search(r"Endpoint=sb://([^/;]+)", connection_string, re.IGNORECASE)
-    return match.group(1) if match else "localhost"

@@ -1,17 +1,20 @@
 """The demo's traffic step: publish realistic orders, sample them by peeking, report the impact on Spark.
 
 It shows a reviewer's question answered before apply: which messages each subscription gains or
-loses if the rule files replace the live rules. Publishing goes straight into the emulator's broker
-(the demo's stand-in for the publishers); sampling and the report use the real commands' code.
+loses if the rule files replace the live rules. ``Emulator.publish`` stands in for the publishers;
+sampling and the report use the real commands' code.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import shutil
 import tempfile
 from typing import Callable, Iterable
 
+from reconciler.amqp.client import ManagementClient
+from reconciler.emulator import Emulator
 from reconciler.model import DesiredState, Message, TrueFilter, TypedValue, ValueType
 
 ORDER_LABELS = ("order.placed", "order.paid", "order.amended", "refund", "order.shipped")
@@ -55,17 +58,12 @@ def _payment(rng: random.Random, n: int) -> Message:
     return Message(sys=sys, user=user, body=b"{}")
 
 
-def publish_sample_traffic(emulator, topics: Iterable[str], count: int = 300, seed: int = 7) -> None:
+def publish_sample_traffic(emulator: Emulator, topics: Iterable[str], count: int = 300, seed: int = 7) -> None:
     """Send a deterministic mix of messages to each topic (payment-like to 'payments', else orders)."""
-    from reconciler.amqp.messages import encode_model_message
-    from reconciler.emulator.namespace import parse_address
-
     rng = random.Random(seed)
     for topic in topics:
         make = _payment if topic.lower() == "payments" else _order
-        address = parse_address(topic)
-        for n in range(count):
-            emulator.broker.publish(address, encode_model_message(make(rng, n)))
+        emulator.publish(topic, [make(rng, n) for n in range(count)])
 
 
 def catch_all_subscriptions(live: DesiredState) -> dict[str, str]:
@@ -79,10 +77,8 @@ def catch_all_subscriptions(live: DesiredState) -> dict[str, str]:
 
 
 def spark_available() -> str | None:
-    """None when a local Spark can run here, else the reason it cannot."""
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
+    """None when a local Spark can run here, else the reason it cannot (the spark extra is optional)."""
+    if importlib.util.find_spec("pyspark") is None:
         return "pyspark is not installed (pip install 'sbrules[spark]')"
     if shutil.which("java") is None:
         return "no Java runtime on PATH (Spark needs Java 17)"
@@ -90,7 +86,7 @@ def spark_available() -> str | None:
 
 
 def run_traffic_step(
-    emulator, client, desired: DesiredState, live: DesiredState, echo: Callable[[str], None]
+    emulator: Emulator, client: ManagementClient, desired: DesiredState, live: DesiredState, echo: Callable[[str], None]
 ) -> None:
     """Publish, sample the catch-all subscriptions into Parquet, print the impact against live rules."""
     from reconciler.traffic.impact import impact_report, render_report
