@@ -6,11 +6,14 @@ from the namespace, or the ``before`` side of a plan file) are compiled to nativ
 (:mod:`reconciler.traffic.tally`); from those groups come, per subscription, the messages
 delivered, gained and lost versus today and the messages whose filter evaluation fails
 (dead-letter candidates); per rule, its matches and errors; and across each topic, the messages no
-subscription takes. A few example message ids come with every gained / lost / error bucket.
+subscription takes. A few example messages, with their properties, come with every gained / lost /
+error bucket, and every subscription lists the rule changes behind its numbers, each with the
+traffic its old and new filter match. The report is one JSON-able dict that every format renders.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +24,9 @@ import numpy as np
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState, Filter, Rule
 from reconciler.observe import managed_subscriptions, observe_subscriptions
+from reconciler.plan import PlanError, plan_subscription
 from reconciler.traffic.report import render_report
+from reconciler.traffic.rows import SCHEMA, row_to_message
 from reconciler.traffic.tally import Tally, examples, resolve, tally
 
 __all__ = ["ImpactError", "impact_report", "render_report"]
@@ -107,7 +112,7 @@ def _observe_live(
 
 def _plan_rules(desired: DesiredState, path: str) -> dict[tuple[str, str], tuple[tuple[Rule, ...], str]]:
     """Current rules from a plan: the declared rules the plan leaves alone plus every ``before``."""
-    from reconciler.plan import Plan, PlanError
+    from reconciler.plan import Plan
 
     try:
         plan = Plan.from_json(json.loads(Path(path).read_text()))
@@ -185,19 +190,34 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     message_id = F.coalesce(F.col("message_id"), F.concat(F.lit("seq:"), F.col("sequence_number").cast("string")))
     topic_of = F.lower(F.col("topic"))
     frame = frame.where(topic_of.isin(*topic_names))
-    counts = tally(frame, topic_of, message_id, outcomes)
-    report, pending = _shape(counts, scopes, filters, fallback)
-    ids = resolve(frame, message_id, set().union(*(hashes for _, hashes in pending)))
-    for target, hashes in pending:
-        target[:] = sorted({ids[h] for h in hashes if h in ids})
+    counts = tally(frame, topic_of, message_id, outcomes, F.col("enqueued_time"))
+    report, pending = shape(counts, scopes, filters, fallback)
+    columns = [name for name in SCHEMA.names if name in frame.columns]
+    found = resolve(frame, message_id, set().union(*(hashes for _, hashes in pending)), columns)
+    fill_examples(report, pending, found)
     return report
 
 
-def _shape(
+def fill_examples(
+    report: dict[str, Any], pending: list[tuple[list[str], set[int]]], found: dict[int, tuple[str, dict[str, Any]]]
+) -> None:
+    """Put the example ids in their lists and the example messages (sample rows) in the report."""
+    for target, hashes in pending:
+        target[:] = sorted({found[h][0] for h in hashes if h in found})
+    report["example_messages"] = {ident: _example(row) for ident, row in sorted(found.values(), key=lambda f: f[0])}
+
+
+def _example(row: dict[str, Any]) -> dict[str, Any]:
+    """An example message as the report shows it: its topic, body size and properties, the latter
+    in the message JSON shape (``{"sys", "user"}``) that ``sbrules route --message`` reads."""
+    return {"topic": row.get("topic"), "body_size": row.get("body_size"), "message": row_to_message(row).to_json()}
+
+
+def shape(
     counts: Tally, scopes: list[Scope], filters: dict[Filter, int], fallback: dict[int, str]
 ) -> tuple[dict[str, Any], list[tuple[list[str], set[int]]]]:
-    """The report from grouped counts; example lists come back empty, paired with the id hashes
-    that fill them."""
+    """The report from grouped counts (no Spark needed past :func:`tally`); example lists come back
+    empty, paired with the id hashes that fill them (:func:`fill_examples`)."""
     pending: list[tuple[list[str], set[int]]] = []
 
     def total(groups: Any) -> int:
@@ -213,6 +233,16 @@ def _shape(
     taken = np.zeros(len(counts.count), dtype=bool)
     for scope in scopes:
         in_topic = counts.topic == scope.topic.lower()
+
+        def outcome(rule: Rule | None) -> dict[str, int] | None:
+            if rule is None:
+                return None
+            index = filters[rule.filter]
+            return {
+                "matched": total(in_topic & counts.bit(counts.matched, index)),
+                "errors": total(in_topic & counts.bit(counts.errors, index)),
+            }
+
         desired = [filters[r.filter] for r in scope.desired]
         new = in_topic & counts.any_bit(counts.matched, desired)
         old = in_topic & counts.any_bit(counts.matched, [filters[r.filter] for r in scope.current])
@@ -220,12 +250,7 @@ def _shape(
         taken |= new
         rules = []
         for rule, index in zip(scope.desired, desired):
-            entry = {
-                "name": rule.name,
-                "matched": total(in_topic & counts.bit(counts.matched, index)),
-                "errors": total(in_topic & counts.bit(counts.errors, index)),
-                "evaluation": "python" if index in fallback else "native",
-            }
+            entry = {"name": rule.name, **outcome(rule), "evaluation": "python" if index in fallback else "native"}
             rules.append(entry)
             where = {"topic": scope.topic, "subscription": scope.subscription, "rule": rule.name}
             if entry["matched"] == 0:
@@ -244,10 +269,20 @@ def _shape(
                 "errors": total(failed),
                 "examples": {"gained": bucket(new & ~old), "lost": bucket(old & ~new), "errors": bucket(failed)},
                 "rules": rules,
+                "changes": [
+                    {**change.to_json(), "traffic": {"before": outcome(change.before), "after": outcome(change.after)}}
+                    for change in _changes(scope)
+                ],
             }
         )
+    topics = {s.topic.lower(): s.topic for s in reversed(scopes)}
     report = {
         "messages": total(np.ones(len(counts.count), dtype=bool)),
+        "time_range": {"first": _iso(counts.first, np.min), "last": _iso(counts.last, np.max)},
+        "topics": [
+            {"topic": name, "messages": total(counts.topic == key), "unrouted": total((counts.topic == key) & ~taken)}
+            for key, name in sorted(topics.items())
+        ],
         "unrouted": total(~taken),
         "unrouted_examples": bucket(~taken),
         "subscriptions": subs,
@@ -255,3 +290,22 @@ def _shape(
         "python_fallback_rules": python_rules,
     }
     return report, pending
+
+
+def _changes(scope: Scope) -> tuple[Any, ...]:
+    """The rule changes that turn the current rules into the declared ones, as the plan states them
+    (computed from the same two rule sets the traffic numbers compare)."""
+    try:
+        plan = plan_subscription(scope.topic, scope.subscription, scope.desired, scope.current, allow_empty=True)
+    except PlanError as exc:
+        raise ImpactError(str(exc)) from None
+    return plan.changes
+
+
+def _iso(times: np.ndarray, pick: Any) -> str | None:
+    """The earliest or latest known time of ``times`` as ISO 8601 UTC, None when none is known."""
+    known = times[~np.isnat(times)]
+    if not len(known):
+        return None
+    when = pick(known).astype("datetime64[us]").item().replace(tzinfo=dt.timezone.utc)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -6,8 +6,8 @@ aggregate hundreds of columns wide: Spark then gives up whole-stage code generat
 generated methods grow too large for the JIT. Instead each message gets one bit per filter in a
 *matched* and an *error* mask (63 filters per long); grouping by (topic, masks) leaves a few
 thousand rows, from which the driver derives every count with numpy. Example message ids are
-picked by hash inside the same aggregate (fixed-width values keep it a hash aggregate) and
-resolved to ids by a second, cheap query over the id columns only.
+picked by hash inside the same aggregate (fixed-width values keep it a hash aggregate), as are the
+first and last enqueued times; a second query fetches the few example messages by those hashes.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class Tally:
     high: np.ndarray  # largest id hash in the group
     pick: np.ndarray  # id hash of the member with the smallest second hash
     pick_order: np.ndarray  # that second hash
+    first: np.ndarray  # earliest enqueued time in the group (datetime64, NaT when none is known)
+    last: np.ndarray  # latest enqueued time in the group
 
     def bit(self, masks: np.ndarray, index: int) -> np.ndarray:
         """Per group: whether filter ``index`` is set in ``masks``."""
@@ -52,8 +54,11 @@ def _mask(F: Any, conditions: Sequence[Any]) -> Any:
     return out
 
 
-def tally(frame: Any, topic: Any, message_id: Any, outcomes: Sequence[tuple[Any, Any]]) -> Tally:
-    """Group ``frame`` by topic and the (matched, error) bits of ``outcomes`` (one pair per filter)."""
+def tally(
+    frame: Any, topic: Any, message_id: Any, outcomes: Sequence[tuple[Any, Any]], enqueued: Any = None
+) -> Tally:
+    """Group ``frame`` by topic and the (matched, error) bits of ``outcomes`` (one pair per filter);
+    ``enqueued`` (a timestamp column) gives each group's time range."""
     from pyspark.sql import functions as F
 
     words = range(0, max(len(outcomes), 1), BITS)
@@ -62,7 +67,10 @@ def tally(frame: Any, topic: Any, message_id: Any, outcomes: Sequence[tuple[Any,
         chunk = outcomes[start : start + BITS]
         masks.append(_mask(F, [matched for matched, _ in chunk]).alias(f"m{w}"))
         masks.append(_mask(F, [error.isNotNull() for _, error in chunk]).alias(f"e{w}"))
-    rows = frame.select(topic.alias("topic"), F.xxhash64(message_id).alias("h"), F.hash(message_id).alias("h2"), *masks)
+    when = F.lit(None).cast("timestamp") if enqueued is None else enqueued
+    rows = frame.select(
+        topic.alias("topic"), F.xxhash64(message_id).alias("h"), F.hash(message_id).alias("h2"), when.alias("t"), *masks
+    )
     keys = ["topic", *(f"{kind}{w}" for w in range(len(words)) for kind in "me")]
     grouped = rows.groupBy(*keys).agg(
         F.count(F.lit(1)).alias("count"),
@@ -70,6 +78,8 @@ def tally(frame: Any, topic: Any, message_id: Any, outcomes: Sequence[tuple[Any,
         F.max("h").alias("high"),
         F.min_by("h", "h2").alias("pick"),
         F.min("h2").alias("pick_order"),
+        F.min("t").alias("first"),
+        F.max("t").alias("last"),
     )
     table = grouped.toArrow()
     column = {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
@@ -82,6 +92,8 @@ def tally(frame: Any, topic: Any, message_id: Any, outcomes: Sequence[tuple[Any,
         high=column["high"],
         pick=column["pick"],
         pick_order=column["pick_order"],
+        first=column["first"].astype("datetime64[us]"),
+        last=column["last"].astype("datetime64[us]"),
     )
 
 
@@ -94,16 +106,20 @@ def examples(result: Tally, bucket: np.ndarray) -> set[int]:
     return {int(result.low[bucket].min()), int(result.high[bucket].max()), int(pick)}
 
 
-def resolve(frame: Any, message_id: Any, hashes: set[int]) -> dict[int, str]:
-    """The message ids behind example hashes (a scan of the id columns; 64-bit hashes do not collide
-    in practice, and on a collision every colliding id is a candidate, the smallest is shown)."""
+def resolve(
+    frame: Any, message_id: Any, hashes: set[int], columns: Sequence[str] = ()
+) -> dict[int, tuple[str, dict[str, Any]]]:
+    """The message behind each example hash: its id and its values of ``columns`` (one scan of
+    those columns; 64-bit hashes do not collide in practice, and on a collision, or when several
+    messages share an id, the smallest id and then the smallest row is shown, so reruns agree)."""
     if not hashes:
         return {}
     from pyspark.sql import functions as F
 
     h = F.xxhash64(message_id)
-    rows = frame.where(h.isin(*sorted(hashes))).select(h.alias("h"), message_id.alias("id")).collect()
-    out: dict[int, str] = {}
-    for row in sorted(rows, key=lambda r: r["id"]):
-        out.setdefault(row["h"], row["id"])
+    table = frame.where(h.isin(*sorted(hashes))).select(h.alias("_h"), message_id.alias("_id"), *columns).toArrow()
+    out: dict[int, tuple[str, dict[str, Any]]] = {}
+    for row in sorted(table.to_pylist(), key=lambda r: (r["_id"], repr(r))):
+        key, ident = row.pop("_h"), row.pop("_id")
+        out.setdefault(key, (ident, row))
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -46,13 +47,19 @@ DESIRED = DesiredState(
 )
 
 
+ENQUEUED = datetime(2024, 5, 1, 9, 30, tzinfo=timezone.utc)
+
+
 def _message(i: int, region, amount=None, label=None) -> Message:
     user = {}
     if region is not None:
         user["Region"] = region if isinstance(region, TypedValue) else TypedValue.infer(region)
     if amount is not None:
         user["amount"] = TypedValue.infer(amount)
-    sys_props = {"MessageId": TypedValue.infer(f"m{i:02d}")}
+    sys_props = {
+        "MessageId": TypedValue.infer(f"m{i:02d}"),
+        "EnqueuedTimeUtc": TypedValue.infer(ENQUEUED + timedelta(minutes=7 * i)),
+    }
     if label:
         sys_props["Label"] = TypedValue.infer(label)
     return Message(sys=sys_props, user=user)
@@ -223,3 +230,30 @@ def test_topics_are_counted_apart_when_they_share_a_filter(spark, tmp_path):
     unrouted = len(taken) - sum(taken) + sum(not matches(BIG, m).matched for m in payments)
     assert report["unrouted"] == unrouted
     assert len(report["unrouted_examples"]) == 3
+
+
+def test_report_carries_sample_range_examples_and_plan_changes(spark, sample, tmp_path):
+    """What the HTML report shows beyond the counts comes from the report itself (and so the JSON)."""
+    report = impact_report(DESIRED, sample, against=_plan(tmp_path / "plan.json"))
+    assert report["time_range"] == {"first": "2024-05-01T09:30:00.000Z", "last": "2024-05-01T10:33:00.000Z"}
+    assert report["topics"] == [{"topic": "orders", "messages": 10, "unrouted": 4}]
+
+    # Every example id has its message, with the properties it was published with.
+    ids = {i for s in report["subscriptions"] for b in s["examples"].values() for i in b} | set(report["unrouted_examples"])
+    assert set(report["example_messages"]) == ids
+    m05 = report["example_messages"]["m05"]
+    assert m05["topic"] == "orders" and m05["message"]["user"] == {"Region": "us", "amount": 150}
+    assert m05["message"]["sys"]["MessageId"] == "m05"
+    assert m05["message"]["sys"]["EnqueuedTimeUtc"] == {"timestamp": "2024-05-01T10:05:00.000Z"}
+    assert Message.from_json(report["example_messages"]["m07"]["message"]).user["Region"] == TypedValue.infer(5)
+
+    # The plan's changes, each with what its old and new filter match on the sample.
+    eu, us = report["subscriptions"]
+    changes = {c["rule"]: c for c in eu["changes"]}
+    assert set(changes) == {"eu", "big"}
+    assert changes["eu"]["before"] == rule_to_doc(EU_BEFORE) and changes["eu"]["after"] == rule_to_doc(EU_AFTER)
+    assert changes["eu"]["traffic"] == {"before": {"matched": 4, "errors": 1}, "after": {"matched": 2, "errors": 1}}
+    assert changes["big"]["traffic"] == {"before": None, "after": {"matched": 4, "errors": 0}}
+    legacy = next(c for c in us["changes"] if c["rule"] == "legacy")
+    assert legacy["after"] is None and legacy["traffic"]["before"] == {"matched": 1, "errors": 0}
+
