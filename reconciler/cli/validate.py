@@ -8,6 +8,7 @@ import click
 
 from reconciler import diagnostics as diag
 from reconciler.cli.common import connection_option
+from reconciler.errors import SbrulesError
 from reconciler.lint import lint
 from reconciler.rulefiles import load
 
@@ -17,10 +18,11 @@ from reconciler.rulefiles import load
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json", "github", "markdown"]),
+    type=click.Choice(["text", "json", "github", "markdown", "html"]),
     default="text",
     show_default=True,
-    help="text: located messages with a caret under SQL; json: stable document; github: Actions annotations.",
+    help="text: located messages with a caret under SQL; json: stable document; github: Actions annotations; "
+    "markdown: a pull-request comment; html (with --traffic and --out): a self-contained traffic report.",
 )
 @click.option("--traffic", type=click.Path(exists=True), help="Parquet sample (from `sbrules sample`): report the impact on it.")
 @click.option(
@@ -30,6 +32,11 @@ from reconciler.rulefiles import load
     help="With --traffic: compare with the live rules ('live') or with the 'before' side of a PLAN.json.",
 )
 @click.option("--spark-master", envvar="SPARK_REMOTE", help="Spark master URL (default local[*]; $SPARK_REMOTE).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --traffic: write the traffic report to this file instead of stdout (needed for --format html).",
+)
 @connection_option
 def validate(
     paths: tuple[Path, ...],
@@ -37,9 +44,14 @@ def validate(
     traffic: str | None,
     against: str,
     spark_master: str | None,
+    out: Path | None,
     connection_string: str | None,
 ) -> None:
     """Check rule files (default: ./rules) offline. Exit 0 valid, 1 invalid, 2 usage error."""
+    if fmt == "html" and not (traffic and out):
+        raise click.UsageError("--format html writes the traffic report: give --traffic DATASET and --out FILE.html")
+    if out and not traffic:
+        raise click.UsageError("--out writes the traffic report: give --traffic DATASET")
     if not paths:
         if not Path("rules").is_dir():
             raise click.UsageError("no PATH given and no ./rules directory here")
@@ -62,7 +74,7 @@ def validate(
             click.echo(diag.render_github(findings))
     elif fmt == "markdown":
         click.echo(diag.render_markdown(findings))
-    else:
+    else:  # text, and html (whose traffic report goes to a file)
         if findings:
             click.echo(diag.render_text(findings), err=tally["error"] > 0)
         verdict = "invalid" if tally["error"] else "valid"
@@ -83,4 +95,12 @@ def validate(
             spark_master=spark_master,
             connection_string=connection_string,
         )
-        click.echo(render_report(report, "text" if fmt == "github" else fmt))
+        text = render_report(report, "text" if fmt == "github" else fmt)
+        if out is None:
+            click.echo(text)
+            return
+        try:
+            out.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise SbrulesError(f"cannot write the traffic report to {out}: {exc.strerror or exc}") from None
+        click.echo(f"wrote the traffic report to {out}", err=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -135,3 +137,73 @@ def sql_filter_vectors() -> list[FilterVector]:
 @pytest.fixture(scope="session")
 def sql_correlation_vectors():
     return correlation_vectors()
+
+
+# -- impact reports without Spark ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """One subscription's sampled messages: delivered before and after (kept), only after (gained),
+    only before (lost), and failing its declared filter (errors, delivered neither before nor after)."""
+
+    kept: int = 0
+    gained: int = 0
+    lost: int = 0
+    errors: int = 0
+
+
+def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: int = 0) -> dict[str, Any]:
+    """The impact report :func:`impact.shape` makes of grouped outcomes shaped like ``traffic``
+    (subscription ``i`` declares filter ``n = i`` where it had ``n = i OR legacy``), its examples
+    filled as a Spark run fills them: the report every format renders, made without a JVM."""
+    from reconciler.model import Rule, SqlFilter
+    from reconciler.traffic.impact import Scope, fill_examples, shape
+    from reconciler.traffic.tally import BITS, Tally
+
+    scopes, filters = [], {}
+    for i, _ in enumerate(traffic):
+        desired = Rule("main", SqlFilter(f"n = {i}"))
+        current = Rule("main", SqlFilter(f"n = {i} OR legacy = {i}"))
+        filters[desired.filter], filters[current.filter] = 2 * i, 2 * i + 1
+        scopes.append(Scope(topic, f"sub-{i:03d}", (desired,), (current,), "live"))
+    words = (2 * len(traffic) + BITS - 1) // BITS
+    groups: list[tuple[set[int], set[int], int]] = []  # (matched bits, error bits, count)
+    for i, t in enumerate(traffic):
+        groups += [({2 * i, 2 * i + 1}, set(), t.kept), ({2 * i}, set(), t.gained), ({2 * i + 1}, set(), t.lost)]
+        groups.append((set(), {2 * i}, t.errors))
+    groups.append((set(), set(), unrouted))
+    groups = [g for g in groups if g[2]]
+
+    def masks(bits_of) -> np.ndarray:
+        out = np.zeros((len(groups), words), dtype=np.int64)
+        for row, group in enumerate(groups):
+            for bit in bits_of(group):
+                out[row, bit // BITS] |= np.int64(1) << np.int64(bit % BITS)
+        return out
+
+    n = len(groups)
+    start = np.datetime64("2024-05-01T10:00:00", "us")
+    counts = Tally(
+        topic=np.array([topic.lower()] * n, dtype=object),
+        matched=masks(lambda g: g[0]),
+        errors=masks(lambda g: g[1]),
+        count=np.array([g[2] for g in groups], dtype=np.int64),
+        low=np.arange(n, dtype=np.int64) * 3,
+        high=np.arange(n, dtype=np.int64) * 3 + 1,
+        pick=np.arange(n, dtype=np.int64) * 3 + 2,
+        pick_order=np.zeros(n, dtype=np.int64),
+        first=start + np.arange(n) * np.timedelta64(1, "m"),
+        last=start + np.arange(n) * np.timedelta64(1, "m") + np.timedelta64(90, "m"),
+    )
+    report, pending = shape(counts, scopes, filters, {})
+    found = {}
+    for h in sorted(set().union(*(hashes for _, hashes in pending))):
+        message = Message(
+            sys={"MessageId": TypedValue.infer(f"msg-{h:05d}"), "Label": TypedValue.infer("order.placed")},
+            user={"n": TypedValue("int", h % 7), "Region": TypedValue.infer("eu")},
+        )
+        found[h] = (f"msg-{h:05d}", message_to_row(message, topic=topic, subscription="all", body_size=42))
+    fill_examples(report, pending, found)
+    report.update(dataset="samples/orders", against="live", skipped=[])
+    return report

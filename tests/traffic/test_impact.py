@@ -257,3 +257,42 @@ def test_report_carries_sample_range_examples_and_plan_changes(spark, sample, tm
     legacy = next(c for c in us["changes"] if c["rule"] == "legacy")
     assert legacy["after"] is None and legacy["traffic"]["before"] == {"matched": 1, "errors": 0}
 
+
+RULES_YAML = """\
+topic: orders
+subscriptions:
+  eu:
+    rules:
+      - {name: eu, sql: "region = 'eu'"}
+      - {name: big, sql: "amount > 100"}
+  us:
+    rules:
+      - {name: us, sql: "region = 'us'"}
+      - {name: never, sql: "region = 'mars'"}
+  audit: {}
+"""
+
+
+def test_cli_writes_the_html_report(spark, sample, tmp_path, run_cli):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "orders.yaml").write_text(RULES_YAML)
+    plan = _plan(tmp_path / "plan.json")
+    out = tmp_path / "report.html"
+    code, stdout, stderr = run_cli("validate", rules, "--traffic", sample, "--against", plan, "--format", "html", "--out", out)
+    assert code == 0, stderr
+    assert f"wrote the traffic report to {out}" in stderr and "\nvalid: 1 files" in stdout
+    html = out.read_text()
+    assert html.startswith("<!doctype html>")
+    assert "2 of 2 subscriptions change; orders/eu gains 2 and loses 1 sampled messages (4 → 5)" in html
+    assert 'data-message-id="m05"' in html and "region = &#39;eu&#39; OR region = &#39;uk&#39;" in html
+
+    code, stdout, _ = run_cli("validate", rules, "--traffic", sample, "--against", plan, "--format", "markdown")
+    assert code == 0 and "```mermaid" in stdout and '"orders/eu before: 4"' in stdout
+
+    code, _, stderr = run_cli("validate", rules, "--traffic", sample, "--format", "html")
+    assert code == 2 and "--out" in stderr
+    code, _, stderr = run_cli("validate", rules, "--format", "html", "--out", out)
+    assert code == 2 and "--traffic" in stderr
+    code, _, stderr = run_cli("validate", rules, "--traffic", sample, "--against", plan, "--format", "html", "--out", tmp_path / "no" / "r.html")
+    assert code == 1 and "cannot write the traffic report" in stderr and "Traceback" not in stderr

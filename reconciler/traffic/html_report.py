@@ -1,0 +1,163 @@
+"""The impact report as one self-contained HTML file (a CI artefact that opens anywhere, offline).
+
+Rendered with a jinja2 template (``templates/report.html.j2``, autoescaped) into plain HTML, CSS
+and an inline SVG chart: no script, no font, no image, nothing fetched (the page's
+Content-Security-Policy forbids it). The chart is drawn here from the report's numbers rather than
+by a plotting library: every library that can inline its assets ships a megabyte-scale JavaScript
+runtime, where horizontal bars need a few rectangles.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from reconciler.model import TypedValue
+from reconciler.traffic.report import Movement, changed, ranked, time_span, verdict
+
+#: libyaml's emitter when PyYAML was built with it (20x the pure-Python one; same output).
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+#: Changed subscriptions drawn in the chart; the table below it lists every subscription.
+CHART_ROWS = 50
+
+# Chart geometry (SVG user units, 1 unit = 1 CSS px at 100 %).
+LABEL_WIDTH = 300
+PLOT_WIDTH = 480
+NUMBER_WIDTH = 150
+BAR_HEIGHT = 13
+GROUP_HEIGHT = 2 * BAR_HEIGHT + 14
+TOP = 34
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One rectangle: a ``kind`` (kept, lost, gained) of one side (before, after) of a subscription."""
+
+    subscription: str
+    side: str
+    kind: str
+    value: int
+    x: float
+    y: float
+    width: float
+
+
+@dataclass(frozen=True)
+class ChartRow:
+    path: str
+    anchor: str
+    y: float
+    before_text: str
+    after_text: str
+    bars: tuple[Bar, ...]
+
+
+@dataclass(frozen=True)
+class Chart:
+    rows: tuple[ChartRow, ...]
+    ticks: tuple[tuple[float, str], ...]
+    width: int
+    height: int
+    plot_left: int
+    plot_bottom: float
+    not_drawn: tuple[Movement, ...]
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """The whole report as one HTML document."""
+    subs = ranked(report)
+    anchors = {(s["topic"], s["subscription"]): f"sub-{i}" for i, s in enumerate(subs, 1)}
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        report=report,
+        verdict=verdict(report),
+        span=time_span(report),
+        subscriptions=subs,
+        anchors=anchors,
+        chart=_chart(changed(report), anchors),
+        unchanged=sum(1 for s in subs if not (s["gained"] or s["lost"])),
+    )
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("reconciler.traffic", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["rule_yaml"] = _rule_yaml
+    env.filters["properties"] = _properties
+    env.filters["num"] = lambda n: f"{n:,}"
+    return env
+
+
+def _rule_yaml(doc: dict[str, Any] | None) -> str:
+    """A rule document as it reads in a rule file (without its name, shown beside it)."""
+    if doc is None:
+        return ""
+    body = {k: v for k, v in doc.items() if k != "name"}
+    return yaml.dump(body, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100).rstrip()
+
+
+def _properties(example: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(kind, name, type, value) rows of an example message's system and application properties."""
+    rows = []
+    for kind, key in (("system", "sys"), ("application", "user")):
+        for name, raw in example["message"][key].items():
+            inner = next(iter(raw.values())) if isinstance(raw, dict) else raw
+            text = inner if isinstance(inner, str) else json.dumps(inner)
+            rows.append((kind, name, TypedValue.from_typed_form(raw).type.value, text))
+    return rows
+
+
+def _chart(moves: list[Movement], anchors: dict[tuple[str, str], str]) -> Chart:
+    shown = moves[:CHART_ROWS]
+    top = max((max(m.before, m.after) for m in shown), default=1) or 1
+    step = _tick_step(top)
+    scale = PLOT_WIDTH / (step * math.ceil(top / step))
+    rows = []
+    for i, m in enumerate(shown):
+        y = TOP + i * GROUP_HEIGHT
+        kept = m.kept * scale
+        bars = (
+            Bar(m.path, "before", "kept", m.kept, LABEL_WIDTH, y, kept),
+            Bar(m.path, "before", "lost", m.lost, LABEL_WIDTH + kept, y, m.lost * scale),
+            Bar(m.path, "after", "kept", m.kept, LABEL_WIDTH, y + BAR_HEIGHT + 2, kept),
+            Bar(m.path, "after", "gained", m.gained, LABEL_WIDTH + kept, y + BAR_HEIGHT + 2, m.gained * scale),
+        )
+        change = " ".join(part for part in (f"+{m.gained:,}" if m.gained else "", f"−{m.lost:,}" if m.lost else "") if part)
+        rows.append(
+            ChartRow(m.path, anchors[(m.topic, m.subscription)], y, f"{m.before:,} before", f"{m.after:,} after ({change})", bars)
+        )
+    ticks = []
+    value = 0
+    while value * scale <= PLOT_WIDTH + 0.01:
+        ticks.append((LABEL_WIDTH + value * scale, f"{value:,}"))
+        value += step
+    bottom = TOP + len(shown) * GROUP_HEIGHT
+    return Chart(
+        rows=tuple(rows),
+        ticks=tuple(ticks),
+        width=LABEL_WIDTH + PLOT_WIDTH + NUMBER_WIDTH,
+        height=int(bottom + 8),
+        plot_left=LABEL_WIDTH,
+        plot_bottom=bottom,
+        not_drawn=tuple(moves[CHART_ROWS:]),
+    )
+
+
+def _tick_step(top: int) -> int:
+    """A round step (1, 2 or 5 times a power of ten) giving at most five ticks up to ``top``."""
+    step = 1
+    while True:
+        for factor in (1, 2, 5):
+            if top / (step * factor) <= 5:
+                return step * factor
+        step *= 10
