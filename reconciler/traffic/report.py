@@ -107,7 +107,8 @@ def verdict(report: dict[str, Any]) -> str:
     moves = changed(report)
     if moves:
         top = moves[0]
-        line = f"{len(moves):,} of {_plural(len(subs), 'subscription')} change; {top.path} {_moves(top)}"
+        verb = "changes" if len(moves) == 1 else "change"
+        line = f"{len(moves):,} of {_plural(len(subs), 'subscription')} {verb}; {top.path} {_moves(top)}"
     else:
         line = f"No subscription changes: the {_plural(len(subs), 'subscription')} take the same sampled messages as before"
     failing = [s for s in subs if s["errors"]]

@@ -133,10 +133,10 @@ def test_no_change_no_chart():
             [Traffic(129, 0, 171), Traffic(60, 25, 0), Traffic(10, 1, 1), *[Traffic(50)] * 4],
             "3 of 7 subscriptions change; orders/billing loses 171 of its 300 sampled messages.",
         ),
-        ([Traffic(60, 25, 0)], "1 of 1 subscription change; orders/billing gains 25 sampled messages (60 → 85)."),
+        ([Traffic(60, 25, 0)], "1 of 1 subscription changes; orders/billing gains 25 sampled messages (60 → 85)."),
         (
             [Traffic(4, 2, 1, errors=1)],
-            "1 of 1 subscription change; orders/billing gains 2 and loses 1 sampled messages (5 → 6); "
+            "1 of 1 subscription changes; orders/billing gains 2 and loses 1 sampled messages (5 → 6); "
             "1 message copy would be dead-lettered (filter errors in 1 subscription).",
         ),
     ],
