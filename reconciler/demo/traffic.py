@@ -8,6 +8,7 @@ sampling and the report use the real commands' code.
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 import shutil
 import tempfile
@@ -88,7 +89,8 @@ def spark_available() -> str | None:
 def run_traffic_step(
     emulator: Emulator, client: ManagementClient, desired: DesiredState, live: DesiredState, echo: Callable[[str], None]
 ) -> None:
-    """Publish, sample the catch-all subscriptions into Parquet, print the impact against live rules."""
+    """Publish, sample the catch-all subscriptions into Parquet, print the impact against live rules
+    and write it as an HTML report (kept after the demo; its path is printed)."""
     from reconciler.traffic.impact import impact_report, render_report
     from reconciler.traffic.sampler import sample
 
@@ -104,3 +106,7 @@ def run_traffic_step(
         report = impact_report(desired, dataset=dataset, against="live", connection_string=emulator.connection_string)
         echo("")
         echo(render_report(report, "text"))
+    fd, path = tempfile.mkstemp(prefix="sbrules-demo-traffic-", suffix=".html")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(render_report(report, "html"))
+    echo(f"\nThe same report as one HTML file (chart, each rule change beside its traffic, example messages): {path}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from reconciler.demo import demo_rules, drifted_namespace, run_demo
 from reconciler.demo.traffic import catch_all_subscriptions
@@ -37,4 +38,11 @@ def test_demo_reports_who_gains_and_loses(spark):
     shipping = _row(text, "orders/shipping")
     assert shipping["gained"] > 0  # 'express' now matches int priority 1, as publishers send it
     assert "never matches" in text  # the paused-experiments false filter
+    html_path = Path(re.search(r"The same report as one HTML file .*: (\S+\.html)$", text, re.M).group(1))
+    try:
+        html = html_path.read_text(encoding="utf-8")
+        assert html.startswith("<!doctype html>") and 'class="bar lost" data-subscription="orders/billing"' in html
+        assert "300 before" in html  # billing's bar: the catch-all took every sampled order
+    finally:
+        html_path.unlink()
     assert "In sync" in text
