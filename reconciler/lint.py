@@ -6,9 +6,8 @@ the emulator and planner use), so validate rejects exactly what rule creation wo
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import replace
-from typing import Callable, Iterator
+from typing import Iterator
 
 from reconciler.diagnostics import Diagnostic, SqlContext
 from reconciler.model import (
@@ -24,6 +23,7 @@ from reconciler.model import (
     Topic,
     TrueFilter,
 )
+from reconciler.sql import SqlError, parse_action, parse_filter
 
 RULE_NAME_MAX = 50
 RULE_NAME_FORBIDDEN = "/\\@?#*"
@@ -32,33 +32,15 @@ SQL_FILTERS_PER_TOPIC = 2000
 CORRELATION_FILTERS_PER_TOPIC = 100_000
 
 
-def _sql_checker() -> tuple[Callable, Callable, type] | None:
-    """The SQL package's parsers, or None while it is not part of this build."""
-    try:
-        sql = importlib.import_module("reconciler.sql")
-        return sql.parse_filter, sql.parse_action, sql.SqlError
-    except (ImportError, AttributeError):
-        return None
-
-
 def lint(state: DesiredState) -> list[Diagnostic]:
     """Every finding about ``state``; errors make the files invalid, warnings and info do not."""
-    checker = _sql_checker()
     out: list[Diagnostic] = []
-    if checker is None:
-        out.append(
-            Diagnostic(
-                "warning",
-                "sql-unchecked",
-                "SQL syntax was not checked: the reconciler.sql package is not available in this build",
-            )
-        )
     for topic in state.topics:
         out.extend(_topic_limits(topic))
         for sub in topic.subscriptions:
             out.extend(_subscription(topic, sub))
             for rule in sub.rules or ():
-                out.extend(_rule(rule, checker))
+                out.extend(_rule(rule))
     return out
 
 
@@ -106,14 +88,14 @@ def _topic_limits(topic: Topic) -> Iterator[Diagnostic]:
         )
 
 
-def _rule(rule: Rule, checker) -> Iterator[Diagnostic]:
+def _rule(rule: Rule) -> Iterator[Diagnostic]:
     yield from _rule_name(rule)
     if isinstance(rule.filter, CorrelationFilter):
         yield from _correlation(rule)
     if isinstance(rule.filter, SqlFilter):
-        yield from _sql_text(rule.filter.expression, rule, rule.filter_origin, "filter", checker)
+        yield from _sql_text(rule.filter.expression, rule, rule.filter_origin, "filter")
     if isinstance(rule.action, SqlRuleAction):
-        yield from _sql_text(rule.action.expression, rule, rule.action_origin, "action", checker)
+        yield from _sql_text(rule.action.expression, rule, rule.action_origin, "action")
 
 
 def _rule_name(rule: Rule) -> Iterator[Diagnostic]:
@@ -135,7 +117,7 @@ def _correlation(rule: Rule) -> Iterator[Diagnostic]:
         yield Diagnostic("error", "empty-correlation", f"rule {rule.name!r}: a correlation filter needs at least one field", rule.origin)
 
 
-def _sql_text(text: str, rule: Rule, origin: Origin | None, kind: str, checker) -> Iterator[Diagnostic]:
+def _sql_text(text: str, rule: Rule, origin: Origin | None, kind: str) -> Iterator[Diagnostic]:
     if not text.strip():
         yield Diagnostic("error", "sql-syntax", f"rule {rule.name!r}: the {kind} is empty", origin or rule.origin)
         return
@@ -147,20 +129,15 @@ def _sql_text(text: str, rule: Rule, origin: Origin | None, kind: str, checker) 
             origin or rule.origin,
         )
         return
-    if checker is None:
-        return
-    parse_filter, parse_action, sql_error = checker
     try:
         (parse_filter if kind == "filter" else parse_action)(text)
-    except sql_error as exc:
-        line, column = getattr(exc, "line", 1) or 1, getattr(exc, "column", 1) or 1
-        message = getattr(exc, "message", None) or str(exc)
+    except SqlError as exc:
         yield Diagnostic(
             "error",
             "sql-syntax",
-            f"rule {rule.name!r}: invalid SQL {kind}: {message}",
-            _point_into(origin or rule.origin, line, column),
-            sql=SqlContext(text, line, column),
+            f"rule {rule.name!r}: invalid SQL {kind}: {exc.message}",
+            _point_into(origin or rule.origin, exc.line, exc.column),
+            sql=SqlContext(text, exc.line, exc.column),
         )
 
 

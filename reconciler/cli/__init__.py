@@ -33,7 +33,11 @@ COMMANDS = {
 
 
 class LazyGroup(click.Group):
-    """A group that imports each command's module only when the command is used."""
+    """A group that imports each command's module only when the command is used.
+
+    Loading hides nothing: a module that fails to import is a bug in the build and ends in its
+    traceback, like any other bug.
+    """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(COMMANDS) | set(super().list_commands(ctx)))
@@ -43,23 +47,7 @@ class LazyGroup(click.Group):
         if target is None:
             return super().get_command(ctx, cmd_name)
         module_name, attr = target.split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("reconciler"):
-                return _not_yet(cmd_name)
-            raise
-        return getattr(module, attr, None) or _not_yet(cmd_name)
-
-
-def _not_yet(name: str) -> click.Command:
-    @click.command(name=name, context_settings={"ignore_unknown_options": True})
-    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-    def placeholder(args: tuple[str, ...]) -> None:
-        """Not yet available in this build."""
-        raise SbrulesError(f"`sbrules {name}` is not yet available in this build")
-
-    return placeholder
+        return getattr(importlib.import_module(module_name), attr)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
