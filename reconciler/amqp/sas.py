@@ -156,7 +156,9 @@ class EntraTokenProvider:
         if credential is None:
             try:
                 from azure.identity import DefaultAzureCredential
-            except ImportError:
+            except ModuleNotFoundError as exc:
+                if exc.name not in ("azure", "azure.identity"):
+                    raise  # azure-identity is installed but broken: show the real error
                 raise AuthConfigError(
                     "--auth entra needs azure-identity: pip install 'sbrules[entra]'"
                 ) from None
