@@ -4,6 +4,6 @@
 ``load_paths`` returns the state or raises :class:`RuleFileErrors`.
 """
 
-from reconciler.rulefiles.loader import RULE_FILE_SUFFIXES, LoadResult, RuleFileErrors, load, load_paths, rule_files
+from reconciler.rulefiles.loader import LoadResult, RuleFileErrors, load, load_paths
 
-__all__ = ["RULE_FILE_SUFFIXES", "LoadResult", "RuleFileErrors", "load", "load_paths", "rule_files"]
+__all__ = ["LoadResult", "RuleFileErrors", "load", "load_paths"]
