@@ -61,7 +61,8 @@ def test_lark_parse_table_shape(lark_parser) -> None:
 
 
 def test_lark_reduce_callbacks(lark_parser) -> None:
-    with private_api("lark", "Lark._callbacks and lark.parse_tree_builder.ExpandSingleChild", "reconciler/sql/lalr.py (Driver)"):
+    api = "Lark._callbacks and lark.parse_tree_builder.ExpandSingleChild"
+    with private_api("lark", api, "reconciler/sql/lalr.py (Driver)"):
         from lark.parse_tree_builder import ExpandSingleChild
 
         callbacks = lark_parser._callbacks
@@ -77,9 +78,8 @@ def test_lark_reduce_callbacks(lark_parser) -> None:
 
 
 def test_lark_terminal_definitions(lark_parser) -> None:
-    with private_api(
-        "lark", "Lark.terminals / Lark.ignore_tokens / lark.lexer.PatternStr / Pattern.to_regexp", "reconciler/sql/lalr.py (Scanner)"
-    ):
+    api = "Lark.terminals / Lark.ignore_tokens / lark.lexer.PatternStr / Pattern.to_regexp"
+    with private_api("lark", api, "reconciler/sql/lalr.py (Scanner)"):
         import re
 
         from lark.lexer import PatternStr
@@ -90,7 +90,8 @@ def test_lark_terminal_definitions(lark_parser) -> None:
             re.compile(term.pattern.to_regexp())
             assert isinstance(term.priority, int) and term.pattern.max_width >= 1
         keyword = next(t for t in lark_parser.terminals if t.name == "AND")
-        assert isinstance(keyword.pattern, PatternStr) and "i" in keyword.pattern.flags and keyword.pattern.value == "AND"
+        assert isinstance(keyword.pattern, PatternStr) and "i" in keyword.pattern.flags
+        assert keyword.pattern.value == "AND"
 
 
 def _shape(node: Any) -> Any:
@@ -108,13 +109,13 @@ def test_lalr_driver_builds_what_lark_builds(lark_parser, start: str, text: str)
     """The whole private path at once: our scanner and driver over lark's table and callbacks."""
     from reconciler.sql.lalr import Driver, Scanner, end_position
 
-    with private_api("lark", "LALR parse table + callbacks (run by reconciler.sql.lalr.Driver)", "reconciler/sql/lalr.py"):
+    with private_api("lark", "the LALR parse table and callbacks together", "reconciler/sql/lalr.py"):
         scanner = Scanner(lark_parser, "IDENT", lambda token: None)
         ours = Driver(lark_parser, start).parse(scanner.scan(text), end_position(text))
         assert _shape(ours) == _shape(lark_parser.parse(text, start=start))
 
 
-# -- proton: reconciler/amqp/engine.py + deliveries.py, reconciler/emulator/ ------------------------
+# -- proton: reconciler/amqp/engine.py + deliveries.py, reconciler/emulator/ ---------------------------
 
 
 def test_container_reads_events_from_the_collector_put_in_its_place() -> None:
@@ -172,10 +173,44 @@ def _cproton_names_used() -> set[str]:
     return names
 
 
+def test_a_socket_accepted_elsewhere_becomes_an_amqp_server_connection() -> None:
+    """The emulator's front door accepts sockets itself and hands AMQP ones to proton, repeating the
+    private steps of proton's own Acceptor (``adopt_amqp``)."""
+    import threading
+
+    from proton.handlers import MessagingHandler
+    from proton.reactor import ApplicationEvent, Container, EventInjector
+
+    from reconciler.emulator.frontdoor import adopt_amqp
+
+    class Stopper(MessagingHandler):
+        def on_stop(self, event) -> None:
+            container.stop()
+
+    api = "Connection._acceptor, Selectable._transport, Transport._selectable, IOHandler.update"
+    with private_api("python-qpid-proton", api, "reconciler/emulator/frontdoor.py (adopt_amqp)"):
+        ours, theirs = socket.socketpair()
+        container = Container(Stopper())
+        injector = EventInjector()
+        container.selectable(injector)
+        adopt_amqp(container, ours, ("127.0.0.1", 0))
+        loop = threading.Thread(target=container.run, daemon=True)
+        loop.start()
+        try:
+            theirs.settimeout(10)
+            theirs.sendall(b"AMQP\x00\x01\x00\x00")
+            assert theirs.recv(8) == b"AMQP\x00\x01\x00\x00"  # proton's server transport answers
+        finally:
+            injector.trigger(ApplicationEvent("stop"))
+            loop.join(10)
+            theirs.close()
+        assert not loop.is_alive()
+
+
 def test_acceptor_exposes_its_listening_socket() -> None:
     from proton.reactor import Container
 
-    with private_api("python-qpid-proton", "Acceptor._selectable.getsockname()", "reconciler/emulator/emulator.py"):
+    with private_api("python-qpid-proton", "Acceptor._selectable.getsockname()", "tests/amqp/wire_server.py"):
         container = Container()
         acceptor = container.listen("127.0.0.1:0")
         try:
@@ -192,7 +227,8 @@ def test_attributes_set_on_endpoints_survive_rewrapping() -> None:
     record, so the wrapper an event hands out later still carries them."""
     import proton
 
-    with private_api("python-qpid-proton", "Wrapper attribute records", "reconciler/amqp/engine.py, reconciler/emulator/server.py"):
+    users = "reconciler/amqp/engine.py, reconciler/emulator/server.py"
+    with private_api("python-qpid-proton", "Wrapper attribute records", users):
         connection = proton.Connection()
         connection._sb_state = "mine"
         session = connection.session()
