@@ -2,6 +2,7 @@
 
 import os
 import sys
+import time
 
 import pytest
 
@@ -25,3 +26,22 @@ def run_cli(capsys):
         return code, out.out, out.err
 
     return _run
+
+
+class ManualClock:
+    """Unix time that stands still until the test moves it (it starts at the real time)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """A clock to inject where the code reads the time (``Emulator(token_clock=clock)``)."""
+    return ManualClock()

@@ -16,8 +16,9 @@ import socket
 import ssl
 import tempfile
 import threading
+import time
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
@@ -56,7 +57,11 @@ def is_loopback(host: str) -> bool:
 
 
 class Emulator:
-    """An emulated Service Bus namespace served over AMQP 1.0 (context manager)."""
+    """An emulated Service Bus namespace served over AMQP 1.0 (context manager).
+
+    ``token_clock`` is the Unix time that put tokens expire by; a test passes a clock it moves, so
+    expiry and refresh are checked without waiting for them.
+    """
 
     def __init__(
         self,
@@ -71,6 +76,7 @@ class Emulator:
         cbs_deadline: float = 20.0,
         lock_duration: _dt.timedelta = LOCK_DURATION,
         listen_keys: Mapping[str, str] | None = None,
+        token_clock: Callable[[], float] = time.time,
     ) -> None:
         """``listen_keys`` (name → key) are further shared access keys with Listen and Send rights but
         not Manage: AMQP accepts them, the management REST API answers them 401, as the service does."""
@@ -89,7 +95,7 @@ class Emulator:
         validator = TokenValidator(
             {**self._listen_keys, key_name: key}, {name: frozenset({LISTEN, SEND}) for name in self._listen_keys}
         )
-        self.handler = ServerHandler(self.namespace, self.broker, validator, self.faults, cbs_deadline)
+        self.handler = ServerHandler(self.namespace, self.broker, validator, self.faults, cbs_deadline, token_clock)
         self._api = rest.ManagementApi(self.namespace, validator)
         self._identity: certs.ServerIdentity | None = None
         self._tls: ssl.SSLContext | None = None

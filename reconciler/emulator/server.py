@@ -112,7 +112,9 @@ class _Timer:
 class ConnectionState:
     """Per-connection bookkeeping: CBS grants and the operation counter for the close-after fault."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        #: Unix time that grants are judged by.
+        self.clock = clock
         #: audience path segments → latest expiry granted for it (one entry per entity token).
         self.grants: dict[tuple[str, ...], float] = {}
         #: node path → the latest expiry of a grant covering it (cleared when a token is put).
@@ -135,7 +137,7 @@ class ConnectionState:
             wanted = path_parts(node_path)
             until = max(self.grants.get(wanted[:n], 0.0) for n in range(len(wanted) + 1))
             self._covered_until[node_path] = until
-        return until > time.time()
+        return until > self.clock()
 
 
 class ServerHandler(MessagingHandler):
@@ -148,6 +150,7 @@ class ServerHandler(MessagingHandler):
         validator: TokenValidator,
         faults: Faults,
         cbs_deadline: float = 20.0,
+        token_clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
         # Incoming transfers are decoded by on_delivery below, inside the guard.
@@ -158,6 +161,7 @@ class ServerHandler(MessagingHandler):
         self.validator = validator
         self.faults = faults
         self.cbs_deadline = cbs_deadline
+        self.token_clock = token_clock
         self.container: proton.reactor.Container | None = None
         self.acceptor: proton.reactor.Acceptor | None = None
         self.connections: set[proton.Connection] = set()
@@ -218,7 +222,7 @@ class ServerHandler(MessagingHandler):
     @_guarded
     def on_connection_opening(self, event: proton.Event) -> None:
         connection = event.connection
-        connection._sb_state = ConnectionState()
+        connection._sb_state = ConnectionState(self.token_clock)
         self.connections.add(connection)
         event.container.schedule(self.cbs_deadline, _Timer(functools.partial(self._cbs_deadline, connection)))
 
@@ -275,7 +279,7 @@ class ServerHandler(MessagingHandler):
             connection = link.connection
             state = getattr(connection, "_sb_state", None)
             if state is None:
-                state = connection._sb_state = ConnectionState()
+                state = connection._sb_state = ConnectionState(self.token_clock)
             link._sb_state = state
         return state
 
@@ -537,7 +541,9 @@ class ServerHandler(MessagingHandler):
             status, description = 401, "fault injection: CBS refused"
         else:
             try:
-                grant = self.validator.validate(request.body, props.get("type"), props.get("name"))
+                grant = self.validator.validate(
+                    request.body, props.get("type"), props.get("name"), now=self.token_clock()
+                )
             except TokenRejected as exc:
                 status, description = 401, f"Unauthorized: {exc}"
             else:

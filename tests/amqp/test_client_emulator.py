@@ -14,8 +14,10 @@ from reconciler import model as m
 from reconciler.amqp import errors, messages
 from reconciler.amqp.client import Disposition, ManagementClient, ScheduledMessage, SettleMode
 from reconciler.amqp.sas import SasKeyTokenProvider
-from reconciler.emulator import DEV_KEY, DEV_KEY_NAME
+from reconciler.emulator import DEV_KEY, DEV_KEY_NAME, Emulator
 from reconciler.emulator.namespace import parse_address
+
+from .conftest import SEED
 
 UTC = dt.timezone.utc
 
@@ -180,22 +182,31 @@ def test_connection_refused_is_transient_then_surfaces():
     assert info.value.transient
 
 
-def test_token_is_refreshed_before_expiry(emulator):
+def test_token_is_refreshed_before_expiry(clock):
+    refreshed = threading.Event()
+
     class Counting(SasKeyTokenProvider):
         audiences: list[str] = []
+        tokens: list = []
 
         def get_token(self, audience):
             self.audiences.append(audience)
-            return super().get_token(audience)
+            self.tokens.append(super().get_token(audience))
+            if len(self.tokens) == 2:
+                refreshed.set()
+            return self.tokens[-1]
 
-    provider = Counting(DEV_KEY_NAME, DEV_KEY, validity=3)
-    with ManagementClient(emulator.connection_string, token_provider=provider, timeout=5) as c:
-        c.list_rules("orders", "billing")
-        time.sleep(2.6)
-        assert c.list_rules("orders", "billing")
+    provider = Counting(DEV_KEY_NAME, DEV_KEY, validity=2)
+    with Emulator(SEED, token_clock=clock) as emulator:
+        with ManagementClient(emulator.connection_string, token_provider=provider, timeout=5, retries=0) as c:
+            c.list_rules("orders", "billing")
+            assert refreshed.wait(10), "the client never asked for a fresh token"
+            first, second = provider.tokens[:2]
+            assert second.expires_at > first.expires_at
+            clock.now = first.expires_at  # the first token has run out; only the refreshed one covers the link
+            assert c.list_rules("orders", "billing")
     host = f"sb://127.0.0.1:{emulator.port}/"
-    assert provider.audiences[0] == host + "orders/Subscriptions/billing/$management"
-    assert len(provider.audiences) >= 2
+    assert provider.audiences[:2] == [host + "orders/Subscriptions/billing/$management"] * 2
 
 
 # -- messages ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from proton.utils import BlockingConnection, LinkDetached
 from reconciler.amqp import codec, messages
 from reconciler.emulator import Emulator
 
+from .conftest import ORDERS
 from .raw import RawManagement
 
 ADD = "com.microsoft:add-rule"
@@ -275,13 +276,14 @@ def test_batch_delete_messages(emulator):
         assert (status, props["errorCondition"]) == (204, "com.microsoft:message-not-found")
 
 
-def test_receiver_is_detached_when_its_token_expires(emulator):
-    emulator.broker.publish(emulator_address("orders"), proton.Message(body="x"))
-    with _token_only(emulator) as helper:
-        expiry = int(time.time()) + 2
-        assert helper.put_token(f"sb://127.0.0.1:{emulator.port}/orders", expiry=expiry) == 202
-        receiver = helper.conn.create_receiver("orders/Subscriptions/all", name="r", credit=0)
-        time.sleep(max(0.0, expiry - time.time()) + 0.3)
-        receiver.flow(1)
-        with pytest.raises(LinkDetached, match="expired"):
-            receiver.receive(timeout=3)
+def test_receiver_is_detached_when_its_token_expires(clock):
+    with Emulator(ORDERS, token_clock=clock) as emulator:
+        emulator.broker.publish(emulator_address("orders"), proton.Message(body="x"))
+        with _token_only(emulator) as helper:
+            expiry = int(clock()) + 2
+            assert helper.put_token(f"sb://127.0.0.1:{emulator.port}/orders", expiry=expiry) == 202
+            receiver = helper.conn.create_receiver("orders/Subscriptions/all", name="r", credit=0)
+            clock.now = expiry
+            receiver.flow(1)
+            with pytest.raises(LinkDetached, match="expired"):
+                receiver.receive(timeout=3)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import time
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
@@ -101,14 +100,15 @@ def test_defer_then_receive_deferred_by_sequence_number(client):
         assert receiver.peek_messages(max_message_count=5) == []
 
 
-def test_renew_message_lock_extends_the_lock(client):
+def test_renew_message_lock_extends_the_lock(client, emulator):
     _send(client, ServiceBusMessage("slow"))
     with client.get_subscription_receiver("orders", "all") as receiver:
         message = receiver.receive_messages(max_message_count=1, max_wait_time=5)[0]
         before = message.locked_until_utc
-        time.sleep(0.05)
         renewed = receiver.renew_message_lock(message)
         assert renewed >= before
+        (locked,) = emulator.namespace.subscription("orders", "all").store.messages.values()
+        assert renewed == locked.locked_until.replace(microsecond=locked.locked_until.microsecond // 1000 * 1000)
         receiver.complete_message(message)
 
 

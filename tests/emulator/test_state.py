@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
-import time
+import threading
 
 import proton
 import pytest
@@ -48,12 +49,18 @@ def test_restart_keeps_rules_messages_and_session_state(tmp_path):
 
 def test_state_is_saved_soon_after_a_change_without_stopping(tmp_path):
     path = tmp_path / "state.json"
+    saved = threading.Event()
     with Emulator(ORDERS, state_file=path) as emu:
+        write = emu.save
+
+        def save_and_tell() -> None:
+            write()
+            if "vip" in path.read_text():
+                saved.set()
+
+        emu.save = save_and_tell
         emu.namespace.add_rule("orders", "all", NEW_RULE)
-        for _ in range(50):
-            if path.exists() and "vip" in path.read_text():
-                break
-            time.sleep(0.05)
+        assert saved.wait(10), "the change was not saved while the emulator ran"
         doc = json.loads(path.read_text())
     (orders,) = doc["topics"]
     (all_sub,) = [s for s in orders["subscriptions"] if s["name"] == "all"]
@@ -85,18 +92,21 @@ def test_damaged_state_file_is_a_clear_error(tmp_path):
 
 def test_scheduled_messages_survive_a_restart_and_arrive_when_due(tmp_path):
     path = tmp_path / "state.json"
-    due = proton.timestamp(int((time.time() + 0.5) * 1000))
+    due = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0) + _dt.timedelta(hours=1)
     with Emulator(ORDERS, state_file=path) as emu:
         emu.broker.publish(
             parse_address("orders"),
-            proton.Message(body="later", annotations={proton.symbol("x-opt-scheduled-enqueue-time"): due}),
+            proton.Message(
+                body="later",
+                annotations={proton.symbol("x-opt-scheduled-enqueue-time"): proton.timestamp(due.timestamp() * 1000)},
+            ),
         )
         assert emu.namespace.topic("orders").store.scheduled == {1}
     with Emulator(ORDERS, state_file=path) as emu:
         assert emu.namespace.topic("orders").store.scheduled == {1}
-        deadline = time.time() + 5
         store = emu.namespace.subscription("orders", "all").store
-        while not store.messages and time.time() < deadline:
-            time.sleep(0.05)
+        assert not emu.broker.tick(now=due - _dt.timedelta(milliseconds=1))
+        assert not store.messages
+        assert emu.broker.tick(now=due)
         assert len(store.messages) == 1
         assert emu.namespace.topic("orders").store.messages == {}
