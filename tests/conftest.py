@@ -1,6 +1,7 @@
 """Shared test fixtures. Area-specific fixtures live in each tests/<area>/conftest.py."""
 
 import os
+import subprocess
 import sys
 import time
 
@@ -10,6 +11,28 @@ from reconciler.cli import main
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def trust_only_test_certificates(tmp_path_factory):
+    """The tests' TLS trust store is one throwaway CA, not this machine's bundle.
+
+    No test may pass because of a certificate the machine happens to trust (the TLS tests pass
+    their own CA). It is also the suite's largest fixed cost otherwise: every proton Container (each
+    emulator, client and test server) builds two TLS contexts, and each loads the default CA bundle,
+    0.1-0.4 s apiece with OpenSSL 3.
+    """
+    folder = tmp_path_factory.mktemp("trust")
+    anchor = folder / "ca.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-days", "1", "-subj", "/CN=sbrules tests trust anchor", "-keyout", os.devnull, "-out", str(anchor)],
+        check=True, capture_output=True,
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SSL_CERT_FILE", str(anchor))
+        patch.setenv("SSL_CERT_DIR", str(folder))
+        yield
 
 
 @pytest.fixture
