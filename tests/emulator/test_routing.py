@@ -7,6 +7,8 @@ against the evaluator, message by message.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 
@@ -37,8 +39,9 @@ MESSAGES = [
 ]
 
 
-@pytest.fixture
-def routed():
+@contextlib.contextmanager
+def _routed_namespace():
+    """An emulator whose shop topic has RULES (set over AMQP) and MESSAGES (sent with the SDK)."""
     desired = model.DesiredState(
         topics=(model.Topic("shop", tuple(model.Subscription(name, ()) for name in RULES)),)
     )
@@ -49,12 +52,42 @@ def routed():
                     mgmt.add_rule("shop", sub, rule)
             assert {sub: mgmt.list_rules("shop", sub) for sub in RULES} == RULES
         with ServiceBusClient.from_connection_string(emu.connection_string, retry_total=0) as client:
-            with client.get_topic_sender("shop") as sender:
+            with client.get_topic_sender("shop", keep_alive=0) as sender:
                 for m in MESSAGES:
                     sender.send_messages(
                         ServiceBusMessage(m["body"], application_properties=m["props"], subject=m.get("subject"))
                     )
             yield emu, client
+
+
+class Peeks:
+    """Peeks of the routed namespace, one SDK receiver per entity opened on first use and kept.
+
+    The tests below only read, so they share one namespace; an SDK receiver costs about a
+    second to open and close (the SDK polls link readiness in 50 ms steps, and close joins a
+    keep-alive thread that sleeps in 1 s steps), so each entity gets one.
+    """
+
+    def __init__(self, emulator: Emulator, client: ServiceBusClient, stack: contextlib.ExitStack) -> None:
+        self.emulator = emulator
+        self._client = client
+        self._stack = stack
+        self._receivers: dict[tuple[str, object], object] = {}
+
+    def __call__(self, sub: str, sub_queue: ServiceBusSubQueue | None = None) -> list:
+        """Every message on ``shop/sub`` (or its dead-letter queue), from the first on."""
+        key = (sub, sub_queue)
+        if key not in self._receivers:
+            self._receivers[key] = self._stack.enter_context(
+                self._client.get_subscription_receiver("shop", sub, sub_queue=sub_queue)
+            )
+        return self._receivers[key].peek_messages(max_message_count=50, sequence_number=1)
+
+
+@pytest.fixture(scope="module")
+def peek():
+    with _routed_namespace() as (emu, client), contextlib.ExitStack() as stack:
+        yield Peeks(emu, client, stack)
 
 
 def _expected(sub: str) -> tuple[list[tuple[str, str | None]], list[str]]:
@@ -71,27 +104,20 @@ def _expected(sub: str) -> tuple[list[tuple[str, str | None]], list[str]]:
 
 
 @pytest.mark.parametrize("sub", sorted(RULES))
-def test_observed_routing_matches_the_rules(routed, sub):
-    emu, client = routed
+def test_observed_routing_matches_the_rules(peek, sub):
     expected_copies, expected_dead = _expected(sub)
-    with client.get_subscription_receiver("shop", sub) as receiver:
-        seen = receiver.peek_messages(max_message_count=50)
     observed = []
-    for message in seen:
+    for message in peek(sub):
         props = message.application_properties or {}
         rule_name = props.get(b"RuleName")
         observed.append((str(message), rule_name.decode() if rule_name else None))
     assert observed == expected_copies
-    with client.get_subscription_receiver("shop", sub, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
-        dead = dlq.peek_messages(max_message_count=50)
-    assert [str(m) for m in dead] == expected_dead
-    assert emu.namespace.subscription("shop", sub).filter_errors == len(expected_dead)
+    assert [str(m) for m in peek(sub, ServiceBusSubQueue.DEAD_LETTER)] == expected_dead
+    assert peek.emulator.namespace.subscription("shop", sub).filter_errors == len(expected_dead)
 
 
-def test_action_copy_carries_the_action_result(routed):
-    _, client = routed
-    with client.get_subscription_receiver("shop", "big") as receiver:
-        seen = receiver.peek_messages(max_message_count=50)
+def test_action_copy_carries_the_action_result(peek):
+    seen = peek("big")
     tagged = [m for m in seen if (m.application_properties or {}).get(b"RuleName") == b"tagged"]
     assert [str(m) for m in tagged] == ["m2"]
     assert tagged[0].application_properties[b"tier"] == b"gold"
@@ -99,34 +125,30 @@ def test_action_copy_carries_the_action_result(routed):
     assert all(b"tier" not in m.application_properties for m in plain)
 
 
-def test_action_can_set_a_system_property(routed):
-    _, client = routed
-    with client.get_subscription_receiver("shop", "labels") as receiver:
-        seen = receiver.peek_messages(max_message_count=50)
+def test_action_can_set_a_system_property(peek):
+    seen = peek("labels")
     relabelled = [m for m in seen if (m.application_properties or {}).get(b"RuleName") == b"relabel"]
     assert [(str(m), m.subject) for m in relabelled] == [("m3", "small")]
     assert [(str(m), m.subject) for m in seen if str(m) == "m0"] == [("m0", "created")]
 
 
-def test_filter_errors_dead_letter_with_a_reason(routed):
-    _, client = routed
-    with client.get_subscription_receiver("shop", "strict", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
-        (dead,) = dlq.peek_messages(max_message_count=5)
+def test_filter_errors_dead_letter_with_a_reason(peek):
+    (dead,) = peek("strict", ServiceBusSubQueue.DEAD_LETTER)
     assert str(dead) == "m3"
     assert dead.dead_letter_reason == "FilterEvaluationException"
     assert "typed" in dead.dead_letter_error_description
 
 
-def test_removing_a_rule_changes_routing(routed):
-    emu, client = routed
-    with ManagementClient(emu.connection_string, timeout=10) as mgmt:
-        mgmt.remove_rule("shop", "eu", "eu")
-        mgmt.add_rule("shop", "eu", Rule("us", CorrelationFilter(properties={"region": "us"})))
-    with client.get_topic_sender("shop") as sender:
-        sender.send_messages(ServiceBusMessage("late-eu", application_properties={"region": "eu"}))
-        sender.send_messages(ServiceBusMessage("late-us", application_properties={"region": "us"}))
-    with client.get_subscription_receiver("shop", "eu") as receiver:
-        bodies = [str(m) for m in receiver.peek_messages(max_message_count=50)]
+def test_removing_a_rule_changes_routing():
+    with _routed_namespace() as (emu, client):
+        with ManagementClient(emu.connection_string, timeout=10) as mgmt:
+            mgmt.remove_rule("shop", "eu", "eu")
+            mgmt.add_rule("shop", "eu", Rule("us", CorrelationFilter(properties={"region": "us"})))
+        with client.get_topic_sender("shop", keep_alive=0) as sender:
+            sender.send_messages(ServiceBusMessage("late-eu", application_properties={"region": "eu"}))
+            sender.send_messages(ServiceBusMessage("late-us", application_properties={"region": "us"}))
+        with client.get_subscription_receiver("shop", "eu") as receiver:
+            bodies = [str(m) for m in receiver.peek_messages(max_message_count=50)]
     assert bodies[-1] == "late-us" and "late-eu" not in bodies
 
 
