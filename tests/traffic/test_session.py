@@ -1,16 +1,91 @@
-"""The settings the translation and its speed rely on are pinned on the session sbrules creates."""
+"""The session sbrules creates behaves the same whatever the cluster's defaults, and runs fast code.
+
+Each test shows what a pinned setting makes Spark do, not the setting's value.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.spark
 
 
-def test_local_session_pins_results_and_speed_settings(spark):
-    from reconciler.traffic.session import HUGE_METHOD_LIMIT, NO_CALL_SITES
+@pytest.fixture
+def cluster_defaults(spark):
+    """Set ``spark.conf`` values for one test (as a cluster's defaults would), then restore them."""
+    saved: dict[str, str | None] = {}
 
-    assert spark.conf.get("spark.sql.ansi.enabled") == "true"
-    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
-    assert spark.conf.get("spark.sql.codegen.hugeMethodLimit") == str(HUGE_METHOD_LIMIT)
-    assert spark.conf.get(NO_CALL_SITES) == "false"
+    def set_default(key: str, value: str) -> None:
+        saved.setdefault(key, spark.conf.get(key, None))
+        spark.conf.set(key, value)
+
+    yield set_default
+    for key, value in saved.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+
+
+def test_times_show_in_utc_and_bad_casts_fail_whatever_the_cluster_default(spark, cluster_defaults):
+    from pyspark.errors import NumberFormatException
+
+    from reconciler.traffic.session import spark_session
+
+    cluster_defaults("spark.sql.session.timeZone", "America/New_York")
+    cluster_defaults("spark.sql.ansi.enabled", "false")
+    session = spark_session()
+    shown = session.sql("SELECT CAST(TIMESTAMP '2024-03-01 12:00:00+02:00' AS STRING) AS t").first().t
+    assert shown == "2024-03-01 10:00:00"
+    with pytest.raises(NumberFormatException, match="CAST_INVALID_INPUT"):
+        session.sql("SELECT CAST('x' AS INT)").collect()
+
+
+def test_column_operations_record_no_python_call_site(spark):
+    from pyspark.errors import ArithmeticException
+    from pyspark.sql import functions as F
+
+    with pytest.raises(ArithmeticException) as info:
+        spark.range(1).select(F.col("id") / F.lit(0)).collect()
+    assert "DIVIDE_BY_ZERO" in str(info.value)
+    assert Path(__file__).name not in str(info.value)  # recording it costs JVM round trips per Column
+
+
+def _stage_runs(spark, frame) -> tuple[int, int]:
+    """(largest generated method in bytes, whole-stage pipeline time in ms) of ``frame``'s only stage."""
+    execution = frame._jdf.queryExecution()
+    execution.toRdd().count()  # run the stage on the JVM, nothing brought back
+    plan = execution.executedPlan()
+    if plan.nodeName() == "AdaptiveSparkPlan":
+        plan = plan.executedPlan()
+    assert plan.nodeName().startswith("WholeStageCodegen"), plan.nodeName()
+    debug = spark._jvm.org.apache.spark.sql.execution.debug.package
+    ((_, _, stats),) = [(t._1(), t._2(), t._3()) for t in _scala_list(debug.codegenStringSeq(plan))]
+    return stats.maxMethodCodeSize(), plan.metrics().apply("pipelineTime").value()
+
+
+def _scala_list(seq) -> list:
+    out, it = [], seq.iterator()
+    while it.hasNext():
+        out.append(it.next())
+    return out
+
+
+def test_a_stage_too_big_for_the_jit_runs_as_per_operator_code(spark):
+    from pyspark.sql import functions as F
+
+    rows = spark.range(0, 200_000).withColumn("a", F.col("id") % 97)
+    small = rows.select((F.col("a") + 1).alias("x"))
+    wide = rows.select(
+        *[
+            F.when(F.col("a") == i, F.col("id") * i).when(F.col("a") > i, F.col("id") - i).otherwise(i).alias(f"c{i}")
+            for i in range(60)
+        ]
+    )
+    small_method, small_time = _stage_runs(spark, small)
+    wide_method, wide_time = _stage_runs(spark, wide)
+    assert small_method < 8000 and small_time > 0  # whole-stage code ran
+    assert wide_method > 8000  # HotSpot never JIT-compiles a method this large ...
+    assert wide_time == 0  # ... so Spark ran the operators' own code instead of it
