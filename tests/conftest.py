@@ -1,6 +1,7 @@
 """Shared test fixtures. Area-specific fixtures live in each tests/<area>/conftest.py."""
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -11,6 +12,28 @@ from reconciler.cli import main
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("spark"):
+            item.add_marker(pytest.mark.slow)  # a JVM, and Spark jobs: never the quick loop
+        if item.get_closest_marker("unit") and item.get_closest_marker("slow"):
+            raise pytest.UsageError(f"{item.nodeid} is marked both unit and slow: the quick loop takes no slow test")
+
+
+@pytest.fixture(autouse=True)
+def unit_tests_stay_in_process(request, monkeypatch):
+    """A ``unit`` test opens no socket and starts no process (so no emulator and no JVM either)."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a unit test may not open sockets or start processes: mark it otherwise")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "bind", refuse)
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
 
 
 @pytest.fixture(scope="session", autouse=True)

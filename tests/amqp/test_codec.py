@@ -20,6 +20,8 @@ from reconciler.errors import SbrulesError
 
 from .strategies import ms_datetimes, names, text, typed_values
 
+pytestmark = pytest.mark.unit
+
 correlation_filters = st.builds(
     m.CorrelationFilter,
     correlation_id=st.none() | text,

@@ -10,6 +10,8 @@ from reconciler.amqp import sas
 from reconciler.amqp.connection import ConnectionString, ConnectionStringError, TransportRefused
 from reconciler.errors import SbrulesError
 
+pytestmark = pytest.mark.unit
+
 KEY = "s3cr3t+Key/Value=="
 CS = f"Endpoint=sb://myns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={KEY}"
 

@@ -96,6 +96,7 @@ def test_a_refused_token_is_an_unauthorized_error_and_is_not_retried():
     assert len(server.cbs_requests) == 1 and not server.requests
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "props, expected",
     [

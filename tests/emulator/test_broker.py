@@ -27,6 +27,8 @@ from reconciler.emulator.namespace import (
 
 from .conftest import ORDERS
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def broker():

@@ -11,6 +11,8 @@ from reconciler.amqp.errors import BadRequestError, ServerBusyError
 from reconciler.apply import DIRECT, ApplyOptions, apply_plan, render_report
 from reconciler.plan import Plan, compute_plan, is_temp_rule_name
 
+pytestmark = pytest.mark.unit
+
 T = "orders"
 
 

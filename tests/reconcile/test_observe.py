@@ -9,6 +9,8 @@ import pytest
 from reconciler.amqp.errors import BadRequestError, UnauthorizedError
 from reconciler.observe import ObserveError, observe_subscriptions
 
+pytestmark = pytest.mark.unit
+
 
 def test_reads_all_subscriptions_concurrently(kit):
     client = kit.FakeClient({("t", f"s{i}"): [kit.DEFAULT] for i in range(20)})

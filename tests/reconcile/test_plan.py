@@ -35,6 +35,8 @@ from reconciler.plan import (
     temp_rule_name,
 )
 
+pytestmark = pytest.mark.unit
+
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
 

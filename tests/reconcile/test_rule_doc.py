@@ -25,6 +25,8 @@ from reconciler.model import (
     rule_to_doc,
 )
 
+pytestmark = pytest.mark.unit
+
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "rules.schema.json").read_text())
 
 PROPERTIES = {

@@ -10,6 +10,8 @@ from reconciler import model
 from reconciler.rest import atom
 from tests.rest.conftest import RULES
 
+pytestmark = pytest.mark.unit
+
 NOW = _dt.datetime(2026, 3, 1, 12, 0, 0, 250000, tzinfo=_dt.timezone.utc)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reconciler import lint as lint_mod
 from reconciler.lint import lint
 from reconciler.model import (
@@ -15,6 +17,8 @@ from reconciler.model import (
     TrueFilter,
 )
 from reconciler.rulefiles import load
+
+pytestmark = pytest.mark.unit
 
 
 def codes(state: DesiredState) -> list[tuple[str, str]]:

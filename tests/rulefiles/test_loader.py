@@ -45,6 +45,7 @@ def errors(result: rulefiles.LoadResult) -> list[tuple[str, int, int, str]]:
     )
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text", [ISSUE_EXAMPLE, FLOW_EXAMPLE], ids=["block", "flow"])
 def test_issue_example_is_accepted_as_written(write, text):
     state = rulefiles.load_paths([write("orders.yaml", text)])
@@ -61,6 +62,7 @@ def test_issue_example_is_accepted_as_written(write, text):
     assert topic.subscription("audit").rules is None
 
 
+@pytest.mark.unit
 def test_typed_values_keep_their_amqp_type(write):
     path = write(
         "t.yaml",
@@ -98,6 +100,7 @@ def test_typed_values_keep_their_amqp_type(write):
     assert rulefiles.load_paths([path]).topic("t").subscription("s").rules[1].filter == FalseFilter()
 
 
+@pytest.mark.unit
 def test_directory_is_merged_and_hidden_files_skipped(write, tmp_path):
     write("a.yaml", "topic: orders\nsubscriptions:\n  billing:\n    rules:\n      - {name: r, filter: true}\n")
     write("sub/b.yml", "topic: Orders\nsubscriptions:\n  shipping: {}\n")
@@ -108,6 +111,7 @@ def test_directory_is_merged_and_hidden_files_skipped(write, tmp_path):
     assert [s.name for s in state.topics[0].subscriptions] == ["billing", "shipping"]
 
 
+@pytest.mark.unit
 def test_malformed_yaml_is_located(write):
     path = write("bad.yaml", "topic: orders\nsubscriptions:\n  billing: [unclosed\n")
     result = rulefiles.load([path])
@@ -115,6 +119,7 @@ def test_malformed_yaml_is_located(write):
     assert "malformed YAML" in result.diagnostics[0].message
 
 
+@pytest.mark.unit
 def test_every_schema_violation_is_reported(write):
     path = write(
         "s.yaml",
@@ -161,6 +166,7 @@ def test_every_schema_violation_is_reported(write):
     assert "must be true or false, not the string 'maybe'" in messages
 
 
+@pytest.mark.unit
 def test_duplicates_name_both_locations(write, tmp_path):
     write(
         "a.yaml",
@@ -187,6 +193,7 @@ def test_duplicates_name_both_locations(write, tmp_path):
     assert "declared twice" in str(raised.value)
 
 
+@pytest.mark.unit
 def test_duplicate_key_in_one_mapping(write):
     path = write("d.yaml", "topic: a\ntopic: b\n")
     result = rulefiles.load([path])
@@ -194,6 +201,7 @@ def test_duplicate_key_in_one_mapping(write):
     assert (diag.code, diag.origin.line, diag.related[0].line) == ("duplicate-key", 2, 1)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "content, code, line",
     [
@@ -211,6 +219,7 @@ def test_other_file_level_errors(write, content, code, line):
     assert [(d.code, d.origin.line) for d in result.diagnostics] == [(code, line)]
 
 
+@pytest.mark.slow
 def test_alias_bomb_is_refused(write):
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [*a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}]" for i in range(1, 9)]
@@ -218,6 +227,7 @@ def test_alias_bomb_is_refused(write):
     assert [d.code for d in result.diagnostics] == ["yaml"]
 
 
+@pytest.mark.unit
 def test_no_rule_files_is_an_error(tmp_path):
     result = rulefiles.load([tmp_path])
     assert [d.code for d in result.diagnostics] == ["no-files"]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -40,6 +41,7 @@ subscriptions:
 }
 
 
+@pytest.mark.unit
 def test_example_rules_validate_clean(run_cli, monkeypatch):
     monkeypatch.chdir(REPO)
     code, out, err = run_cli("validate", "rules/")
@@ -47,6 +49,7 @@ def test_example_rules_validate_clean(run_cli, monkeypatch):
     assert "valid:" in out and "0 errors" in out and "warning" not in out.split("valid:")[0]
 
 
+@pytest.mark.unit
 def test_default_path_is_rules_dir(run_cli, monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)
     assert run_cli("validate")[0] == 0
@@ -55,6 +58,7 @@ def test_default_path_is_rules_dir(run_cli, monkeypatch, tmp_path):
     assert code == 2 and "no ./rules directory" in err
 
 
+@pytest.mark.unit
 def test_missing_path_is_a_usage_error(run_cli, tmp_path):
     assert run_cli("validate", tmp_path / "nope")[0] == 2
 
@@ -66,6 +70,7 @@ def _golden_tree(tmp_path: Path) -> None:
         path.write_text(text)
 
 
+@pytest.mark.unit
 def test_json_output_matches_golden(run_cli, monkeypatch, tmp_path):
     _golden_tree(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -78,6 +83,7 @@ def test_json_output_matches_golden(run_cli, monkeypatch, tmp_path):
     assert doc == json.loads(GOLDEN.read_text())
 
 
+@pytest.mark.unit
 def test_text_output_has_location_and_caret(run_cli, monkeypatch, tmp_path):
     _golden_tree(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -93,6 +99,7 @@ def test_text_output_has_location_and_caret(run_cli, monkeypatch, tmp_path):
     assert lines[-1].startswith("invalid:")
 
 
+@pytest.mark.unit
 def test_github_annotations(run_cli, monkeypatch, tmp_path):
     _golden_tree(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -119,6 +126,7 @@ yaml_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=yaml_values)
 def test_fuzz_random_documents_never_crash(run_cli, tmp_path_factory, doc):
@@ -132,6 +140,7 @@ def test_fuzz_random_documents_never_crash(run_cli, tmp_path_factory, doc):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
 def test_fuzz_random_bytes_exit_1_with_a_message(run_cli, tmp_path_factory, data):
@@ -164,6 +173,7 @@ def test_python_dash_m_entry_point():
     assert done.returncode == 0 and "sbrules" in done.stdout
 
 
+@pytest.mark.unit
 def test_readme_rule_file_example_is_valid(run_cli, tmp_path):
     readme = (REPO / "README.md").read_text()
     example = readme.split("## Rule files", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
@@ -175,6 +185,7 @@ def test_readme_rule_file_example_is_valid(run_cli, tmp_path):
     assert report["summary"]["subscriptions"] == 5 and report["summary"]["rules"] == 6
 
 
+@pytest.mark.unit
 def test_exit_codes_from_ctx_exit_are_kept(run_cli):
     import click
 

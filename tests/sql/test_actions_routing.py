@@ -19,6 +19,8 @@ from reconciler.model import (
 )
 from reconciler.sql import SqlError, SqlEvalError, matches, route_rules, run_action
 
+pytestmark = pytest.mark.unit
+
 
 def message(user: dict[str, Any] | None = None, sys: dict[str, Any] | None = None) -> Message:
     return Message.from_json({"sys": sys or {}, "user": user or {}})

@@ -6,6 +6,8 @@ import pytest
 
 from reconciler.sql import SqlError, canonical_action, canonical_filter
 
+pytestmark = pytest.mark.unit
+
 EQUIVALENT_FILTERS = [
     ("color='blue' and quantity=10", "color = 'blue' AND quantity = 10"),
     ("  COLOR = 'blue'\n\tAND\r\nquantity = 10  ", "COLOR = 'blue' AND quantity = 10"),

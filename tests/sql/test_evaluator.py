@@ -14,6 +14,8 @@ from reconciler.sql import MessageView, Outcome, SqlEvalError, compiled_filter, 
 from reconciler.sql.evaluator import CompiledFilter
 from reconciler.sql.values import Int32, format_double, to_string
 
+pytestmark = pytest.mark.unit
+
 
 def outcome(text: str, user: dict[str, Any] | None = None, sys: dict[str, Any] | None = None, params=None) -> Outcome:
     view = MessageView.from_plain(sys=sys, user=user)

@@ -7,6 +7,8 @@ import pytest
 from reconciler.model import TypedValue, ValueType
 from reconciler.sql import SqlError, ast, parse_action, parse_filter
 
+pytestmark = pytest.mark.unit
+
 REJECTIONS = [
     # text, words expected in the message, line, column
     ("quantity BETWEEN 1 AND 2", "reserved word", 1, 10),

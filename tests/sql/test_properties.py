@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from lark import Lark
@@ -16,6 +17,8 @@ from reconciler.sql.evaluator import CompiledFilter, MessageView
 from reconciler.sql.parser import MAX_TEXT_LENGTH, parse_filter_uncached
 
 from .strategies import actions, messages, predicates
+
+pytestmark = pytest.mark.slow
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -13,6 +13,8 @@ from reconciler.sql.evaluator import CompiledFilter, MessageView
 
 from .conftest import load_vectors, typed_form, vector_correlation, vector_message, vector_parameters
 
+pytestmark = pytest.mark.unit
+
 VECTORS = load_vectors()
 
 
