@@ -117,6 +117,7 @@ values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(values)
 def test_decodes_what_proton_encodes_to_the_value_and_types_it_was(value):
@@ -125,10 +126,12 @@ def test_decodes_what_proton_encodes_to_the_value_and_types_it_was(value):
     assert typed(decode_value(proton_encode(value))) == typed(value)
 
 
+@pytest.mark.unit
 def test_binaries_are_owned_bytes_not_views():
     assert type(decode_value(proton_encode({"b": b"\x00\x01"}))["b"]) is bytes
 
 
+@pytest.mark.unit
 def test_enumerate_rules_page_matches_proton():
     import datetime as dt
 
@@ -141,6 +144,7 @@ def test_enumerate_rules_page_matches_proton():
     assert typed(decode_value(payload)) == typed(proton_decode(payload))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("payload", "expected"),
     [
@@ -161,6 +165,7 @@ def test_compact_encodings(payload, expected):
     assert typed(decode_value(payload)) == typed(expected)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("payload", "message"),
     [
@@ -181,6 +186,7 @@ def test_malformed_input_is_a_decode_error(payload, message):
         decode_value(payload)
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(values)
 def test_every_truncation_is_a_decode_error(value):
@@ -190,6 +196,7 @@ def test_every_truncation_is_a_decode_error(value):
             decode_value(payload[:end])
 
 
+@pytest.mark.slow
 @settings(max_examples=500)
 @given(st.binary(max_size=200))
 def test_random_bytes_never_raise_anything_else(payload):
@@ -199,18 +206,21 @@ def test_random_bytes_never_raise_anything_else(payload):
         pass
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(values)
 def test_encoder_writes_exactly_the_bytes_proton_writes(value):
     assert encode_value(value) == proton_encode(value)
 
 
+@pytest.mark.unit
 def test_encoder_uses_the_compact_scalar_forms():
     assert encode_value("x" * 300)[:1] == b"\xb1" and encode_value("x")[:1] == b"\xa1"
     assert encode_value(uint(7)) == b"\x52\x07" and encode_value(ulong(0)) == b"\x44"
     assert encode_value(-3) == b"\x55\xfd" and encode_value(int32(300)) == b"\x71\x00\x00\x01\x2c"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", [2**63, int32(2**31), object(), symbol("ü"), "\ud800"])
 def test_values_without_an_encoding_are_refused(value):
     with pytest.raises(EncodeError):

@@ -16,6 +16,8 @@ from reconciler.amqp import messages
 
 from .strategies import ms_datetimes, names, typed_values
 
+pytestmark = pytest.mark.unit
+
 
 def proton_message(payload: bytes) -> proton.Message:
     message = proton.Message()

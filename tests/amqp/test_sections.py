@@ -11,6 +11,8 @@ from proton import int32, symbol, timestamp, ubyte, uint
 from reconciler.amqp.wire import sections as s
 from reconciler.amqp.wire.types import DecodeError
 
+pytestmark = pytest.mark.unit
+
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20)
 
 
