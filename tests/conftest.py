@@ -14,8 +14,11 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects on the markers added here
 def pytest_collection_modifyitems(items):
     for item in items:
+        if "spark" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("spark"):
+            item.add_marker(pytest.mark.spark)
         if item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.slow)  # a JVM, and Spark jobs: never the quick loop
         if item.get_closest_marker("unit") and item.get_closest_marker("slow"):
