@@ -86,9 +86,6 @@ class ManualClock:
     def __call__(self) -> float:
         return self.now
 
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
 
 @pytest.fixture
 def clock() -> ManualClock:

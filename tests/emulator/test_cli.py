@@ -37,6 +37,7 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[int, str]:
     return proc.returncode, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_serves_seeded_rules_and_keeps_state_across_restart(tmp_path, sig):
     state = tmp_path / "namespace.json"

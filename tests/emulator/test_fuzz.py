@@ -11,6 +11,7 @@ import socket
 import uuid
 
 import proton
+import pytest
 from proton import Array, Data, Described, symbol, ulong
 
 from .raw import RawManagement
@@ -72,6 +73,7 @@ def _request(rng: random.Random):
     return operation, body
 
 
+@pytest.mark.slow
 def test_random_management_requests_always_get_answers(emulator):
     rng = random.Random(20261125)
     for node in NODES:

@@ -15,9 +15,12 @@ from .conftest import Traffic, build_report
 
 CHROMIUM = shutil.which("chromium")
 # CI installs Chromium (.ci/run), so there a missing browser fails the test instead of skipping it.
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None and not os.environ.get("CI"), reason="no chromium on PATH (apt-get install chromium; .ci/run does)"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None and not os.environ.get("CI"), reason="no chromium on PATH (apt-get install chromium; .ci/run does)"
+    ),
+]
 
 BARS = """els => els.map(e => {
   const r = e.getBoundingClientRect();

@@ -17,6 +17,8 @@ from reconciler.traffic.report import MARKDOWN_CHART_ROWS, changed, render_repor
 
 from .conftest import Traffic, build_report
 
+pytestmark = pytest.mark.unit
+
 GITHUB_COMMENT_LIMIT = 65_536  # characters GitHub accepts in one comment body
 MERMAID_MAX_TEXT = 50_000  # Mermaid's default maxTextSize: longer diagrams are not drawn
 
