@@ -7,11 +7,16 @@ import sys
 import time
 
 import pytest
+from hypothesis import settings
 
 from reconciler.cli import main
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+# No per-example deadline: it is a timed assertion, and it fails on a loaded machine, not on a bug.
+settings.register_profile("sbrules", deadline=None)
+settings.load_profile("sbrules")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects on the markers added here
