@@ -7,7 +7,6 @@ stable JSON, or GitHub Actions annotations.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -91,15 +90,15 @@ def to_json(diag: Diagnostic) -> dict:
     }
 
 
-def render_json(diags: Sequence[Diagnostic], summary: dict) -> str:
+def to_document(diags: Sequence[Diagnostic], summary: dict) -> dict:
+    """The ``validate --format json`` document (schemas/validate.schema.json), without ``traffic``."""
     tally = counts(diags)
-    doc = {
+    return {
         "format_version": 1,
         "valid": tally["error"] == 0,
         "summary": {**summary, "errors": tally["error"], "warnings": tally["warning"], "info": tally["info"]},
         "diagnostics": [to_json(d) for d in diags],
     }
-    return json.dumps(doc, indent=2, sort_keys=False)
 
 
 def _gh_escape(text: str, prop: bool = False) -> str:

@@ -1,7 +1,10 @@
-"""The base of every error a user can cause: the CLI prints these without a traceback."""
+"""The bases of the errors a user can cause: the CLI prints these without a traceback
+(reconciler/cli/output.py classifies them and chooses the exit code)."""
 
 
 class SbrulesError(Exception):
-    """An error with a message a person can act on; the CLI exits 1 and prints only the message."""
+    """An error with a message a person can act on."""
 
-    exit_code = 1
+
+class InputError(SbrulesError):
+    """A file or value given to a command (other than rule files) cannot be used."""

@@ -48,10 +48,12 @@ def browse_refused(exc: ManagementError) -> bool:
 
 
 class ObserveError(SbrulesError):
-    """One or more declared subscriptions could not be read; the message lists each."""
+    """One or more declared subscriptions could not be read; the message lists each, ``causes``
+    holds the underlying errors."""
 
-    def __init__(self, problems: Sequence[str]):
+    def __init__(self, problems: Sequence[str], causes: Sequence[ManagementError] = ()):
         self.problems = list(problems)
+        self.causes = list(causes)
         if len(self.problems) == 1:
             super().__init__(f"cannot read the live rules: {self.problems[0]}")
         else:
@@ -110,10 +112,11 @@ def observe_subscriptions(
             [
                 f"access refused for {len(failures)} of {len(targets)} subscriptions (check the key name, the key "
                 f"and its rights); first: {topic}/{sub}: {first}"
-            ]
+            ],
+            [exc for _, exc in failures],
         )
     if failures:
-        raise ObserveError([explain(topic, sub, exc) for (topic, sub), exc in failures])
+        raise ObserveError([explain(topic, sub, exc) for (topic, sub), exc in failures], [exc for _, exc in failures])
     return LiveRules(actual, over_rest)
 
 

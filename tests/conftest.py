@@ -5,6 +5,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -96,3 +97,26 @@ class ManualClock:
 def clock() -> ManualClock:
     """A clock to inject where the code reads the time (``Emulator(token_clock=clock)``)."""
     return ManualClock()
+
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+
+
+@pytest.fixture(scope="session")
+def output_schema():
+    """output_schema("validate") -> a validator for schemas/validate.schema.json that resolves the
+    other schemas it refers to (by their $id), so real outputs are checked against the shipped files."""
+    import json
+
+    import jsonschema
+    from referencing import Registry, Resource
+
+    docs = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in SCHEMAS.glob("*.schema.json")}
+    registry = Registry().with_resources((d["$id"], Resource.from_contents(d)) for d in docs.values())
+
+    def validator(name: str) -> jsonschema.protocols.Validator:
+        schema = docs[f"{name}.schema.json"]
+        cls = jsonschema.validators.validator_for(schema)
+        return cls(schema, registry=registry, format_checker=cls.FORMAT_CHECKER)
+
+    return validator

@@ -7,7 +7,6 @@ Commands live in small modules beside this one and are imported only when invoke
 from __future__ import annotations
 
 import importlib
-import sys
 
 import click
 
@@ -57,21 +56,7 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI, turning user errors into a message and exit code 1."""
-    try:
-        code = cli.main(args=argv, prog_name="sbrules", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(1)
-    except SbrulesError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+    """Entry point: run the CLI; reconciler.cli.output turns failures into messages and exit codes."""
+    from reconciler.cli.output import run
+
+    run(cli, argv, prog_name="sbrules")

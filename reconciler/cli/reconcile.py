@@ -11,12 +11,11 @@ import click
 
 from reconciler.apply import DIRECT, GAPLESS, ApplyOptions, apply_plan, render_report
 from reconciler.cli.common import connection_option, format_option, require_connection_string
+from reconciler.cli.output import ExitCode
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState
 from reconciler.plan import RENDERERS, Plan, PlanError, render_drift_json, render_drift_text, render_json
 from reconciler.plan.live import plan_live
-
-EXIT_CHANGES = 2
 
 
 def load_desired(paths: tuple[Path, ...]) -> DesiredState:
@@ -80,7 +79,7 @@ def plan(
     if out and fmt == "text":
         click.echo(f"Saved the plan to {out}; apply it with `sbrules apply {out}`.", err=True)
     if detailed_exitcode and the_plan.drifted(strict):
-        raise SystemExit(EXIT_CHANGES)
+        raise SystemExit(ExitCode.CHANGES)
 
 
 def _read_plan_file(path: Path) -> Plan:
@@ -155,7 +154,7 @@ def apply(
             report = apply_plan(client, the_plan, options)
     click.echo(render_report(report))
     if not report.ok:
-        raise SystemExit(1)
+        raise SystemExit(ExitCode.ERROR)
 
 
 def _confirm(auto_approve: bool) -> None:
@@ -196,7 +195,7 @@ def drift(paths: tuple[Path, ...], fmt: str, strict: bool, connection_string: st
         the_plan = current_plan(clients, desired)
     click.echo(render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict))
     if the_plan.drifted(strict):
-        raise SystemExit(EXIT_CHANGES)
+        raise SystemExit(ExitCode.CHANGES)
 
 
 @click.command()
@@ -256,4 +255,4 @@ def demo(rules_dir: Path | None, traffic: bool) -> None:
     from reconciler.demo import run_demo
 
     if not run_demo(rules_dir, click.echo, traffic=traffic):
-        raise SystemExit(1)
+        raise SystemExit(ExitCode.ERROR)

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from reconciler.cli.common import format_option
-from reconciler.errors import SbrulesError
+from reconciler.cli.output import ExitCode, echo_json
+from reconciler.errors import InputError
 from reconciler.model import DEFAULT_RULE_NAME, DesiredState, Message, Rule, TrueFilter, TypedValueError
 from reconciler.rulefiles import load_paths
 from reconciler.sql import Outcome, SqlError, canonical_action, canonical_filter, route_rules
@@ -29,17 +30,18 @@ def sql() -> None:
 @format_option("text", "json")
 def check(expression: str, is_action: bool, fmt: str) -> None:
     """Print the canonical form of EXPRESSION, or the error with a caret. Exit 0 valid, 1 invalid."""
+    kind = "action" if is_action else "filter"
     try:
         normal = canonical_action(expression) if is_action else canonical_filter(expression)
     except SqlError as exc:
         if fmt == "json":
-            error = {"message": exc.message, "line": exc.line, "column": exc.column}
-            click.echo(json.dumps({"ok": False, "canonical": None, "error": error}))
+            diagnostic = {"message": exc.message, "line": exc.line, "column": exc.column}
+            echo_json({"format_version": 1, "kind": kind, "valid": False, "canonical": None, "diagnostic": diagnostic})
         else:
             click.echo(f"error: {exc.render(expression)}", err=True)
-        raise SystemExit(1)
+        raise SystemExit(ExitCode.ERROR)
     if fmt == "json":
-        click.echo(json.dumps({"ok": True, "canonical": normal, "error": None}))
+        echo_json({"format_version": 1, "kind": kind, "valid": True, "canonical": normal, "diagnostic": None})
     else:
         click.echo(normal)
 
@@ -66,7 +68,7 @@ def route(paths: tuple[Path, ...], message_file: Any, topic: str | None, fmt: st
     state = load_paths(paths)
     deliveries = route_state(state, message, topic)
     if fmt == "json":
-        click.echo(json.dumps({"deliveries": deliveries}, indent=2))
+        echo_json({"format_version": 1, "deliveries": deliveries})
     else:
         unmanaged = {(t.name, s.name) for t, s in state.subscriptions() if s.rules is None}
         _print_text(deliveries, unmanaged)
@@ -77,11 +79,11 @@ def _read_message(handle: Any) -> Message:
     try:
         doc = json.load(handle)
     except json.JSONDecodeError as exc:
-        raise SbrulesError(f"{name}: not JSON: {exc}") from None
+        raise InputError(f"{name}: not JSON: {exc}") from None
     try:
         return Message.from_json(doc)
     except TypedValueError as exc:
-        raise SbrulesError(f"{name}: {exc}") from None
+        raise InputError(f"{name}: {exc}") from None
 
 
 def route_state(state: DesiredState, message: Message, topic: str | None = None) -> list[dict[str, Any]]:
@@ -91,7 +93,7 @@ def route_state(state: DesiredState, message: Message, topic: str | None = None)
     """
     if topic is not None and state.topic(topic) is None:
         known = ", ".join(t.name for t in state.topics) or "none"
-        raise SbrulesError(f"topic {topic!r} is not declared (declared: {known})")
+        raise InputError(f"topic {topic!r} is not declared (declared: {known})")
     deliveries = []
     for top, sub in state.subscriptions():
         if topic is not None and top.name.lower() != topic.lower():

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from reconciler.cli.common import connection_option, format_option, require_connection_string
+from reconciler.cli.output import echo_json
 
 
 @click.command()
@@ -57,7 +56,7 @@ def sample(
                 client, topic, subscriptions, dataset, max_messages=max_messages, page_size=page_size, on_page=on_page
             )
     if fmt == "json":
-        click.echo(json.dumps(stats.to_json(), indent=2))
+        echo_json({"format_version": 1, **stats.to_json()})
         return
     for s in stats.subscriptions:
         click.echo(

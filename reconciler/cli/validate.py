@@ -8,8 +8,10 @@ import click
 
 from reconciler import diagnostics as diag
 from reconciler.cli.common import connection_option
-from reconciler.errors import SbrulesError
+from reconciler.cli.output import ExitCode, echo_json
+from reconciler.errors import InputError
 from reconciler.lint import lint
+from reconciler.model import DesiredState
 from reconciler.rulefiles import load
 
 
@@ -68,7 +70,17 @@ def validate(
         "rules": sum(len(s.rules or ()) for _, s in result.state.subscriptions()),
     }
     if fmt == "json":
-        click.echo(diag.render_json(findings, summary))
+        doc = diag.to_document(findings, summary)
+        if traffic:
+            # Not computed for invalid rule files (null says so); with --out it goes to that file.
+            report = None
+            if not tally["error"]:
+                report = _traffic_report(result.state, traffic, against, spark_master, connection_string)
+            if out is None:
+                doc["traffic"] = report
+            elif report is not None:
+                _write_report(out, _render(report, "json"))
+        echo_json(doc)
     elif fmt == "github":
         if findings:
             click.echo(diag.render_github(findings))
@@ -84,23 +96,36 @@ def validate(
             err=tally["error"] > 0,
         )
     if tally["error"]:
-        raise SystemExit(1)
-    if traffic:
-        from reconciler.traffic.impact import impact_report, render_report
-
-        report = impact_report(
-            result.state,
-            dataset=traffic,
-            against=against,
-            spark_master=spark_master,
-            connection_string=connection_string,
-        )
-        text = render_report(report, "text" if fmt == "github" else fmt)
+        raise SystemExit(ExitCode.ERROR)
+    if traffic and fmt != "json":
+        report = _traffic_report(result.state, traffic, against, spark_master, connection_string)
+        text = _render(report, "text" if fmt == "github" else fmt)
         if out is None:
             click.echo(text)
-            return
-        try:
-            out.write_text(text + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise SbrulesError(f"cannot write the traffic report to {out}: {exc.strerror or exc}") from None
-        click.echo(f"wrote the traffic report to {out}", err=True)
+        else:
+            _write_report(out, text)
+
+
+def _traffic_report(
+    state: DesiredState, dataset: str, against: str, spark_master: str | None, connection_string: str | None
+) -> dict:
+    """The impact report (Spark), computed only once the rule files are known to be valid."""
+    from reconciler.traffic.impact import impact_report
+
+    return impact_report(
+        state, dataset=dataset, against=against, spark_master=spark_master, connection_string=connection_string
+    )
+
+
+def _render(report: dict, fmt: str) -> str:
+    from reconciler.traffic.impact import render_report
+
+    return render_report(report, fmt)
+
+
+def _write_report(out: Path, text: str) -> None:
+    try:
+        out.write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the traffic report to {out}: {exc.strerror or exc}") from None
+    click.echo(f"wrote the traffic report to {out}", err=True)

@@ -68,12 +68,15 @@ def test_check_error_has_caret_under_the_column(run_cli) -> None:
 def test_check_json(run_cli) -> None:
     code, out, _ = run_cli("sql", "check", "--format", "json", "a=1")
     assert code == 0
-    assert json.loads(out) == {"ok": True, "canonical": "a = 1", "error": None}
+    assert json.loads(out) == {
+        "format_version": 1, "kind": "filter", "valid": True, "canonical": "a = 1", "diagnostic": None
+    }
     code, out, _ = run_cli("sql", "check", "--format", "json", "--action", "SET sys.Size = 1")
     doc = json.loads(out)
-    assert code == 1 and doc["ok"] is False and doc["canonical"] is None
-    assert set(doc["error"]) == {"message", "line", "column"}
-    assert doc["error"]["line"] == 1 and doc["error"]["column"] == 5 and "read-only" in doc["error"]["message"]
+    assert code == 1 and doc["valid"] is False and doc["kind"] == "action" and doc["canonical"] is None
+    assert set(doc["diagnostic"]) == {"message", "line", "column"}
+    diagnostic = doc["diagnostic"]
+    assert diagnostic["line"] == 1 and diagnostic["column"] == 5 and "read-only" in diagnostic["message"]
 
 
 def test_route_json_shape(run_cli, rules_dir: Path, tmp_path: Path) -> None:

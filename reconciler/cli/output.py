@@ -1,0 +1,300 @@
+"""How a command's outcome reaches the user: result documents, errors and exit codes, in one place.
+
+Every command ends in one of three ways:
+
+* a result: printed by the command (with ``--format json``, exactly one document via :func:`echo_json`);
+* an outcome the command reports with a documented exit code (``validate`` finding errors: 1;
+  ``drift`` finding drift, ``plan --detailed-exitcode`` finding changes: 2) by raising ``SystemExit``;
+* an exception, which :func:`run` turns into a :class:`Failure` with :func:`classify`: one
+  ``error: …`` line on stderr, and with ``--format json`` also one ``{"error": {"code", "message"}}``
+  document on stdout, so a CI step that parses stdout always gets JSON.
+
+Classifying an exception means adding a row to :data:`CLASSIFICATION`; nothing else changes.
+Messages pass through :func:`redact` on their way out, so a key, signature or token that slipped
+into an exception never reaches the terminal or a log.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import click
+
+
+class ExitCode(enum.IntEnum):
+    """The process exit codes, the same for every command (README: "Exit codes")."""
+
+    OK = 0
+    #: The command failed (any error code but ``usage``), or ``validate``/``sql check`` found the
+    #: input invalid, or ``apply`` could not apply everything.
+    ERROR = 1
+    #: The command line is wrong (``usage``).
+    USAGE = 2
+    #: ``drift`` found drift, ``plan --detailed-exitcode`` found changes: a finding, not an error.
+    CHANGES = 2
+    #: Interrupted with Ctrl-C (128 + SIGINT).
+    INTERRUPTED = 130
+
+
+class ErrorCode(enum.StrEnum):
+    """The ``code`` of an error document (schemas/error.schema.json; README: "Errors")."""
+
+    USAGE = "usage"
+    RULES_INVALID = "rules-invalid"
+    INPUT = "input"
+    CONNECTION = "connection"
+    AUTH = "auth"
+    NOT_FOUND = "not-found"
+    SERVICE = "service"
+    SPARK = "spark"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+    INTERNAL = "internal"
+
+
+#: (module, class name, code): an exception that is an instance of the class gets the code. The
+#: first matching row wins, so a subclass is listed before its base. Classes are named, not
+#: imported, so that classifying never imports a module the command did not load (an exception
+#: can only be an instance of a class whose module is loaded); a test imports every row.
+CLASSIFICATION: tuple[tuple[str, str, ErrorCode], ...] = (
+    ("click.exceptions", "UsageError", ErrorCode.USAGE),
+    ("click.exceptions", "ClickException", ErrorCode.INPUT),
+    ("click.exceptions", "Abort", ErrorCode.INTERRUPTED),
+    ("builtins", "KeyboardInterrupt", ErrorCode.INTERRUPTED),
+    ("reconciler.spec", "SpecErrors", ErrorCode.RULES_INVALID),
+    ("reconciler.sql.errors", "SqlError", ErrorCode.RULES_INVALID),
+    ("reconciler.sql.errors", "SqlEvalError", ErrorCode.INPUT),
+    ("reconciler.amqp.connection", "ConnectionStringError", ErrorCode.INPUT),
+    ("reconciler.amqp.connection", "TransportRefused", ErrorCode.INPUT),
+    ("reconciler.amqp.sas", "AuthConfigError", ErrorCode.AUTH),
+    ("reconciler.amqp.errors", "UnauthorizedError", ErrorCode.AUTH),
+    ("reconciler.amqp.errors", "NotFoundError", ErrorCode.NOT_FOUND),
+    ("reconciler.amqp.errors", "TransportSecurityError", ErrorCode.CONNECTION),
+    ("reconciler.amqp.errors", "ConnectionLostError", ErrorCode.CONNECTION),
+    ("reconciler.amqp.errors", "OperationTimeoutError", ErrorCode.CONNECTION),
+    ("reconciler.amqp.errors", "ClientClosedError", ErrorCode.CONNECTION),
+    ("reconciler.amqp.errors", "ManagementError", ErrorCode.SERVICE),
+    ("reconciler.amqp.codec", "CodecError", ErrorCode.SERVICE),
+    ("reconciler.apply", "StepFailed", ErrorCode.SERVICE),
+    ("reconciler.plan.ops", "PlanError", ErrorCode.INPUT),
+    ("reconciler.traffic.impact", "ImpactError", ErrorCode.INPUT),
+    ("reconciler.traffic.sampler", "SampleError", ErrorCode.INPUT),
+    ("reconciler.emulator.state", "StateFileError", ErrorCode.INPUT),
+    ("reconciler.emulator.faults", "FaultsFileError", ErrorCode.INPUT),
+    ("reconciler.errors", "InputError", ErrorCode.INPUT),
+    ("pyspark.errors", "PySparkException", ErrorCode.SPARK),
+    ("py4j.protocol", "Py4JError", ErrorCode.SPARK),
+    ("reconciler.errors", "SbrulesError", ErrorCode.FAILED),
+)
+
+#: When an error has several causes (one per subscription) that classify differently, the code
+#: of the one a user must fix first: nothing else can work until it is.
+_PRECEDENCE = (
+    ErrorCode.INPUT,
+    ErrorCode.AUTH,
+    ErrorCode.CONNECTION,
+    ErrorCode.NOT_FOUND,
+    ErrorCode.SERVICE,
+    ErrorCode.FAILED,
+)
+
+#: Codes whose exceptions are shown with their (redacted) traceback on stderr: a bug, and Spark
+#: failures whose Java cause is not yet summarised in the message.
+_TRACEBACK_CODES = frozenset({ErrorCode.INTERNAL, ErrorCode.SPARK})
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An exception as the user sees it."""
+
+    code: ErrorCode
+    message: str
+    exit_code: int
+    #: Extra members of the error object (``diagnostics`` for invalid rule files).
+    details: dict[str, Any] = field(default_factory=dict)
+    show_traceback: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": {"code": str(self.code), "message": self.message, **self.details}}
+
+
+def code_of(exc: BaseException) -> ErrorCode:
+    """The error code of ``exc`` (``internal`` for anything sbrules does not expect).
+
+    An error that stands for several failures (``causes``, e.g. one per subscription that could
+    not be read) takes its causes' code; when they differ, the one a user must fix first.
+    """
+    causes = getattr(exc, "causes", None)
+    if causes:
+        codes = {code_of(cause) for cause in causes}
+        return min(codes, key=lambda c: _PRECEDENCE.index(c) if c in _PRECEDENCE else len(_PRECEDENCE))
+    for module_name, class_name, code in CLASSIFICATION:
+        module = sys.modules.get(module_name)
+        cls = getattr(module, class_name, None) if module is not None else None
+        if isinstance(cls, type) and isinstance(exc, cls):
+            return code
+    return ErrorCode.INTERNAL
+
+
+def classify(exc: BaseException, secrets: Iterable[str] = ()) -> Failure:
+    """What the user is told about ``exc``: code, one redacted message, exit code, extra details."""
+    if isinstance(exc, click.exceptions.Abort) and isinstance(exc.__context__, KeyboardInterrupt):
+        exc = exc.__context__  # click turns Ctrl-C into Abort; EOF at a prompt stays "aborted"
+    code = code_of(exc)
+    if code is ErrorCode.INTERNAL:
+        message = f"internal error (a bug in sbrules; please report it): {type(exc).__name__}: {exc}"
+    elif code is ErrorCode.INTERRUPTED:
+        message = "aborted" if isinstance(exc, click.exceptions.Abort) else "interrupted"
+    elif isinstance(exc, click.ClickException):
+        message = exc.format_message()
+        context = getattr(exc, "ctx", None)
+        if isinstance(exc, click.UsageError) and context is not None:
+            message += f" (see '{context.command_path} --help')"
+    else:
+        message = str(exc) or type(exc).__name__
+    details: dict[str, Any] = {}
+    diagnostics = getattr(exc, "diagnostics", None)
+    if code is ErrorCode.RULES_INVALID and diagnostics:
+        from reconciler.diagnostics import to_json
+
+        details["diagnostics"] = [to_json(d) for d in diagnostics]
+    return Failure(
+        code=code,
+        message=redact(message, secrets),
+        exit_code=_exit_code(code, exc),
+        details=_redact_tree(details, secrets),
+        show_traceback=code in _TRACEBACK_CODES,
+    )
+
+
+def _exit_code(code: ErrorCode, exc: BaseException) -> int:
+    if code is ErrorCode.USAGE:
+        return ExitCode.USAGE
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitCode.INTERRUPTED
+    return ExitCode.ERROR
+
+
+# ------------------------------------------------------------------------------------------------
+# Secrets
+# ------------------------------------------------------------------------------------------------
+
+REDACTED = "<redacted>"
+
+_SECRET_PATTERNS = (
+    # SharedAccessKey=…; in a connection string (the key name is not secret).
+    re.compile(r"(?i)(SharedAccessKey\s*=\s*)[^;\s\"']+"),
+    # The signature of a SAS token, whether in a connection string or a token.
+    re.compile(r"(?i)(\bsig=)[^&;\s\"']+"),
+    # Entra ID access tokens (JWTs) and bearer tokens.
+    re.compile(r"()\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*"),
+    re.compile(r"(?i)(\bBearer\s+)[A-Za-z0-9._~+/=-]+"),
+)
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every known secret value and anything shaped like a key, signature or token
+    replaced by ``<redacted>``."""
+    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+def _redact_tree(value: Any, secrets: Iterable[str]) -> Any:
+    secrets = tuple(secrets)
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {k: _redact_tree(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_tree(v, secrets) for v in value]
+    return value
+
+
+def secrets_in_use(argv: Sequence[str]) -> list[str]:
+    """The secret values of the connection strings this run may use (option and environment)."""
+    from reconciler.cli.common import CONNECTION_ENV
+
+    strings = [os.environ.get(CONNECTION_ENV, "")]
+    for index, arg in enumerate(argv):
+        if arg == "--connection-string" and index + 1 < len(argv):
+            strings.append(argv[index + 1])
+        elif arg.startswith("--connection-string="):
+            strings.append(arg.partition("=")[2])
+    found = []
+    for text in strings:
+        for part in text.split(";"):
+            key, _, value = part.partition("=")
+            if key.strip().lower() in ("sharedaccesskey", "sharedaccesssignature") and value.strip():
+                found.append(value.strip())
+    return found
+
+
+# ------------------------------------------------------------------------------------------------
+# Output
+# ------------------------------------------------------------------------------------------------
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for ``--format json`` (the last ``--format`` wins, as in click).
+
+    Read from the arguments rather than from parsed options, so that an error while the command
+    line itself is parsed is reported as JSON too.
+    """
+    fmt = None
+    for index, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--format" and index + 1 < len(argv):
+            fmt = argv[index + 1]
+        elif arg.startswith("--format="):
+            fmt = arg.partition("=")[2]
+    return fmt == "json"
+
+
+def dump_json(doc: Any) -> str:
+    """The one JSON text style of sbrules' stdout: indented, key order kept, UTF-8 as is."""
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+def echo_json(doc: Any) -> None:
+    """Print a command's one JSON document on stdout."""
+    click.echo(dump_json(doc))
+
+
+def report(failure: Failure, exc: BaseException, *, as_json: bool, secrets: Sequence[str] = ()) -> None:
+    """Tell the user: the traceback when it helps (stderr), one ``error:`` line (stderr) and, in
+    JSON mode, the error document (stdout)."""
+    if failure.show_traceback:
+        text = "".join(traceback.format_exception(exc))
+        click.echo(redact(text, secrets), err=True, nl=False)
+    if failure.code is ErrorCode.INTERRUPTED:
+        click.echo(failure.message, err=True)
+    else:
+        click.echo(f"error: {failure.message}", err=True)
+    if as_json:
+        echo_json(failure.to_json())
+
+
+def run(command: click.Command, argv: Sequence[str] | None, prog_name: str) -> None:
+    """Run ``command`` and exit: its own exit code, or the classified failure's."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - every failure leaves through classify()
+        secrets = secrets_in_use(args)
+        failure = classify(exc, secrets)
+        report(failure, exc, as_json=wants_json(args), secrets=secrets)
+        sys.exit(failure.exit_code)
+    sys.exit(code if isinstance(code, int) else ExitCode.OK)

@@ -1,0 +1,134 @@
+"""Every `--format json` output is one document that its schema under schemas/ accepts, checked on
+real runs of the commands (against the emulator where they need a namespace).
+
+A command that gains a JSON output adds its schema to schemas/ (and to OUTPUT_SCHEMAS below) and a
+test here that runs it; test_every_json_output_has_a_schema fails until it does.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from reconciler.cli import cli
+
+from .conftest import RULES, SCHEMAS_DIR
+
+#: command path → the schema (schemas/<name>.schema.json) of what it prints with --format json.
+OUTPUT_SCHEMAS = {
+    "validate": "validate",
+    "plan": "plan",
+    "drift": "drift",
+    "route": "route",
+    "rules list": "rules",
+    "sample": "sample",
+    "sql check": "sql-check",
+}
+
+
+def json_commands(group: click.Group = cli, prefix: str = "") -> list[str]:
+    """Every command (by path) that offers --format json."""
+    found = []
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        path = f"{prefix}{name}"
+        if isinstance(command, click.Group):
+            found += json_commands(command, path + " ")
+            continue
+        for param in command.params:
+            if "--format" in getattr(param, "opts", ()) and "json" in getattr(param.type, "choices", ()):
+                found.append(path)
+    return found
+
+
+def one_document(out: str) -> dict:
+    """stdout parsed as exactly one JSON document (json.loads refuses trailing data)."""
+    return json.loads(out)
+
+
+def test_every_json_output_has_a_schema():
+    assert sorted(json_commands()) == sorted(OUTPUT_SCHEMAS)
+    for name in set(OUTPUT_SCHEMAS.values()) | {"error"}:
+        assert (SCHEMAS_DIR / f"{name}.schema.json").is_file(), name
+
+
+def test_every_schema_is_valid_and_named_by_its_file(output_schema):
+    for path in SCHEMAS_DIR.glob("*.schema.json"):
+        validator = output_schema(path.name.removesuffix(".schema.json"))
+        type(validator).check_schema(validator.schema)
+        assert validator.schema["$id"].endswith("/schemas/" + path.name)
+
+
+def test_validate(run_cli, output_schema, tmp_path):
+    code, out, _ = run_cli("validate", RULES, "--format", "json")
+    doc = one_document(out)
+    output_schema("validate").validate(doc)
+    assert code == 0 and doc["valid"] is True and "traffic" not in doc
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("topic: t\nsubscriptions:\n  s:\n    rules:\n      - {name: a/b, sql: 'x >'}\n  e: {rules: []}\n")
+    code, out, _ = run_cli("validate", broken, "--format", "json")
+    doc = one_document(out)
+    output_schema("validate").validate(doc)
+    assert code == 1 and doc["valid"] is False and doc["summary"]["errors"] == 3
+
+
+def test_validate_traffic_on_invalid_rules_is_one_document_without_a_report(run_cli, output_schema, tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("topic: t\nsubscriptions:\n  s:\n    rules:\n      - {name: a, sql: 'x >'}\n")
+    code, out, _ = run_cli("validate", broken, "--traffic", tmp_path, "--against", "plan.json", "--format", "json")
+    doc = one_document(out)
+    output_schema("validate").validate(doc)
+    assert code == 1 and doc["valid"] is False and doc["traffic"] is None
+
+
+def test_sql_check(run_cli, output_schema):
+    for args, expected_code in ((["a=1"], 0), (["--action", "SET sys.Size = 1"], 1), (["a = = 1"], 1)):
+        code, out, _ = run_cli("sql", "check", "--format", "json", *args)
+        output_schema("sql-check").validate(one_document(out))
+        assert code == expected_code
+
+
+def test_route(run_cli, output_schema, tmp_path):
+    message = tmp_path / "msg.json"
+    message.write_text('{"sys": {"Label": "refund"}, "user": {"amount": "many", "tier": {"int": 3}, "region": "eu"}}')
+    code, out, _ = run_cli("route", RULES, "--message", message, "--format", "json")
+    doc = one_document(out)
+    output_schema("route").validate(doc)
+    results = {r["result"] for d in doc["deliveries"] for r in d["rules"]}
+    assert code == 0 and {"true", "false", "error"} <= results
+
+
+def test_plan_drift_and_rules_list_against_a_namespace(drifted, run_cli, output_schema, monkeypatch, tmp_path):
+    monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
+    code, out, _ = run_cli("plan", RULES, "--format", "json", "--out", tmp_path / "plan.json")
+    doc = one_document(out)
+    output_schema("plan").validate(doc)
+    assert code == 0 and doc["changes"] and doc == json.loads((tmp_path / "plan.json").read_text())
+
+    code, out, _ = run_cli("drift", RULES, "--format", "json")
+    doc = one_document(out)
+    output_schema("drift").validate(doc)
+    assert code == 2 and doc["in_sync"] is False and len(doc["drift"]) == len(doc["changes"])
+
+    code, out, _ = run_cli("rules", "list", "--topic", "orders", "--subscription", "billing", "--format", "json")
+    doc = one_document(out)
+    output_schema("rules").validate(doc)
+    assert code == 0 and doc["topic"] == "orders" and doc["subscriptions"]["billing"]["rules"]
+
+
+def test_sample(drifted, run_cli, output_schema, tmp_path):
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+    with ServiceBusClient.from_connection_string(drifted.connection_string, retry_total=0) as client:
+        with client.get_topic_sender("orders") as sender:
+            sender.send_messages([ServiceBusMessage("x", application_properties={"n": i}, message_id=f"m{i}") for i in range(3)])
+    code, out, err = run_cli(
+        "sample", "--topic", "orders", "--subscription", "audit", "--out", tmp_path / "sample",
+        "--connection-string", drifted.connection_string, "--format", "json",
+    )
+    doc = one_document(out)
+    output_schema("sample").validate(doc)
+    assert code == 0 and doc["written"] == 3, err
