@@ -82,6 +82,7 @@ CLASSIFICATION: tuple[tuple[str, str, ErrorCode], ...] = (
     ("reconciler.amqp.errors", "ClientClosedError", ErrorCode.CONNECTION),
     ("reconciler.amqp.errors", "ManagementError", ErrorCode.SERVICE),
     ("reconciler.amqp.codec", "CodecError", ErrorCode.SERVICE),
+    ("reconciler.rest.atom", "AtomError", ErrorCode.SERVICE),
     ("reconciler.apply", "StepFailed", ErrorCode.SERVICE),
     ("reconciler.plan.ops", "PlanError", ErrorCode.INPUT),
     ("reconciler.traffic.impact", "ImpactError", ErrorCode.INPUT),
