@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import io
-import json
 
 import click
 
 from reconciler.cli.common import connection_option, format_option, require_connection_string
+from reconciler.cli.output import echo_json
 
 
 def _rest(connection_string: str | None):
@@ -42,8 +42,7 @@ def topics(fmt: str, connection_string: str | None) -> None:
         inventory = discover_namespace(rest)
     found = {name: len(subs or ()) for name, subs in sorted(inventory.topics.items(), key=lambda kv: kv[0].lower())}
     if fmt == "json":
-        doc = {"topics": [{"name": name, "subscriptions": count} for name, count in found.items()]}
-        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        echo_json({"format_version": 1, "topics": [{"name": name, "subscriptions": count} for name, count in found.items()]})
     else:
         click.echo(_table(f"{len(found)} topic(s)", ["topic", "subscriptions"],
                           [[name, str(count)] for name, count in found.items()]), nl=False)
@@ -55,20 +54,20 @@ def topics(fmt: str, connection_string: str | None) -> None:
 @connection_option
 def subscriptions(topic: str, fmt: str, connection_string: str | None) -> None:
     """List a topic's subscriptions with forwarding and session settings (needs Manage rights)."""
+    from reconciler.amqp.errors import NotFoundError
     from reconciler.discovery import discover_namespace
-    from reconciler.errors import SbrulesError
 
     with _rest(connection_string) as rest:
         subs = discover_namespace(rest, [topic]).topics[topic]
     if subs is None:
-        raise SbrulesError(f"topic {topic!r} does not exist in the namespace")
+        raise NotFoundError(f"topic {topic!r} does not exist in the namespace")
     if fmt == "json":
-        doc = {"topic": topic, "subscriptions": [
+        doc = {"format_version": 1, "topic": topic, "subscriptions": [
             {"name": s.name, "forward_to": s.forward_to, "forward_dead_lettered_messages_to":
              s.forward_dead_lettered_messages_to, "requires_session": s.requires_session, "status": s.status}
             for s in subs
         ]}
-        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        echo_json(doc)
     else:
         rows = [[s.name, s.forward_to or "", "yes" if s.requires_session else "no", s.status] for s in subs]
         click.echo(_table(f"{topic}: {len(subs)} subscription(s)", ["subscription", "forwards to", "sessions", "status"],

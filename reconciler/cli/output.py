@@ -68,12 +68,15 @@ CLASSIFICATION: tuple[tuple[str, str, ErrorCode], ...] = (
     ("click.exceptions", "ClickException", ErrorCode.INPUT),
     ("click.exceptions", "Abort", ErrorCode.INTERRUPTED),
     ("builtins", "KeyboardInterrupt", ErrorCode.INTERRUPTED),
-    ("reconciler.spec", "SpecErrors", ErrorCode.RULES_INVALID),
+    ("reconciler.rulefiles.loader", "RuleFileErrors", ErrorCode.RULES_INVALID),
     ("reconciler.sql.errors", "SqlError", ErrorCode.RULES_INVALID),
     ("reconciler.sql.errors", "SqlEvalError", ErrorCode.INPUT),
     ("reconciler.amqp.connection", "ConnectionStringError", ErrorCode.INPUT),
     ("reconciler.amqp.connection", "TransportRefused", ErrorCode.INPUT),
     ("reconciler.amqp.sas", "AuthConfigError", ErrorCode.AUTH),
+    ("reconciler.amqp.sas", "SasTokenError", ErrorCode.AUTH),
+    ("reconciler.discovery", "DiscoveryRefused", ErrorCode.AUTH),
+    ("reconciler.discovery", "MissingEntitiesError", ErrorCode.NOT_FOUND),
     ("reconciler.amqp.errors", "UnauthorizedError", ErrorCode.AUTH),
     ("reconciler.amqp.errors", "NotFoundError", ErrorCode.NOT_FOUND),
     ("reconciler.amqp.errors", "TransportSecurityError", ErrorCode.CONNECTION),
@@ -118,7 +121,7 @@ class Failure:
     code: ErrorCode
     message: str
     exit_code: int
-    #: Extra members of the error object (``diagnostics`` for invalid rule files).
+    #: Extra members of the error object (``diagnostics``: located findings, e.g. invalid rule files).
     details: dict[str, Any] = field(default_factory=dict)
     show_traceback: bool = False
 
@@ -162,7 +165,7 @@ def classify(exc: BaseException, secrets: Iterable[str] = ()) -> Failure:
         message = str(exc) or type(exc).__name__
     details: dict[str, Any] = {}
     diagnostics = getattr(exc, "diagnostics", None)
-    if code is ErrorCode.RULES_INVALID and diagnostics:
+    if diagnostics and code is not ErrorCode.INTERNAL:
         from reconciler.diagnostics import to_json
 
         details["diagnostics"] = [to_json(d) for d in diagnostics]

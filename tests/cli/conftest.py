@@ -17,7 +17,7 @@ def drifted():
     """An emulator seeded as the demo seeds it (the shipped rules, drifted), with a random key."""
     from reconciler.demo import drifted_namespace
     from reconciler.emulator import Emulator
-    from reconciler.spec import load_paths
+    from reconciler.rulefiles import load_paths
 
     live, _ = drifted_namespace(load_paths([RULES]))
     with Emulator(live, key="test-" + secrets.token_urlsafe(24)) as emu:

@@ -24,6 +24,8 @@ OUTPUT_SCHEMAS = {
     "rules list": "rules",
     "sample": "sample",
     "sql check": "sql-check",
+    "topics": "topics",
+    "subscriptions": "subscriptions",
 }
 
 
@@ -101,7 +103,7 @@ def test_route(run_cli, output_schema, tmp_path):
     assert code == 0 and {"true", "false", "error"} <= results
 
 
-def test_plan_drift_and_rules_list_against_a_namespace(drifted, run_cli, output_schema, monkeypatch, tmp_path):
+def test_plan_drift_rules_list_topics_and_subscriptions_against_a_namespace(drifted, run_cli, output_schema, monkeypatch, tmp_path):
     monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
     code, out, _ = run_cli("plan", RULES, "--format", "json", "--out", tmp_path / "plan.json")
     doc = one_document(out)
@@ -117,6 +119,16 @@ def test_plan_drift_and_rules_list_against_a_namespace(drifted, run_cli, output_
     doc = one_document(out)
     output_schema("rules").validate(doc)
     assert code == 0 and doc["topic"] == "orders" and doc["subscriptions"]["billing"]["rules"]
+
+    code, out, _ = run_cli("topics", "--format", "json")
+    doc = one_document(out)
+    output_schema("topics").validate(doc)
+    assert code == 0 and [t["name"] for t in doc["topics"]] == ["orders", "payments"]
+
+    code, out, _ = run_cli("subscriptions", "--topic", "orders", "--format", "json")
+    doc = one_document(out)
+    output_schema("subscriptions").validate(doc)
+    assert code == 0 and "billing" in {s["name"] for s in doc["subscriptions"]}
 
 
 def test_sample(drifted, run_cli, output_schema, tmp_path):

@@ -109,8 +109,8 @@ def test_listen_only_keys_work_from_declared_names_and_say_so_once(namespace, ru
 def test_topics_and_subscriptions_list_what_exists(namespace, run_cli):
     conn = ["--connection-string", namespace.connection_string]
     code, out, _ = run_cli("topics", "--format", "json", *conn)
-    assert code == 0 and json.loads(out) == {"topics": [{"name": "orders", "subscriptions": 301},
-                                                        {"name": "payments", "subscriptions": 2}]}
+    assert code == 0 and json.loads(out)["topics"] == [{"name": "orders", "subscriptions": 301},
+                                                       {"name": "payments", "subscriptions": 2}]
     code, out, _ = run_cli("topics", *conn)
     assert code == 0 and "payments" in out
     code, out, _ = run_cli("subscriptions", "--topic", "orders", "--format", "json", *conn)
