@@ -8,6 +8,7 @@ test here that runs it; test_every_json_output_has_a_schema fails until it does.
 from __future__ import annotations
 
 import json
+import re
 
 import click
 
@@ -54,6 +55,21 @@ def test_every_json_output_has_a_schema():
     assert sorted(json_commands()) == sorted(OUTPUT_SCHEMAS)
     for name in set(OUTPUT_SCHEMAS.values()) | {"error"}:
         assert (SCHEMAS_DIR / f"{name}.schema.json").is_file(), name
+
+
+def test_the_readme_names_each_output_schema():
+    """README "Output, errors and exit codes": one row per command, naming its schema file."""
+    readme = (SCHEMAS_DIR.parent / "README.md").read_text(encoding="utf-8").splitlines()
+    start = readme.index("| command | schema |")
+    listed = {}
+    for line in readme[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        command, schema = line.strip("|").split("|")[:2]
+        name = re.search(r"`sbrules ([a-z ]+)`", command)
+        if name:
+            listed[name.group(1)] = re.search(r"schemas/([a-z-]+)\.schema\.json", schema).group(1)
+    assert listed == OUTPUT_SCHEMAS
 
 
 def test_every_schema_is_valid_and_named_by_its_file(output_schema):

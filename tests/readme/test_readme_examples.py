@@ -1,0 +1,168 @@
+"""The README's command examples run, and print what the README shows (modulo paths, ports and
+timings; `…` elides, see examples.py). Each runs in a fresh directory holding a copy of the shipped
+rules/, with `sbrules` from this environment; fixtures named in the README set up the rest."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from .examples import Example, explain, matches, normalise, parse
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+EXAMPLES = parse(README.read_text(encoding="utf-8"))
+MARK = "@@readme-example-command@@"
+
+
+# ------------------------------------------------------------------------------------------------
+# Fixtures an example can name (README: "Contributor notes")
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Setup:
+    """Where an example runs: its directory, its environment, and what its fixtures started."""
+
+    workdir: Path
+    env: dict[str, str]
+    stack: contextlib.ExitStack
+    emulator: Any = None
+
+
+def broken_sql(setup: Setup) -> None:
+    """A typo in rules/orders.yaml: the high-value rule's SQL says `AND AND`."""
+    path = setup.workdir / "rules" / "orders.yaml"
+    text = path.read_text(encoding="utf-8")
+    typo = text.replace("amount > 1000 AND currency", "amount > 1000 AND AND currency", 1)
+    assert typo != text, "the high-value rule changed: update the broken-sql fixture"
+    path.write_text(typo, encoding="utf-8")
+
+
+def emulator(setup: Setup) -> None:
+    """$SERVICEBUS_CONNECTION_STRING points at an emulator seeded as `sbrules demo` seeds it: the
+    shipped rules, drifted in each way a plan can show."""
+    from reconciler.demo import drifted_namespace
+    from reconciler.emulator import Emulator
+    from reconciler.rulefiles import load_paths
+
+    live, _ = drifted_namespace(load_paths([setup.workdir / "rules"]))
+    setup.emulator = setup.stack.enter_context(Emulator(live))
+    setup.env["SERVICEBUS_CONNECTION_STRING"] = setup.emulator.connection_string
+
+
+def traffic(setup: Setup) -> None:
+    """(after emulator) The demo's traffic is published: 300 orders, then 300 payments."""
+    from reconciler.demo.traffic import publish_sample_traffic
+
+    assert setup.emulator is not None, "the traffic fixture needs the emulator fixture before it"
+    publish_sample_traffic(setup.emulator, ["orders", "payments"])
+
+
+FIXTURES: dict[str, Callable[[Setup], None]] = {
+    "broken-sql": broken_sql,
+    "emulator": emulator,
+    "traffic": traffic,
+}
+
+
+@contextlib.contextmanager
+def prepared(example: Example, workdir: Path) -> Iterator[dict[str, str]]:
+    """A copy of the shipped rules/ in ``workdir``, this environment's `sbrules` first on PATH, no
+    colours, and the example's fixtures; yields the environment to run the commands with."""
+    shutil.copytree(REPO / "rules", workdir / "rules")
+    env = {k: v for k, v in os.environ.items() if k != "SERVICEBUS_CONNECTION_STRING"}
+    env.update(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONUNBUFFERED="1",
+        NO_COLOR="1",
+        TERM="dumb",
+    )
+    with contextlib.ExitStack() as stack:
+        setup = Setup(workdir, env, stack)
+        for name in example.fixtures:
+            FIXTURES[name](setup)
+        yield env
+
+
+def run(example: Example, workdir: Path, env: dict[str, str]) -> list[tuple[str, ...]]:
+    """Each command's output (stdout and stderr as a terminal interleaves them), in one shell, so
+    that `export` and files carry over from one command to the next."""
+    script = "".join(f"echo '{MARK}'\n{command.text}\n" for command in example.commands)
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+    )
+    outputs = done.stdout.split(MARK + "\n")[1:]
+    assert len(outputs) == len(example.commands), done.stdout
+    return [tuple(out.splitlines()) for out in outputs]
+
+
+def _params() -> list:
+    params = []
+    for example in EXAMPLES:
+        marks = [pytest.mark.spark] if "traffic" in example.fixtures else []
+        if example.skip:
+            marks.append(pytest.mark.skip(reason=f"README says: {example.skip}"))
+        params.append(pytest.param(example, id=example.id, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("example", _params())
+def test_readme_example(example: Example, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    with prepared(example, workdir) as env:
+        outputs = run(example, workdir, env)
+    failures = []
+    for command, output in zip(example.commands, outputs):
+        expected = normalise(command.expected)
+        actual = normalise(output, str(workdir))
+        if not matches(expected, actual):
+            failures.append(explain(command, expected, actual))
+    assert not failures, "\n\n".join(failures)
+
+
+def test_examples_are_well_formed():
+    assert EXAMPLES, "no ```console examples in the README"
+    problems = [f"README line {e.line}: {p}" for e in EXAMPLES for p in e.problems]
+    problems += [
+        f"README line {e.line}: unknown fixture {name!r} (known: {', '.join(FIXTURES)})"
+        for e in EXAMPLES
+        for name in e.fixtures
+        if name not in FIXTURES
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_prompts_only_appear_in_console_examples():
+    """A `$ ` line in a ```sh or plain block is an example nobody runs: make it a ```console block."""
+    fence, stray = None, []
+    for number, line in enumerate(README.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            fence = None if fence is not None else line[3:].strip()
+        elif fence is not None and fence != "console" and line.startswith("$ "):
+            stray.append(f"README line {number} (```{fence}): {line}")
+    assert not stray, "\n".join(stray)
+
+
+def test_the_elision_rule():
+    assert matches(("a", "…", "d"), ("a", "d"))
+    assert matches(("a", "…", "d"), ("a", "b", "c", "d"))
+    assert not matches(("a", "…", "d"), ("a", "b", "c"))
+    assert matches(("x = …;",), ("x = 1 + 2;",))
+    assert not matches(("x = …;",), ("x = 1", "2;"))
+    assert not matches(("a",), ("a", "b")), "without …, extra lines are a difference"
+    assert normalise(("sb://127.0.0.1:40123 took 0.25 s", "", "/tmp/w/rules/x.yaml"), "/tmp/w") == (
+        "sb://127.0.0.1:<port> took <duration>",
+        "",
+        "rules/x.yaml",
+    )

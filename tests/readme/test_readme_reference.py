@@ -1,0 +1,87 @@
+"""The README's reference tables say exactly what the code and the schemas do: every validate
+diagnostic code, every rule-file key, every typed-value type, every error code."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+from reconciler.cli.output import ErrorCode, classify
+
+REPO = Path(__file__).resolve().parents[2]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+SCHEMAS = REPO / "schemas"
+CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def table(header: str) -> list[list[str]]:
+    """The rows (cells) of the README table whose header line is ``header``."""
+    lines = README.splitlines()
+    start = lines.index(header)
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def spans(cell: str) -> list[str]:
+    return CODE_SPAN.findall(cell)
+
+
+def emitted_diagnostic_codes() -> dict[str, str]:
+    """Every code a ``Diagnostic(...)`` in reconciler/ is created with → where (a constant is required)."""
+    codes: dict[str, str] = {}
+    for path in (REPO / "reconciler").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Diagnostic"):
+                continue
+            code = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "code"), None)
+            where = f"{path.relative_to(REPO)}:{node.lineno}"
+            assert isinstance(code, ast.Constant), f"{where}: a diagnostic code must be a literal, so it can be documented"
+            codes.setdefault(code.value, where)
+    return codes
+
+
+def test_the_validate_code_table_lists_exactly_the_codes_the_code_emits():
+    documented = [spans(row[0])[0] for row in table("| code | | what was found |")]
+    emitted = emitted_diagnostic_codes()
+    assert len(documented) == len(set(documented)), "a code is listed twice"
+    undocumented = {code: where for code, where in emitted.items() if code not in documented}
+    assert not undocumented, f"add these codes to the README's validate table: {undocumented}"
+    assert not set(documented) - set(emitted), f"the README lists codes nothing emits: {set(documented) - set(emitted)}"
+    schema = json.loads((SCHEMAS / "validate.schema.json").read_text())
+    assert set(schema["$defs"]["diagnostic"]["properties"]["code"]["enum"]) == set(emitted)
+
+
+def test_every_rule_file_key_is_documented_and_no_other():
+    schema = json.loads((SCHEMAS / "rules.schema.json").read_text())
+    defs = schema["$defs"]
+    keys = set(schema["properties"]) | set(defs["subscription"]["properties"]) | set(defs["rule"]["properties"])
+    keys |= set(defs["correlation"]["properties"])
+    documented = [key for row in table("| key | in | meaning |") for key in spans(row[0])]
+    assert len(documented) == len(set(documented)), "a key is listed twice"
+    assert set(documented) == keys
+
+
+def test_every_typed_value_type_is_documented():
+    schema = json.loads((SCHEMAS / "rules.schema.json").read_text())
+    types = set(schema["$defs"]["typedValue"]["anyOf"][1]["properties"])
+    written = " ".join(row[0] for row in table("| written | AMQP type |"))
+    assert {t for t in types if f"{{{t}: " not in written} == set()
+
+
+def test_the_error_code_table_lists_exactly_the_codes_and_their_exit_codes():
+    rows = table("| `code` | exit | meaning |")
+    documented = {spans(row[0])[0]: int(row[1]) for row in rows}
+    assert set(documented) == {str(code) for code in ErrorCode}
+    schema = json.loads((SCHEMAS / "error.schema.json").read_text())
+    assert set(schema["properties"]["error"]["properties"]["code"]["enum"]) == set(documented)
+    import click
+
+    assert documented["usage"] == classify(click.UsageError("x")).exit_code
+    assert documented["interrupted"] == classify(KeyboardInterrupt()).exit_code
+    assert documented["internal"] == classify(RuntimeError("x")).exit_code
