@@ -61,3 +61,15 @@ def test_validate_traffic_json_is_one_document(spark, run_cli, output_schema, tm
     (eu,) = doc["traffic"]["subscriptions"]
     assert (eu["delivered"], eu["delivered_before"], eu["lost"], eu["errors"]) == (1, 2, 1, 1)
     assert eu["examples"]["lost"] == ["m1"]
+
+    # With --out the report goes to the file; stdout still carries one document, the validation.
+    out_file = tmp_path / "impact.json"
+    code, out, err = run_cli(
+        "validate", rules, "--traffic", tmp_path / "sample", "--against", tmp_path / "plan.json",
+        "--format", "json", "--out", out_file,
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    output_schema("validate").validate(doc)
+    assert "traffic" not in doc
+    output_schema("traffic-report").validate(json.loads(out_file.read_text()))
