@@ -11,6 +11,7 @@ import json
 import re
 
 import click
+import pytest
 
 from reconciler.cli import cli
 
@@ -51,12 +52,14 @@ def one_document(out: str) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.unit
 def test_every_json_output_has_a_schema():
     assert sorted(json_commands()) == sorted(OUTPUT_SCHEMAS)
     for name in set(OUTPUT_SCHEMAS.values()) | {"error"}:
         assert (SCHEMAS_DIR / f"{name}.schema.json").is_file(), name
 
 
+@pytest.mark.unit
 def test_the_readme_names_each_output_schema():
     """README "Output, errors and exit codes": one row per command, naming its schema file."""
     readme = (SCHEMAS_DIR.parent / "README.md").read_text(encoding="utf-8").splitlines()
@@ -72,6 +75,7 @@ def test_the_readme_names_each_output_schema():
     assert listed == OUTPUT_SCHEMAS
 
 
+@pytest.mark.unit
 def test_every_schema_is_valid_and_named_by_its_file(output_schema):
     for path in SCHEMAS_DIR.glob("*.schema.json"):
         validator = output_schema(path.name.removesuffix(".schema.json"))
@@ -79,6 +83,7 @@ def test_every_schema_is_valid_and_named_by_its_file(output_schema):
         assert validator.schema["$id"].endswith("/schemas/" + path.name)
 
 
+@pytest.mark.unit
 def test_validate(run_cli, output_schema, tmp_path):
     code, out, _ = run_cli("validate", RULES, "--format", "json")
     doc = one_document(out)
@@ -93,6 +98,7 @@ def test_validate(run_cli, output_schema, tmp_path):
     assert code == 1 and doc["valid"] is False and doc["summary"]["errors"] == 3
 
 
+@pytest.mark.unit
 def test_validate_traffic_on_invalid_rules_is_one_document_without_a_report(run_cli, output_schema, tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("topic: t\nsubscriptions:\n  s:\n    rules:\n      - {name: a, sql: 'x >'}\n")
@@ -102,6 +108,7 @@ def test_validate_traffic_on_invalid_rules_is_one_document_without_a_report(run_
     assert code == 1 and doc["valid"] is False and doc["traffic"] is None
 
 
+@pytest.mark.unit
 def test_sql_check(run_cli, output_schema):
     for args, expected_code in ((["a=1"], 0), (["--action", "SET sys.Size = 1"], 1), (["a = = 1"], 1)):
         code, out, _ = run_cli("sql", "check", "--format", "json", *args)
@@ -109,6 +116,7 @@ def test_sql_check(run_cli, output_schema):
         assert code == expected_code
 
 
+@pytest.mark.unit
 def test_route(run_cli, output_schema, tmp_path):
     message = tmp_path / "msg.json"
     message.write_text('{"sys": {"Label": "refund"}, "user": {"amount": "many", "tier": {"int": 3}, "region": "eu"}}')

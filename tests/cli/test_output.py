@@ -39,6 +39,7 @@ def test_every_classification_names_a_real_class():
         assert isinstance(cls, type) and issubclass(cls, BaseException), f"{module_name}.{class_name} ({code})"
 
 
+@pytest.mark.unit
 def test_a_subclass_is_never_shadowed_by_an_earlier_base():
     """First match wins: a row whose class is a subclass of an earlier row's class would never apply."""
     classes = [getattr(importlib.import_module(m), c) for m, c, _ in output.CLASSIFICATION]
@@ -47,6 +48,7 @@ def test_a_subclass_is_never_shadowed_by_an_earlier_base():
             assert not issubclass(cls, earlier), f"{cls.__name__} comes after its base {earlier.__name__}"
 
 
+@pytest.mark.unit
 def test_an_error_with_several_causes_takes_the_code_a_user_must_fix_first():
     from reconciler.amqp.errors import NotFoundError, ServerBusyError, UnauthorizedError
     from reconciler.observe import ObserveError
@@ -56,6 +58,7 @@ def test_an_error_with_several_causes_takes_the_code_a_user_must_fix_first():
     assert classify(ObserveError(["a"], [NotFoundError("gone")])).code is ErrorCode.NOT_FOUND
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "argv, expected",
     [
@@ -71,6 +74,7 @@ def test_json_mode_is_read_from_the_command_line(argv, expected):
     assert wants_json(argv) is expected
 
 
+@pytest.mark.unit
 def test_redaction_hides_keys_signatures_and_tokens():
     text = (
         "Endpoint=sb://x/;SharedAccessKeyName=root;SharedAccessKey=c2VjcmV0LWtleQ== failed; "
@@ -84,6 +88,7 @@ def test_redaction_hides_keys_signatures_and_tokens():
     assert redact("value my-literal-secret here", ["my-literal-secret"]) == "value <redacted> here"
 
 
+@pytest.mark.unit
 def test_usage_errors_exit_2_as_json(run_cli, output_schema):
     error = error_doc(output_schema, *run_cli("validate", RULES, "--format", "json", "--frmat", "x"), "usage")
     assert "--frmat" in error["message"]
@@ -91,6 +96,7 @@ def test_usage_errors_exit_2_as_json(run_cli, output_schema):
     assert code == 2 and out == "" and err.startswith("error: No such option")
 
 
+@pytest.mark.unit
 def test_invalid_rule_files_are_rules_invalid_with_their_diagnostics(run_cli, output_schema, tmp_path):
     broken = tmp_path / "orders.yaml"
     broken.write_text("topic: orders\nsubscriptions:\n  s:\n    rules:\n      - {name: a, sql: 'a = = 1'}\n")
@@ -99,6 +105,7 @@ def test_invalid_rule_files_are_rules_invalid_with_their_diagnostics(run_cli, ou
     assert (diagnostic["code"], diagnostic["line"]) == ("sql-syntax", 5)
 
 
+@pytest.mark.unit
 def test_bad_input_files_are_input_errors(run_cli, output_schema, tmp_path):
     message = tmp_path / "msg.json"
     message.write_text("{not json")
@@ -132,6 +139,7 @@ def test_a_wrong_key_is_an_auth_error_and_a_missing_subscription_not_found(drift
     assert "nope" in error["message"] and drifted.key not in out + err
 
 
+@pytest.mark.unit
 def test_a_bug_is_internal_with_a_redacted_traceback(run_cli, output_schema, monkeypatch, tmp_path):
     key = "s3cr3t-" + "y" * 30
     message = tmp_path / "msg.json"
@@ -148,6 +156,7 @@ def test_a_bug_is_internal_with_a_redacted_traceback(run_cli, output_schema, mon
     assert key not in out + err
 
 
+@pytest.mark.unit
 def test_ctrl_c_exits_130(run_cli, output_schema, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -158,6 +167,7 @@ def test_ctrl_c_exits_130(run_cli, output_schema, monkeypatch):
     assert (code, out, err.strip()) == (130, "", "interrupted")
 
 
+@pytest.mark.unit
 def test_abort_at_a_prompt_is_not_a_traceback(run_cli, monkeypatch):
     def aborted(*args, **kwargs):
         raise click.exceptions.Abort

@@ -131,6 +131,7 @@ def test_readme_example(example: Example, tmp_path: Path) -> None:
     assert not failures, "\n\n".join(failures)
 
 
+@pytest.mark.unit
 def test_examples_are_well_formed():
     assert EXAMPLES, "no ```console examples in the README"
     problems = [f"README line {e.line}: {p}" for e in EXAMPLES for p in e.problems]
@@ -143,6 +144,7 @@ def test_examples_are_well_formed():
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.unit
 def test_prompts_only_appear_in_console_examples():
     """A `$ ` line in a ```sh or plain block is an example nobody runs: make it a ```console block."""
     fence, stray = None, []
@@ -154,6 +156,7 @@ def test_prompts_only_appear_in_console_examples():
     assert not stray, "\n".join(stray)
 
 
+@pytest.mark.unit
 def test_the_elision_rule():
     assert matches(("a", "…", "d"), ("a", "d"))
     assert matches(("a", "…", "d"), ("a", "b", "c", "d"))

@@ -8,11 +8,15 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from reconciler.cli.output import ErrorCode, classify
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 SCHEMAS = REPO / "schemas"
+pytestmark = pytest.mark.unit
+
 CODE_SPAN = re.compile(r"`([^`]+)`")
 
 
