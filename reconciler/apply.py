@@ -8,9 +8,12 @@ never dropped, and the subscription never has zero rules unless the files declar
 replacement adds the new version under a temporary name first (see ``plan.temp_rule_name``);
 an interrupted apply leaves at most that temporary rule, which the next plan removes.
 
-Retried requests can find their work already done: add-rule answering "already exists" with an
-identical rule, or remove-rule answering "not found", count as success. Subscriptions run in
-parallel (``parallel``) and every request is journalled. Pacing (``--max-rate``) is the client's.
+The client retries, paces and reports each attempt of each request (``reconciler.amqp.pipeline``);
+apply never retries on top of it. What a retried request finds is interpreted here, in one place:
+add-rule answering "already exists" with an identical rule, or remove-rule answering "not found",
+means the work is done (an earlier attempt landed, or another apply did it). Subscriptions run in
+parallel (``parallel``) and every attempt of every request is journalled, with its throttling and
+waits.
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Callable, Protocol, TextIO
 
 from reconciler.amqp.errors import AlreadyExistsError, ManagementError, NotFoundError
+from reconciler.amqp.pacing import Pacer
+from reconciler.amqp.pipeline import Attempt, OnAttempt
 from reconciler.errors import SbrulesError
 from reconciler.model import Rule
 from reconciler.observe import explain
@@ -32,15 +36,14 @@ from reconciler.plan import Change, ChangeKind, Plan, SubscriptionPlan, fingerpr
 
 GAPLESS, DIRECT = "gapless", "direct"
 STRATEGIES = (GAPLESS, DIRECT)
-#: The client already retries each request; apply retries a step a few more times when the client
-#: gave up on a transient failure (a longer outage). Steps are idempotent, so this is safe.
-TRANSIENT_ATTEMPTS = 3
 
 
 class RuleWriter(Protocol):
-    def list_rules(self, topic: str, subscription: str) -> list[Rule]: ...
-    def add_rule(self, topic: str, subscription: str, rule: Rule) -> None: ...
-    def remove_rule(self, topic: str, subscription: str, name: str) -> None: ...
+    """The rule operations of ``ManagementClient``; each reports every attempt to ``on_attempt``."""
+
+    def list_rules(self, topic: str, subscription: str, *, on_attempt: OnAttempt | None = None) -> list[Rule]: ...
+    def add_rule(self, topic: str, subscription: str, rule: Rule, *, on_attempt: OnAttempt | None = None) -> None: ...
+    def remove_rule(self, topic: str, subscription: str, name: str, *, on_attempt: OnAttempt | None = None) -> None: ...
 
 
 class StepFailed(SbrulesError):
@@ -55,6 +58,8 @@ class ApplyOptions:
     journal: TextIO | None = None
     #: Called once per applied change, e.g. to advance a progress bar.
     on_change: Callable[[Change], None] | None = None
+    #: The client's pacer, whose totals (credits, throttling, waits) end the journal.
+    pacer: Pacer | None = None
 
 
 class ApplyStatus(StrEnum):
@@ -177,10 +182,6 @@ def _step_context(step: str, change: Change) -> str:
     return step if step == change.kind else f"{step} of rule {change.rule!r}"
 
 
-def _transient(exc: SbrulesError) -> bool:
-    return bool(getattr(exc, "transient", False))
-
-
 class _Runner:
     """Applies the changes of one subscription, request by request, tracking which rules exist."""
 
@@ -193,48 +194,46 @@ class _Runner:
     def _log(self, **entry: object) -> None:
         self.journal.write(topic=self.sp.topic, subscription=self.sp.subscription, **entry)
 
-    # -- single requests, journalled, retried when transient, "already done" counted as done ------
-    def _request(self, step: str, change: Change, op: str, rule_name: str, call: Callable[[], None]) -> str:
-        for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
-            started = time.perf_counter()
-            outcome, error = "ok", None
-            try:
-                call()
-            except AlreadyExistsError as exc:
-                outcome, error = "already-exists", exc
-            except NotFoundError as exc:
-                outcome, error = ("already-done", None) if op == "remove-rule" else ("error", exc)
-            except SbrulesError as exc:
-                outcome, error = ("retry" if _transient(exc) and attempt < TRANSIENT_ATTEMPTS else "error"), exc
-            self._log(
-                change=change.kind, rule=change.rule, step=step, op=op, target=rule_name, attempt=attempt,
-                outcome=outcome, error=str(error) if error else None,
-                ms=round((time.perf_counter() - started) * 1000, 1),
-            )
-            if outcome == "retry":
-                time.sleep(min(0.1 * 2**attempt, 2.0))
-                continue
-            if outcome == "error":
-                raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): {error}")
-            return outcome
-        raise AssertionError("unreachable")  # pragma: no cover
+    def _journal(self, **context: object) -> OnAttempt:
+        """The client's report of each attempt of one request, journalled with what it was for."""
 
-    def _read(self) -> tuple[Rule, ...]:
-        for attempt in range(1, TRANSIENT_ATTEMPTS + 1):
-            try:
-                return tuple(self.client.list_rules(self.sp.topic, self.sp.subscription))
-            except SbrulesError as exc:
-                if not _transient(exc) or attempt == TRANSIENT_ATTEMPTS:
-                    if isinstance(exc, ManagementError):
-                        raise StepFailed(explain(self.sp.topic, self.sp.subscription, exc)) from None
-                    raise StepFailed(f"{self.sp.path}: {exc}") from None
-            time.sleep(min(0.1 * 2**attempt, 2.0))
-        raise AssertionError("unreachable")  # pragma: no cover
+        def record(attempt: Attempt) -> None:
+            self._log(**context, **attempt.to_json())
+
+        return record
+
+    # -- single requests: the client retries them; what they find is interpreted here ------------
+    def _request(self, step: str, change: Change, op: str, rule_name: str, call: Callable[[OnAttempt], None]) -> str:
+        """Run one rule operation; "ok", "already-exists" (add-rule) or "already-done" (remove-rule)."""
+        try:
+            call(self._journal(change=change.kind, rule=change.rule, step=step, op=op, target=rule_name))
+        except AlreadyExistsError:
+            return "already-exists"
+        except NotFoundError as exc:
+            if op == "remove-rule":
+                self._log(rule=change.rule, step=step, op=op, target=rule_name, outcome="already-done")
+                return "already-done"
+            raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): {exc}") from None
+        except SbrulesError as exc:
+            raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): {exc}") from None
+        return "ok"
+
+    def _read(self, step: str) -> tuple[Rule, ...]:
+        sp = self.sp
+        try:
+            return tuple(self.client.list_rules(sp.topic, sp.subscription, on_attempt=self._journal(
+                step=step, op="enumerate-rules")))
+        except ManagementError as exc:
+            raise StepFailed(explain(sp.topic, sp.subscription, exc)) from None
+        except SbrulesError as exc:
+            raise StepFailed(f"{sp.path}: {exc}") from None
 
     def _add(self, step: str, change: Change, rule: Rule) -> None:
-        call = lambda: self.client.add_rule(self.sp.topic, self.sp.subscription, rule)  # noqa: E731
+        def call(on_attempt: OnAttempt) -> None:
+            self.client.add_rule(self.sp.topic, self.sp.subscription, rule, on_attempt=on_attempt)
+
         if self._request(step, change, "add-rule", rule.name, call) == "already-exists":
-            live = next((r for r in self._read() if r.name.casefold() == rule.name.casefold()), None)
+            live = next((r for r in self._read(step) if r.name.casefold() == rule.name.casefold()), None)
             if live is None or not same_rule(live, rule):
                 raise _NameTaken(
                     f"add-rule {rule.name!r} ({_step_context(step, change)}): a different rule "
@@ -246,7 +245,10 @@ class _Runner:
     def _remove(self, step: str, change: Change, name: str) -> None:
         if not self.live - {name.casefold()} and self.sp.rules_after > 0:
             raise StepFailed(f"refusing to remove {name!r}: the subscription would be left with no rules")
-        call = lambda: self.client.remove_rule(self.sp.topic, self.sp.subscription, name)  # noqa: E731
+
+        def call(on_attempt: OnAttempt) -> None:
+            self.client.remove_rule(self.sp.topic, self.sp.subscription, name, on_attempt=on_attempt)
+
         self._request(step, change, "remove-rule", name, call)
         self.live.discard(name.casefold())
 
@@ -285,7 +287,7 @@ class _Runner:
             result.status, result.error = ApplyStatus.NOT_STARTED, "stopped by --fail-fast after an earlier failure"
             return
         try:
-            live = self._read()
+            live = self._read("read")
         except StepFailed as exc:
             result.status, result.error = ApplyStatus.FAILED, str(exc)
             self._log(outcome=result.status, error=result.error)
@@ -342,4 +344,6 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
 
     with ThreadPoolExecutor(max_workers=max(1, options.parallel), thread_name_prefix="apply") as pool:
         list(pool.map(run, results))
+    if options.pacer is not None:
+        journal.write(event="pacing", **options.pacer.stats().to_json())
     return ApplyReport(results)

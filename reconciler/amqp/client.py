@@ -1,56 +1,43 @@
-"""The Service Bus `$management` client: typed operations over one pipelined AMQP connection.
+"""The Service Bus `$management` client: typed operations over the request pipeline.
 
-Every method is safe to call from many threads at once; requests share one connection and one
-link pair per entity, with at most ``window`` in flight. ``request_all`` (and ``list_rules_many``)
-pipeline a whole batch from the calling thread alone, which costs far less than a thread per
-request. Transient failures (server busy,
-timeouts, internal errors, dropped connections) are retried with capped exponential backoff and
-full jitter, reconnecting and re-authenticating as needed; other errors surface at once.
-Request and response shapes follow docs/protocol.md §1-§9 (keys and AMQP types exactly).
+Each method builds its request, hands it to the pipeline (``pipeline.py``: pacing, retries,
+completions) over one pipelined AMQP connection (``engine.py``), and reads the response. Every
+method is safe to call from many threads at once; ``list_rules_many`` pipelines a whole batch from
+the calling thread. Request and response shapes follow docs/protocol.md §1-§9 (keys and AMQP types
+exactly). The typed operations report what came back: whether a failure after a retry means an
+earlier attempt took effect is for the caller to decide (apply does).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import enum
-import logging
-import heapq
-import itertools
-import threading
-import time
 import uuid
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from proton import UNDESCRIBED, Array, Data, int32, uint
 
 from reconciler import model
 from reconciler.amqp import codec
 from reconciler.amqp.connection import ConnectionString
-from reconciler.amqp.engine import Engine, Request, Response
-from reconciler.amqp.errors import (
-    AlreadyExistsError,
-    ManagementError,
-    NotFoundError,
-    OperationTimeoutError,
-    error_for,
-)
+from reconciler.amqp.engine import Engine
+from reconciler.amqp.errors import ManagementError
 from reconciler.amqp.messages import decode_model_message, encode_model_message
+from reconciler.amqp.pacing import Pacer
+from reconciler.amqp.pipeline import Call, OnAttempt, RequestPipeline, Response
 from reconciler.amqp.retry import RetryPolicy
 from reconciler.amqp.sas import TokenProvider, token_provider_for
-
-log = logging.getLogger("reconciler.amqp")
+from reconciler.credits import operation_credits
 
 #: One management call of a batch: (entity path, operation, request body).
-Call = tuple[str, str, Mapping[str, Any]]
+CallSpec = tuple[str, str, Mapping[str, Any]]
 
 OP_PREFIX = "com.microsoft:"
 RULES_PAGE_SIZE = 100
 ENUMERATE_RULES = OP_PREFIX + "enumerate-rules"
-#: NET2 treats these as "nothing there" for reads rather than failures.
-_EMPTY_CONDITIONS = {"com.microsoft:message-not-found", "com.microsoft:session-not-found"}
+PEEK_MESSAGE = OP_PREFIX + "peek-message"
 
 
 def entity_path(topic: str, subscription: str | None = None) -> str:
@@ -96,10 +83,6 @@ class ScheduledMessage:
     via_partition_key: str | None = None
 
 
-def _context(entity: str, operation: str) -> str:
-    return f"{operation.removeprefix(OP_PREFIX)} on {entity}"
-
-
 def _long_array(values: Iterable[int]) -> Array:
     return Array(UNDESCRIBED, Data.LONG, *[int(v) for v in values])
 
@@ -125,50 +108,28 @@ def _body_map(response: Response, what: str) -> Mapping[str, Any]:
     return response.body
 
 
-class _Completions:
-    """Finished requests of one batch, handed from the event loop to the thread running the batch.
+def _peeked_count(response: Response) -> int:
+    """How many messages a peek answer holds (what the service charges for it)."""
+    messages = response.body.get("messages") if isinstance(response.body, Mapping) else None
+    if isinstance(messages, Array):
+        return len(messages.elements)
+    return len(messages) if isinstance(messages, list) else 0
 
-    The loop wakes that thread once ``wanted`` responses are in, not at every response: waking it
-    per response made the two threads trade the GIL at each one, a tenth of a batch's time. The
-    wait for more than one is short (``GRACE``), so a batch with stragglers is not held up.
-    """
 
-    GRACE = 0.005
-
-    def __init__(self) -> None:
-        self._items: deque[tuple[int, Request]] = deque()
-        self._enough = threading.Event()
-        self._wanted = 1
-
-    def add(self, index: int, request: Request) -> None:
-        """Loop thread: one call has finished."""
-        self._items.append((index, request))
-        if len(self._items) >= self._wanted and not self._enough.is_set():
-            self._enough.set()
-
-    def take(self, wanted: int, timeout: float) -> list[tuple[int, Request]]:
-        """Every finished call, once ``wanted`` are in (or one, after ``GRACE``); [] after ``timeout``."""
-        if wanted > 1:
-            self._wanted = wanted
-            self._enough.clear()
-            if len(self._items) >= wanted or self._enough.wait(min(timeout, self.GRACE)):
-                return self._drain()
-            timeout = max(0.0, timeout - self.GRACE)
-        self._wanted = 1
-        self._enough.clear()
-        if not self._items:
-            self._enough.wait(timeout)
-        return self._drain()
-
-    def _drain(self) -> list[tuple[int, Request]]:
-        items = []
-        while self._items:
-            items.append(self._items.popleft())
-        return items
+def management_call(entity: str, operation: str, body: Mapping[str, Any]) -> Call:
+    """A `$management` request with the credits the service charges for it (a peek: per message
+    returned, so it reserves ``message-count`` and is charged what came back)."""
+    if operation == PEEK_MESSAGE:
+        return Call(entity, operation, body, operation_credits(operation, int(body["message-count"])), _peeked_count)
+    return Call(entity, operation, body, operation_credits(operation))
 
 
 class ManagementClient:
-    """Typed `$management` operations for one namespace (use as a context manager)."""
+    """Typed `$management` operations for one namespace (use as a context manager).
+
+    ``pacer`` may be shared with the namespace's other clients (the REST client) so that one
+    budget covers them all; by default the client has its own, with ``window`` and ``max_rate``.
+    """
 
     def __init__(
         self,
@@ -180,6 +141,8 @@ class ManagementClient:
         retries: int = 5,
         backoff: float = 0.2,
         max_backoff: float = 10.0,
+        retry: RetryPolicy | None = None,
+        pacer: Pacer | None = None,
         auth: str = "sas",
         token_provider: TokenProvider | None = None,
         ca_file: str | None = None,
@@ -191,15 +154,14 @@ class ManagementClient:
         )
         transport = self._conn.transport()
         tokens = token_provider or token_provider_for(self._conn, auth)
-        self.timeout = timeout
-        self.retry = RetryPolicy(retries, backoff, max_backoff)
-        self._window_size = window
-        self._window = threading.BoundedSemaphore(window)
-        self._interval = 1.0 / max_rate if max_rate else 0.0
-        self._rate_lock = threading.Lock()
-        self._next_slot = 0.0
         extra = {"refresh_margin": refresh_margin} if refresh_margin is not None else {}
-        self._engine = Engine(self._conn, transport, tokens, ca_file=ca_file, link_timeout=timeout, **extra)
+        engine = Engine(self._conn, transport, tokens, ca_file=ca_file, link_timeout=timeout, **extra)
+        self.pipeline = RequestPipeline(
+            engine,
+            retry=retry or RetryPolicy(retries, backoff, max_backoff),
+            pacer=pacer or Pacer(window=window, max_rate=max_rate),
+            timeout=timeout,
+        )
 
     def __repr__(self) -> str:
         return f"ManagementClient({self._conn!s})"
@@ -211,9 +173,17 @@ class ManagementClient:
         self.close()
 
     def close(self) -> None:
-        self._engine.close()
+        self.pipeline.close()
 
-    # -- request/response ----------------------------------------------------------------------
+    @property
+    def pacer(self) -> Pacer:
+        return self.pipeline.pacer
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self.pipeline.retry
+
+    # -- raw requests ------------------------------------------------------------------------------
     def request(
         self,
         entity: str,
@@ -223,154 +193,44 @@ class ManagementClient:
         ok: Iterable[int] = (200,),
         timeout: float | None = None,
         empty_ok: bool = False,
+        on_attempt: OnAttempt | None = None,
     ) -> Response:
-        """Send one request with retries; return the response when its status is in ``ok``.
+        """One `$management` request through the pipeline; its response when the status is in ``ok``.
 
         ``empty_ok`` turns 204 and 404 message/session-not-found into an empty response.
         """
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return self._attempt(entity, operation, body, tuple(ok), timeout or self.timeout, empty_ok)
-            except ManagementError as exc:
-                if not self.retry.retryable(exc, attempt):
-                    exc.after_retry = attempt > 1
-                    raise
-                delay = self.retry.delay(attempt)
-                log.info("%s on %s failed (%s); retry %d in %.2fs", operation, entity, type(exc).__name__, attempt, delay)
-                time.sleep(delay)
+        return self.pipeline.call(
+            management_call(entity, operation, body), ok=ok, empty_ok=empty_ok, timeout=timeout, on_attempt=on_attempt
+        )
 
     def request_all(
         self,
-        calls: Sequence[Call],
+        calls: Sequence[CallSpec],
         *,
         ok: Iterable[int] = (200,),
         empty_ok: bool = False,
         window: int | None = None,
         timeout: float | None = None,
+        on_attempt: OnAttempt | None = None,
     ) -> list[Response | ManagementError]:
-        """Pipeline ``calls`` from this thread, at most ``window`` in flight; one result per call, in order.
-
-        Each call is retried like ``request``; a call that fails for good yields its error
-        instead of a response, so one failure does not hide the others.
-        """
-        ok, timeout = tuple(ok), timeout or self.timeout
-        window = max(1, min(window or self._window_size, self._window_size))
-        results: list[Response | ManagementError | None] = [None] * len(calls)
-        attempts = [0] * len(calls)
-        ready = list(range(len(calls)))[::-1]
-        retries: list[tuple[float, int]] = []  # (due, index) heap
-        in_flight: dict[int, tuple[Request, float]] = {}
-        finished = _Completions()
-        while ready or retries or in_flight:
-            now = time.monotonic()
-            while retries and retries[0][0] <= now:
-                ready.append(heapq.heappop(retries)[1])
-            while ready and len(in_flight) < window:
-                index = ready.pop()
-                attempts[index] += 1
-                self._throttle()
-                if not self._window.acquire(timeout=timeout):  # shared with other threads' requests
-                    entity, operation, _ = calls[index]
-                    results[index] = OperationTimeoutError(f"{_context(entity, operation)}: no free request slot")
-                    continue
-
-                def finished_one(request: Request, index: int = index) -> None:
-                    self._window.release()
-                    finished.add(index, request)
-
-                request = self._new_request(*calls[index], timeout, finished_one)
-                in_flight[index] = (request, time.monotonic() + timeout)
-                self._engine.submit(request)
-            if not in_flight and not retries:
-                continue  # every ready call failed to get a slot: nothing left to wait for
-            # Deadlines grow in submission order, so the oldest call in flight times out first.
-            oldest = [deadline for _, deadline in itertools.islice(in_flight.values(), 1)]
-            wake = min(oldest + [due for due, _ in retries[:1]])
-            arrived = finished.take(max(1, min(len(in_flight), window // 8)), max(0.0, wake - time.monotonic()))
-            if arrived:
-                done = [i for i, request in arrived if in_flight.get(i, (None,))[0] is request]  # else timed out
-            else:
-                now = time.monotonic()
-                done = [i for i, (_, deadline) in in_flight.items() if deadline <= now]
-            for index in done:
-                request, _ = in_flight.pop(index)
-                if not request.done and self._engine.forget(request):
-                    self._window.release()  # timed out: no response will release its slot
-                entity, operation, _ = calls[index]
-                try:
-                    results[index] = self._outcome(request, entity, operation, ok, timeout, empty_ok)
-                except ManagementError as exc:
-                    if self.retry.retryable(exc, attempts[index]):
-                        heapq.heappush(retries, (time.monotonic() + self.retry.delay(attempts[index]), index))
-                    else:
-                        exc.after_retry = attempts[index] > 1
-                        results[index] = exc
-        return results  # type: ignore[return-value] - every slot is filled when the loop ends
-
-    def _throttle(self) -> None:
-        if not self._interval:
-            return
-        with self._rate_lock:
-            now = time.monotonic()
-            slot = max(now, self._next_slot)
-            self._next_slot = slot + self._interval
-        if slot > now:
-            time.sleep(slot - now)
-
-    @staticmethod
-    def _new_request(
-        entity: str, operation: str, body: Mapping[str, Any], timeout: float,
-        on_done: Callable[[Request], None] | None = None,
-    ) -> Request:
-        props = {"operation": operation, "com.microsoft:server-timeout": uint(int(timeout * 1000))}
-        return Request(entity, operation, dict(body), props, on_done)
-
-    def _attempt(
-        self, entity: str, operation: str, body: Mapping[str, Any], ok: tuple[int, ...], timeout: float, empty_ok: bool
-    ) -> Response:
-        deadline = time.monotonic() + timeout
-        self._throttle()
-        if not self._window.acquire(timeout=timeout):
-            raise OperationTimeoutError(f"{_context(entity, operation)}: no free request slot within {timeout:g}s")
-        try:
-            answered = threading.Event()
-            request = self._new_request(entity, operation, body, timeout, lambda _: answered.set())
-            self._engine.submit(request)
-            if not answered.wait(max(0.0, deadline - time.monotonic())) and not self._engine.forget(request):
-                answered.wait()  # the loop took it just now: its answer is being filled in
-        finally:
-            self._window.release()
-        return self._outcome(request, entity, operation, ok, timeout, empty_ok)
-
-    def _outcome(
-        self, request: Request, entity: str, operation: str, ok: tuple[int, ...], timeout: float, empty_ok: bool
-    ) -> Response:
-        """The response of a finished request, or the error it stands for (a timeout if unfinished)."""
-        context = _context(entity, operation)
-        if not request.done:
-            raise OperationTimeoutError(f"{context}: no response within {timeout:g}s")
-        if request.error is not None:
-            raise request.error
-        response = request.response
-        assert response is not None
-        if response.status in ok:
-            return response
-        if empty_ok and (response.status == 204 or (response.status == 404 and response.condition in _EMPTY_CONDITIONS)):
-            return Response(204, response.description, response.condition, None, response.properties)
-        raise error_for(response.status, response.condition, response.description, context)
+        """Pipeline ``calls`` from this thread; one response or error per call, in order."""
+        return self.pipeline.call_all(
+            [management_call(*c) for c in calls], ok=ok, empty_ok=empty_ok, window=window, timeout=timeout,
+            on_attempt=on_attempt,
+        )
 
     # -- rules -------------------------------------------------------------------------------
-    def list_rules(self, topic: str, subscription: str) -> list[model.Rule]:
+    def list_rules(
+        self, topic: str, subscription: str, *, on_attempt: OnAttempt | None = None
+    ) -> list[model.Rule]:
         """All rules of a subscription (enumerate-rules, 100 per page until a short page or 204)."""
-        result = self.list_rules_many([(topic, subscription)], window=1)[0]
+        result = self.list_rules_many([(topic, subscription)], window=1, on_attempt=on_attempt)[0]
         if isinstance(result, ManagementError):
             raise result
         return result
 
     def list_rules_many(
-        self, targets: Sequence[tuple[str, str]], *, window: int | None = None
+        self, targets: Sequence[tuple[str, str]], *, window: int | None = None, on_attempt: OnAttempt | None = None
     ) -> list[list[model.Rule] | ManagementError]:
         """The rules of every (topic, subscription), pipelined; per target its rules or its error.
 
@@ -385,7 +245,7 @@ class ManagementClient:
                 (entity_path(*targets[i]), ENUMERATE_RULES, {"top": int32(RULES_PAGE_SIZE), "skip": int32(len(rules[i]))})
                 for i in todo
             ]
-            responses = self.request_all(calls, ok=(200, 204), window=window)
+            responses = self.request_all(calls, ok=(200, 204), window=window, on_attempt=on_attempt)
             full = []
             for index, response in zip(todo, responses):
                 if isinstance(response, ManagementError):
@@ -403,29 +263,23 @@ class ManagementClient:
             todo = full
         return results
 
-    def add_rule(self, topic: str, subscription: str, rule: model.Rule) -> None:
-        """Create ``rule``; raises AlreadyExistsError when a rule of that name exists.
+    def add_rule(
+        self, topic: str, subscription: str, rule: model.Rule, *, on_attempt: OnAttempt | None = None
+    ) -> None:
+        """Create ``rule``; raises AlreadyExistsError when a rule of that name exists (its
+        ``after_retry`` says whether an earlier attempt of this call may have created it)."""
+        self.request(
+            entity_path(topic, subscription), OP_PREFIX + "add-rule", codec.encode_add_rule_body(rule),
+            on_attempt=on_attempt,
+        )
 
-        If an earlier attempt of this same call landed before its connection dropped, the retry
-        finds the rule already there: when it is this exact rule, that is success.
-        """
-        entity = entity_path(topic, subscription)
-        try:
-            self.request(entity, OP_PREFIX + "add-rule", codec.encode_add_rule_body(rule))
-        except AlreadyExistsError as exc:
-            if exc.after_retry:
-                live = {r.name: r for r in self.list_rules(topic, subscription)}
-                if live.get(rule.name) == rule:
-                    return
-            raise
-
-    def remove_rule(self, topic: str, subscription: str, name: str) -> None:
-        """Delete the rule ``name``; raises NotFoundError unless an earlier attempt of this call removed it."""
-        try:
-            self.request(entity_path(topic, subscription), OP_PREFIX + "remove-rule", {"rule-name": name})
-        except NotFoundError as exc:
-            if not exc.after_retry:
-                raise
+    def remove_rule(
+        self, topic: str, subscription: str, name: str, *, on_attempt: OnAttempt | None = None
+    ) -> None:
+        """Delete the rule ``name``; raises NotFoundError when there is none (``after_retry`` as for add_rule)."""
+        self.request(
+            entity_path(topic, subscription), OP_PREFIX + "remove-rule", {"rule-name": name}, on_attempt=on_attempt
+        )
 
     # -- messages ----------------------------------------------------------------------------
     def peek_messages(
@@ -440,7 +294,7 @@ class ManagementClient:
         body: dict[str, Any] = {"from-sequence-number": int(from_sequence_number), "message-count": int32(count)}
         if session_id is not None:
             body["session-id"] = session_id
-        response = self.request(entity_path(topic, subscription), OP_PREFIX + "peek-message", body, empty_ok=True)
+        response = self.request(entity_path(topic, subscription), PEEK_MESSAGE, body, empty_ok=True)
         return self._messages(response, "peek-message")
 
     def receive_by_sequence_number(

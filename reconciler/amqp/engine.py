@@ -1,4 +1,4 @@
-"""The proton event loop behind the management client: one connection, CBS, link pairs, correlation.
+"""The AMQP transport under the request pipeline: one connection, CBS, link pairs, correlation.
 
 proton is single-threaded: the Container runs in its own thread and only that thread touches
 proton objects. Callers hand requests over through a queue and an ``EventInjector`` and are told
@@ -49,6 +49,7 @@ from reconciler.amqp.errors import (
     error_for,
     response_status,
 )
+from reconciler.amqp.pipeline import Request, Response, next_message_id
 from reconciler.amqp.sas import TokenProvider
 from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.types import DecodeError
@@ -60,50 +61,6 @@ CBS_ADDRESS = "$cbs"
 _RECOVERABLE_DETACH = {"amqp:unauthorized-access", "amqp:link:detach-forced", "amqp:connection:forced"}
 #: Re-put a token this long before it expires (NET2: 10 min, but never less than a third of its life).
 REFRESH_MARGIN_SECONDS = 600.0
-
-
-@dataclass
-class Response:
-    """A management response: status and body as received."""
-
-    status: int | None
-    description: str | None
-    condition: str | None
-    body: Any
-    properties: dict[str, Any]
-
-
-#: Message ids are a random per-process prefix and a counter, as AMQPNET builds them: unique
-#: without a uuid4 (an os.urandom call and a UUID object) per request.
-_MESSAGE_ID_PREFIX = f"{uuid.uuid4().hex}-"
-_message_numbers = itertools.count(1)
-
-
-def next_message_id() -> str:
-    return f"{_MESSAGE_ID_PREFIX}{next(_message_numbers)}"
-
-
-@dataclass(eq=False)
-class Request:
-    """One request in flight; the loop fills ``response`` or ``error``, sets ``done`` and calls
-    ``on_done`` (a batch waits on one completion queue; a single caller on its own event)."""
-
-    entity: str
-    operation: str
-    body: Any
-    properties: dict[str, Any]
-    on_done: Callable[["Request"], None] | None = None
-    message_id: str = field(default_factory=next_message_id)
-    done: bool = False
-    response: Response | None = None
-    error: ManagementError | None = None
-
-    def finish(self, response: Response | None = None, error: ManagementError | None = None) -> None:
-        if not self.done:
-            self.response, self.error = response, error
-            self.done = True
-            if self.on_done is not None:
-                self.on_done(self)
 
 
 class _Attributes(LinkOption):
@@ -170,7 +127,8 @@ def client_ssl_domain(ca_file: str | None = None) -> SSLDomain:
 
 
 class Engine(Handler):
-    """Owns the proton Container thread; ``submit`` is the only method other threads call."""
+    """The AMQP transport of the request pipeline: owns the proton Container thread; ``submit``,
+    ``forget`` and ``close`` are the only methods other threads call."""
 
     def __init__(
         self,
@@ -369,7 +327,9 @@ class Engine(Handler):
         assert entity.sender is not None and entity.sender_name is not None
         msg = sections.encode_management_message(
             message_id=request.message_id, reply_to=entity.reply_to, body=request.body,
-            application_properties=request.properties,
+            application_properties={
+                "operation": request.operation, "com.microsoft:server-timeout": uint(int(request.timeout * 1000)),
+            },
         )
         self._enqueue(entity.sender, entity.sender_name, msg)
 

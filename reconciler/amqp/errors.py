@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.credits import wait_hint
 from reconciler.errors import SbrulesError
 
 
@@ -63,9 +64,14 @@ class QuotaExceededError(ManagementError):
 
 
 class ServerBusyError(ManagementError):
-    """The service is throttling (503); retried with backoff."""
+    """The service is throttling (503); retried after its wait hint ("Please wait 2 seconds"), or
+    with backoff when it gives none."""
 
     transient = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.retry_after = retry_after if retry_after is not None else wait_hint(self.description)
 
 
 class OperationTimeoutError(ManagementError):

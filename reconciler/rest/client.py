@@ -5,7 +5,8 @@ subscription's properties and a subscription's rules. Everything else about it i
 client's: the same connection string, the same SAS or Entra token providers (the token's audience
 is the namespace's ``https://`` URL, as Microsoft's Python SDK signs it), the same TLS rule
 (verified TLS; plain HTTP only for ``UseDevelopmentEmulator=true`` on a loopback host), the same
-retry policy and the same error classes. The service wants Manage rights here; a Listen-only key
+request pipeline (pacing, retry policy; ``reconciler.amqp.pipeline``) under its typed reads, and
+the same error classes. Each GET is a management read to the service's credit accounting. The service wants Manage rights here; a Listen-only key
 gets 401, raised as UnauthorizedError so that commands can fall back to declared names.
 
 HTTP is ``httpx``: it takes an ``ssl.SSLContext`` as is, so the REST client trusts exactly what the
@@ -14,12 +15,11 @@ AMQP client trusts (the system's CAs, or the given CA file), and it keeps connec
 
 from __future__ import annotations
 
-import logging
 import ssl
 import threading
 import time
 import urllib.parse
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 
@@ -34,11 +34,12 @@ from reconciler.amqp.errors import (
     UnauthorizedError,
     error_for,
 )
+from reconciler.amqp.pacing import Pacer
+from reconciler.amqp.pipeline import Call, Request, RequestPipeline, Response
 from reconciler.amqp.retry import RetryPolicy
 from reconciler.amqp.sas import JWT_TOKEN_TYPE, Token, TokenProvider, token_provider_for
+from reconciler.credits import MANAGEMENT_CREDITS, wait_hint
 from reconciler.rest import atom
-
-log = logging.getLogger("reconciler.rest")
 
 API_VERSION = "2021-05"
 PAGE_SIZE = 100
@@ -84,12 +85,14 @@ class ManagementRestClient:
         token_provider: TokenProvider | None = None,
         ca_file: str | None = None,
         retry: RetryPolicy | None = None,
+        pacer: Pacer | None = None,
         page_size: int = PAGE_SIZE,
         clock: Callable[[], float] = time.time,
         base_url: str | None = None,
     ) -> None:
         """``base_url`` overrides where the API is reached (a private endpoint's own name, say);
-        https URLs are always verified, against ``ca_file`` when given."""
+        https URLs are always verified, against ``ca_file`` when given. ``pacer`` is shared with
+        the namespace's AMQP client when both work for one command."""
         self._conn = (
             connection_string if isinstance(connection_string, ConnectionString)
             else ConnectionString.parse(connection_string)
@@ -100,12 +103,14 @@ class ManagementRestClient:
         self._token: Token | None = None
         self._token_lock = threading.Lock()
         self._clock = clock
-        self.retry = retry or RetryPolicy()
         self.page_size = page_size
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if self.base_url.startswith("https") else False
-        self._http = httpx.Client(
+        http = httpx.Client(
             base_url=self.base_url, verify=verify, timeout=timeout, trust_env=False,
             headers={"Accept": "application/atom+xml, application/xml"},
+        )
+        self.pipeline = RequestPipeline(
+            _HttpTransport(http, self._authorization), retry=retry, pacer=pacer, timeout=timeout
         )
 
     def __repr__(self) -> str:
@@ -118,7 +123,11 @@ class ManagementRestClient:
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        self.pipeline.close()
+
+    @property
+    def pacer(self) -> Pacer:
+        return self.pipeline.pacer
 
     # -- reads ---------------------------------------------------------------------------------
     def list_topics(self) -> list[str]:
@@ -168,23 +177,39 @@ class ManagementRestClient:
         return f"Bearer {token.value}" if token.token_type == JWT_TOKEN_TYPE else token.value
 
     def _get(self, path: str, params: dict, what: str) -> bytes:
-        """GET with retries; the body on 200, else the error the status stands for."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return self._attempt(path, params, what)
-            except ManagementError as exc:
-                if not self.retry.retryable(exc, attempt):
-                    raise
-                delay = self.retry.delay(attempt)
-                log.info("%s failed (%s); retry %d in %.2fs", what, type(exc).__name__, attempt, delay)
-                time.sleep(delay)
+        """GET through the pipeline (paced, retried); the body on 200, else the error the status stands for."""
+        call = Call("/" + path, "GET", {**params, "api-version": API_VERSION}, MANAGEMENT_CREDITS, what=what)
+        return self.pipeline.call(call).body
 
-    def _attempt(self, path: str, params: dict, what: str) -> bytes:
-        query = {**params, "api-version": API_VERSION}
+
+class _HttpTransport:
+    """The REST client's transport: each request is one GET, answered on the submitting thread."""
+
+    def __init__(self, http: httpx.Client, authorization: Callable[[], str]) -> None:
+        self._http = http
+        self._authorization = authorization
+
+    def submit(self, request: Request) -> None:
         try:
-            response = self._http.get("/" + path, params=query, headers={"Authorization": self._authorization()})
+            body = self._get(request)
+        except ManagementError as exc:
+            request.finish(error=exc)
+        else:
+            request.finish(Response(200, None, None, body, {}))
+
+    def forget(self, request: Request) -> bool:
+        return False  # answered before submit returns: nothing is ever outstanding
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _get(self, request: Request) -> bytes:
+        what = request.context
+        try:
+            response = self._http.get(
+                request.entity, params=request.body, timeout=request.timeout,
+                headers={"Authorization": self._authorization()},
+            )
         except httpx.TimeoutException:
             raise OperationTimeoutError(f"{what}: no response in time") from None
         except httpx.TransportError as exc:
@@ -200,6 +225,17 @@ class ManagementRestClient:
         status = response.status_code
         if status in (401, 403):
             raise UnauthorizedError(f"{what}: {detail} (HTTP {status})", status=status, description=detail)
-        if status == 429:
-            raise ServerBusyError(f"{what}: {detail} (HTTP 429)", status=status, description=detail)
+        if status in (429, 503):
+            raise ServerBusyError(
+                f"{what}: {detail} (HTTP {status})", status=status, description=detail,
+                retry_after=_retry_after(response.headers.get("Retry-After")) or wait_hint(detail),
+            )
         raise error_for(status, None, detail, what)
+
+
+def _retry_after(value: Any) -> float | None:
+    """An HTTP Retry-After header given in seconds (the date form is not used by the service)."""
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None

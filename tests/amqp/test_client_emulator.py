@@ -13,6 +13,7 @@ import pytest
 from reconciler import model as m
 from reconciler.amqp import errors, messages
 from reconciler.amqp.client import Disposition, ManagementClient, ScheduledMessage, SettleMode
+from reconciler.amqp.retry import RetryPolicy
 from reconciler.amqp.sas import SasKeyTokenProvider
 from reconciler.emulator import DEV_KEY, DEV_KEY_NAME, Emulator
 from reconciler.emulator.namespace import parse_address
@@ -115,10 +116,10 @@ def test_batch_times_out_each_call_and_frees_its_slot(emulator):
 
 def test_batch_without_a_free_slot_reports_a_timeout_per_call(emulator):
     with ManagementClient(emulator.connection_string, timeout=0.2, retries=0, window=1) as c:
-        c._window.acquire()  # another caller holds the only slot throughout
+        assert c.pacer.acquire(0, slot_timeout=1)  # another caller holds the only slot throughout
         results = c.list_rules_many([("orders", "billing")] * 2)
         assert all(isinstance(r, errors.OperationTimeoutError) and "no free request slot" in str(r) for r in results)
-        c._window.release()
+        c.pacer.release(0, 0)
         assert c.list_rules("orders", "billing")
 
 
@@ -132,7 +133,8 @@ def test_server_busy_is_retried(emulator):
 
 def test_server_busy_surfaces_after_retries(emulator):
     emulator.faults.update(busy_fraction=1.0)
-    with ManagementClient(emulator.connection_string, timeout=5, retries=2, backoff=0.001) as c:
+    policy = RetryPolicy(retries=2, backoff=0.001, throttled_retries=2)
+    with ManagementClient(emulator.connection_string, timeout=5, retry=policy) as c:
         with pytest.raises(errors.ServerBusyError) as info:
             c.list_rules("orders", "billing")
     assert info.value.transient and info.value.status == 503
@@ -312,12 +314,11 @@ def test_closed_client_refuses_requests_at_once(emulator):
 
 
 def test_batch_completions_wake_once_enough_are_in_and_never_hold_stragglers():
-    from reconciler.amqp.client import _Completions
-    from reconciler.amqp.engine import Request
+    from reconciler.amqp.pipeline import Completions, Request
 
-    done = _Completions()
+    done = Completions()
     assert done.take(1, timeout=0.05) == []  # nothing arrives: [] after the timeout
-    first = Request("e", "op", {}, {})
+    first = Request("e", "op", {}, 1.0)
     done.add(0, first)
     started = time.monotonic()
     assert done.take(4, timeout=10) == [(0, first)]  # fewer than wanted: handed over after the grace

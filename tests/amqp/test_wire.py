@@ -137,22 +137,19 @@ def test_connection_dropped_mid_request_is_retried_on_a_new_connection():
     assert len(server.cbs_requests) == 3  # re-authenticated after each reconnect
 
 
-def test_add_rule_retried_after_drop_accepts_its_own_earlier_success():
-    calls = []
+def test_already_exists_after_a_retry_says_an_earlier_attempt_may_have_landed():
+    """The client reports what came back; apply decides that its own earlier attempt is success."""
 
     def respond(address, msg):
-        calls.append(msg.properties["operation"])
-        if msg.properties["operation"] == "com.microsoft:add-rule":
-            if calls.count("com.microsoft:add-rule") == 2:
-                return {"statusCode": proton.int32(409), "errorCondition": symbol("com.microsoft:entity-already-exists")}, None
-            return OK, None
-        return OK, codec.encode_enumerate_rules_body([(m.Rule("r", m.SqlFilter("a = 1")), None)])
+        return {"statusCode": proton.int32(409), "errorCondition": symbol("com.microsoft:entity-already-exists")}, None
 
     with WireServer(respond=respond, drop_on={1}) as server:
         with ManagementClient(server.connection_string(), timeout=5, retries=3, backoff=0.001) as client:
-            client.add_rule("t", "s", m.Rule("r", m.SqlFilter("a = 1")))
-            with pytest.raises(errors.AlreadyExistsError):
-                client.add_rule("t", "s", m.Rule("r", m.SqlFilter("a = 2")))
+            with pytest.raises(errors.AlreadyExistsError) as retried:
+                client.add_rule("t", "s", m.Rule("r", m.SqlFilter("a = 1")))  # dropped once, then 409
+            with pytest.raises(errors.AlreadyExistsError) as first:
+                client.add_rule("t", "s", m.Rule("r", m.SqlFilter("a = 1")))
+    assert retried.value.after_retry and not first.value.after_retry
 
 
 def test_rate_limit_spaces_requests():

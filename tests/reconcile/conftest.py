@@ -10,6 +10,8 @@ from typing import Callable
 import pytest
 
 from reconciler.amqp.errors import AlreadyExistsError, ConnectionLostError, ManagementError, NotFoundError
+from reconciler.amqp.pipeline import Call, Request, RequestPipeline, Response
+from reconciler.amqp.retry import RetryPolicy
 from reconciler.model import CorrelationFilter, DesiredState, Rule, Subscription, Topic, TrueFilter
 
 
@@ -24,11 +26,32 @@ def desired_of(rules_by_sub: dict[tuple[str, str], list[Rule] | None]) -> Desire
     return DesiredState(tuple(Topic(t, tuple(subs)) for t, subs in topics.items()))
 
 
+class InMemoryTransport:
+    """Runs each request's body (a function over the in-memory store) at once: the real pipeline
+    (pacing, retry policy, attempt reports) over a fake namespace."""
+
+    def submit(self, request: Request) -> None:
+        try:
+            result = request.body()
+        except ManagementError as exc:
+            request.finish(error=exc)
+        else:
+            request.finish(Response(200, None, None, result, {}))
+
+    def forget(self, request: Request) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
 class FakeClient:
-    """The three rule operations of ManagementClient over dicts, with a hook that can inject faults.
+    """The three rule operations of ManagementClient over dicts, through the real request pipeline,
+    with a hook that can inject faults.
 
     ``fault(op, topic, sub, name, phase)`` runs before ("before") and after ("after") the change
     takes effect and may return an exception to raise — after the change that models a lost response.
+    Transient ones are retried by the pipeline, as the real client does.
     ``min_rules`` records the fewest rules each subscription ever had (the empty-subscription watcher).
     """
 
@@ -38,6 +61,10 @@ class FakeClient:
         self.fault: Callable[..., Exception | None] = lambda *a: None
         self.min_rules = {key: len(rules) for key, rules in self.subs.items()}
         self.lock = threading.Lock()
+        self.pipeline = RequestPipeline(InMemoryTransport(), retry=RetryPolicy(backoff=0.001), timeout=5)
+
+    def _call(self, op: str, topic: str, sub: str, run: Callable[[], object], on_attempt=None):
+        return self.pipeline.call(Call(f"{topic}/Subscriptions/{sub}", op, run), on_attempt=on_attempt).body
 
     def _sub(self, topic: str, sub: str) -> dict[str, Rule]:
         try:
@@ -50,12 +77,15 @@ class FakeClient:
         if exc is not None:
             raise exc
 
-    def list_rules(self, topic: str, sub: str) -> list[Rule]:
-        self._hook("list", topic, sub, None, "before")
-        with self.lock:
-            return list(self._sub(topic, sub).values())
+    def list_rules(self, topic: str, sub: str, *, on_attempt=None) -> list[Rule]:
+        def run():
+            self._hook("list", topic, sub, None, "before")
+            with self.lock:
+                return list(self._sub(topic, sub).values())
 
-    def list_rules_many(self, targets, *, window=None):
+        return self._call("enumerate-rules", topic, sub, run, on_attempt)
+
+    def list_rules_many(self, targets, *, window=None, on_attempt=None):
         """Like the real client: ``window`` reads in flight at once, each target's rules or error."""
 
         def read(target):
@@ -67,25 +97,31 @@ class FakeClient:
         with ThreadPoolExecutor(max_workers=window or 64) as pool:
             return list(pool.map(read, targets))
 
-    def add_rule(self, topic: str, sub: str, rule: Rule) -> None:
-        self._hook("add", topic, sub, rule.name, "before")
-        with self.lock:
-            rules = self._sub(topic, sub)
-            if rule.name.casefold() in rules:
-                raise AlreadyExistsError(f"rule {rule.name} already exists", status=409)
-            rules[rule.name.casefold()] = rule
-            self.ops.append(("add", topic, sub, rule.name))
-        self._hook("add", topic, sub, rule.name, "after")
+    def add_rule(self, topic: str, sub: str, rule: Rule, *, on_attempt=None) -> None:
+        def run():
+            self._hook("add", topic, sub, rule.name, "before")
+            with self.lock:
+                rules = self._sub(topic, sub)
+                if rule.name.casefold() in rules:
+                    raise AlreadyExistsError(f"rule {rule.name} already exists", status=409)
+                rules[rule.name.casefold()] = rule
+                self.ops.append(("add", topic, sub, rule.name))
+            self._hook("add", topic, sub, rule.name, "after")
 
-    def remove_rule(self, topic: str, sub: str, name: str) -> None:
-        self._hook("remove", topic, sub, name, "before")
-        with self.lock:
-            rules = self._sub(topic, sub)
-            if rules.pop(name.casefold(), None) is None:
-                raise NotFoundError(f"rule {name} could not be found", status=404)
-            self.ops.append(("remove", topic, sub, name))
-            self.min_rules[(topic, sub)] = min(self.min_rules[(topic, sub)], len(rules))
-        self._hook("remove", topic, sub, name, "after")
+        self._call("add-rule", topic, sub, run, on_attempt)
+
+    def remove_rule(self, topic: str, sub: str, name: str, *, on_attempt=None) -> None:
+        def run():
+            self._hook("remove", topic, sub, name, "before")
+            with self.lock:
+                rules = self._sub(topic, sub)
+                if rules.pop(name.casefold(), None) is None:
+                    raise NotFoundError(f"rule {name} could not be found", status=404)
+                self.ops.append(("remove", topic, sub, name))
+                self.min_rules[(topic, sub)] = min(self.min_rules[(topic, sub)], len(rules))
+            self._hook("remove", topic, sub, name, "after")
+
+        self._call("remove-rule", topic, sub, run, on_attempt)
 
     def rules(self, topic: str, sub: str) -> dict[str, Rule]:
         return {r.name: r for r in self.subs[(topic, sub)].values()}

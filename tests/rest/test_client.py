@@ -82,9 +82,9 @@ def test_https_is_verified_against_the_given_ca(namespace_emulator):
     calls = []
 
     class Counting(RetryPolicy):
-        def retryable(self, exc, attempt):
-            calls.append(attempt)
-            return super().retryable(exc, attempt)
+        def next_delay(self, exc, attempts, throttled):
+            calls.append(attempts)
+            return super().next_delay(exc, attempts, throttled)
 
     with ManagementRestClient(namespace_emulator.connection_string, base_url=url, retry=Counting()) as untrusted:
         with pytest.raises(TransportSecurityError, match="TLS failed"):
