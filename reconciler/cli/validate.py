@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from reconciler import diagnostics as diag
-from reconciler.cli.common import connection_option
+from reconciler.cli.common import Namespace, namespace_options
 from reconciler.errors import SbrulesError
 from reconciler.lint import lint
 from reconciler.rulefiles import load
@@ -37,7 +37,7 @@ from reconciler.rulefiles import load
     type=click.Path(dir_okay=False, path_type=Path),
     help="With --traffic: write the traffic report to this file instead of stdout (needed for --format html).",
 )
-@connection_option
+@namespace_options
 def validate(
     paths: tuple[Path, ...],
     fmt: str,
@@ -45,7 +45,7 @@ def validate(
     against: str,
     spark_master: str | None,
     out: Path | None,
-    connection_string: str | None,
+    namespace: Namespace,
 ) -> None:
     """Check rule files (default: ./rules) offline. Exit 0 valid, 1 invalid, 2 usage error."""
     if fmt == "html" and not (traffic and out):
@@ -93,7 +93,7 @@ def validate(
             dataset=traffic,
             against=against,
             spark_master=spark_master,
-            connection_string=connection_string,
+            open_client=namespace.amqp if namespace.connection_string else None,
         )
         text = render_report(report, "text" if fmt == "github" else fmt)
         if out is None:
