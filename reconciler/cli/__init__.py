@@ -7,7 +7,9 @@ Commands live in small modules beside this one and are imported only when invoke
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
+import traceback
 
 import click
 
@@ -52,8 +54,32 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sbrules")
-def cli() -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Log what sbrules does, and show the exception behind an error.")
+def cli(verbose: bool) -> None:
     """Rules-as-code for Azure Service Bus subscription filters."""
+    configure_logging(verbose)
+
+
+_verbose = False
+
+
+def configure_logging(verbose: bool) -> None:
+    """Library logs (proton, the AMQP engine) reach stderr only with ``-v``: without it, what a
+    user must know arrives as one error line, and a dropped socket is not worth a log line."""
+    global _verbose
+    _verbose = verbose
+    root = logging.getLogger()
+    if verbose:
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="sbrules: %(name)s: %(message)s")
+        for noisy in ("py4j", "httpcore", "asyncio"):
+            logging.getLogger(noisy).setLevel(logging.INFO)
+    elif not root.handlers:
+        root.addHandler(logging.NullHandler())
+
+
+def _show_cause(exc: BaseException) -> None:
+    if _verbose:
+        click.echo("".join(traceback.format_exception(exc)), err=True, nl=False)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -69,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(1)
     except SbrulesError as exc:
+        _show_cause(exc)
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
