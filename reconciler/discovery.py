@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
 
-from reconciler.amqp.errors import NotFoundError, UnauthorizedError
+from reconciler.amqp.errors import AuthenticationError, NotFoundError, UnauthorizedError
 from reconciler.diagnostics import Diagnostic, render_text
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState, Subscription, Topic
@@ -77,6 +77,8 @@ def discover(rest: EntityLister, topics: Sequence[str]) -> Inventory:
                 found[topic] = tuple(rest.list_subscriptions(topic))
             except NotFoundError:
                 found[topic] = None
+    except AuthenticationError:
+        raise  # no token at all (expired, no credential): nothing else would work either
     except UnauthorizedError as exc:
         return Inventory(refused=_refusal(exc))
     return Inventory(found)
@@ -87,6 +89,8 @@ def discover_namespace(rest: EntityLister, topics: Sequence[str] = ()) -> Invent
     for a key without Manage rights, since nothing can be done from declared names here."""
     try:
         names = list(topics) or rest.list_topics()
+    except AuthenticationError:
+        raise
     except UnauthorizedError as exc:
         raise DiscoveryRefused(_needs_manage(_refusal(exc))) from None
     inventory = discover(rest, names)

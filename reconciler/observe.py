@@ -2,7 +2,8 @@
 
 The management client pipelines the whole batch over a single AMQP connection from this one
 thread, ``concurrency`` requests in flight at a time. Every failure is collected and reported
-together, each naming its topic/subscription. The service refuses enumerate-rules on a
+together, each naming its topic/subscription, except one of the namespace itself (unreachable,
+token refused), which is reported once. The service refuses enumerate-rules on a
 subscription that auto-forwards; given a ``fallback`` (the management REST client), those rules
 are read over REST instead, and the result says which ones were (:attr:`LiveRules.read_over_rest`).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol, Sequence
 
-from reconciler.amqp.errors import ManagementError, NotFoundError, UnauthorizedError
+from reconciler.amqp.errors import ManagementError, NotFoundError, UnauthorizedError, namespace_failure
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState, Rule
 
@@ -106,6 +107,9 @@ def observe_subscriptions(
             failures.append((target, result))
         else:
             actual[target] = tuple(result)
+    unreachable = namespace_failure(exc for _, exc in failures)
+    if unreachable is not None:
+        raise unreachable  # the namespace's failure, not each subscription's: said once
     if failures and all(isinstance(exc, UnauthorizedError) for _, exc in failures) and len(failures) > 1:
         (topic, sub), first = failures[0]
         raise ObserveError(

@@ -156,8 +156,17 @@ class ConnectionString:
         return ";".join(parts)
 
 
+#: Endpoint schemes a connection string may use: ``sb`` (as the portal writes it) or an AMQP one.
+ENDPOINT_SCHEMES = ("sb", "amqps", "amqp")
+
+
 def _parse_endpoint(text: str) -> tuple[str, int | None]:
     parsed = urllib.parse.urlsplit(text if "://" in text else f"sb://{text}")
+    if parsed.scheme.lower() not in ENDPOINT_SCHEMES:
+        raise ConnectionStringError(
+            f"Endpoint scheme {parsed.scheme}:// is not a Service Bus endpoint: write "
+            "Endpoint=sb://<namespace>.servicebus.windows.net/ (or amqps://)"
+        )
     try:
         host, port = parsed.hostname, parsed.port
     except ValueError:

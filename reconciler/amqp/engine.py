@@ -10,6 +10,10 @@ Per entity (``<entity>/$management``) the loop first puts a token on ``$cbs`` fo
 ``sb://host/<entity>/$management``, then attaches a sender (pre-settled) and a receiver whose
 target is a unique reply-to address, and re-puts the token before it expires. A dropped
 connection fails every request in flight with ConnectionLostError; the next request reconnects.
+A first connection that never opens fails for a classified reason (``reach``: host not found,
+refused, not AMQP, TLS, open timeout) that every later request gets at once, without reconnecting:
+another try would fail the same way. On close the loop sends an AMQP close and waits (briefly) for
+the peer's, so that a normal exit is not a dropped socket to the service.
 Every handler is guarded: an exception escaping a handler would stop the loop for everyone.
 
 The handler is a plain proton ``Handler``, not a ``MessagingHandler``: the latter runs every event
@@ -37,20 +41,21 @@ import proton
 from proton import Condition, Handler, SSLDomain, symbol, uint
 from proton.reactor import ApplicationEvent, AtMostOnce, Container, EventInjector, LinkOption
 
+from reconciler.amqp import reach
 from reconciler.amqp.connection import ConnectionString, Transport
 from reconciler.amqp.deliveries import CREDIT, ResponseCollector
 from reconciler.amqp.errors import (
     AuthenticationError,
     ClientClosedError,
+    ConnectFailed,
     ConnectionLostError,
     ManagementError,
-    TransportSecurityError,
     UnauthorizedError,
     error_for,
     response_status,
 )
 from reconciler.amqp.pipeline import Request, Response, next_message_id
-from reconciler.amqp.sas import TokenProvider
+from reconciler.amqp.sas import JWT_TOKEN_TYPE, TokenProvider
 from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.types import DecodeError
 
@@ -61,6 +66,8 @@ CBS_ADDRESS = "$cbs"
 _RECOVERABLE_DETACH = {"amqp:unauthorized-access", "amqp:link:detach-forced", "amqp:connection:forced"}
 #: Re-put a token this long before it expires (NET2: 10 min, but never less than a third of its life).
 REFRESH_MARGIN_SECONDS = 600.0
+#: On close, how long to wait for the peer to answer our AMQP close before dropping the socket.
+CLOSE_GRACE_SECONDS = 2.0
 
 
 class _Attributes(LinkOption):
@@ -87,6 +94,7 @@ class _Entity:
     receiver: proton.Receiver | None = None
     backlog: deque = field(default_factory=deque)
     token_expires_at: float = 0.0
+    token_type: str = ""
     proven: bool = False  # a response arrived over this link pair (attach refusals come as attach+detach)
 
     #: Link names, kept as strings: reading ``link.name`` is a foreign call on every use.
@@ -108,7 +116,7 @@ def guarded(method: Callable) -> Callable:
         except Exception:  # noqa: BLE001 - the loop must survive any single failure
             log.exception("internal error in AMQP handler %s; resetting the connection", method.__name__)
             try:
-                self._drop("internal client error (see log)")
+                self._drop(ConnectionLostError("internal client error (run with -v for the details)"))
             except Exception:  # noqa: BLE001
                 log.exception("could not reset the connection")
 
@@ -165,6 +173,12 @@ class Engine(Handler):
         self._outbox: dict[str, deque[bytes]] = {}  # encoded messages, by sender link name
         self._closed = False
         self._opened = False
+        self._ever_opened = False
+        self._connect_started = 0.0
+        #: Why the first connection could not be made; every later request fails with it at once.
+        self._fatal: ConnectFailed | None = None
+        self._stopping = False  # closing: an AMQP close is sent, the peer's answer awaited
+        self._stopped = False
         self._injector = EventInjector()
         self._container = Container(self)
         # Set before the loop runs or connects: connections report their events to this collector.
@@ -179,6 +193,9 @@ class Engine(Handler):
         """Queue ``request``; the loop sends it (connecting and authorising first when needed)."""
         if self._closed:
             request.finish(error=ClientClosedError("the management client is closed"))
+            return
+        if self._fatal is not None:
+            request.finish(error=error_copy(self._fatal))
             return
         with self._lock:  # queued under the lock: the loop clears the flag under it before draining
             self._pending[request.message_id] = request
@@ -208,7 +225,7 @@ class Engine(Handler):
         try:
             self._container.run()
         except Exception:  # noqa: BLE001 - report, then fail everyone waiting
-            log.exception("AMQP event loop stopped")
+            log.debug("AMQP event loop stopped", exc_info=True)
         finally:
             self._closed = True
             self._fail_all(lambda: ClientClosedError("the AMQP event loop stopped"))
@@ -239,15 +256,29 @@ class Engine(Handler):
                 self._dispatch(request)
 
     def _shutdown(self) -> None:
+        """Fail what waits, close the connection with an AMQP close, and stop once the peer answered."""
         self._fail_all(lambda: ClientClosedError("the management client is closed"))
-        if self._connection is not None:
-            self._connection.close()
+        connection = self._connection
+        if connection is not None and self._opened and connection.state & proton.Endpoint.LOCAL_ACTIVE:
+            self._stopping = True
+            connection.close()
+            self._container.schedule(CLOSE_GRACE_SECONDS, _Callback(self._stop))
+            return
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
         self._injector.close()
         self._container.stop()
 
     def _dispatch(self, request: Request) -> None:
-        if self._connection is None:
-            self._connect()
+        if self._fatal is not None:
+            self._fail_all(lambda: error_copy(self._fatal))
+            return
+        if self._connection is None and not self._connect():
+            return
         entity = self._entities.get(request.entity)
         if entity is None:
             entity = _Entity(request.entity)
@@ -258,9 +289,15 @@ class Engine(Handler):
         else:
             entity.backlog.append(request)
 
-    def _connect(self) -> None:
+    def _connect(self) -> bool:
+        """Start connecting (False when the host name does not even resolve)."""
         self._generation += 1
         transport = self._transport
+        try:
+            reach.resolve(transport.host, transport.port)  # proton's own lookup would raise inside its loop
+        except ConnectFailed as exc:
+            self._connection_failed(exc)
+            return False
         kwargs: dict[str, Any] = {
             "reconnect": False,
             "sasl_enabled": True,
@@ -273,6 +310,7 @@ class Engine(Handler):
         self._connection = self._container.connect(url=transport.url, **kwargs)
         self._connection._sbrules_generation = self._generation
         self._opened = False
+        self._connect_started = time.monotonic()
         self._container.schedule(self._connect_timeout, _Callback(self._connect_deadline, self._generation))
         self._cbs_reply = f"sbrules-cbs-{uuid.uuid4().hex}"
         self._cbs_sender_name = self._link_name("cbs-sender")
@@ -284,11 +322,27 @@ class Engine(Handler):
             self._connection, source=CBS_ADDRESS, target=self._cbs_reply, name=self._cbs_receiver_name
         )
         receiver.flow(CREDIT)
+        return True
 
     def _connect_deadline(self, generation: int) -> None:
         """A peer that accepts TCP but never opens AMQP must not hold requests forever."""
         if generation == self._generation and self._connection is not None and not self._opened:
-            self._drop(f"the AMQP connection did not open within {self._connect_timeout:g}s")
+            elapsed = time.monotonic() - self._connect_started
+            self._connection_failed(reach.open_timeout(self._where, elapsed))
+
+    @property
+    def _where(self) -> str:
+        return reach.host_port(self._transport.host, self._transport.port)
+
+    def _connection_failed(self, failure: ConnectFailed) -> None:
+        """The connection could not be made. Before any connection of this client ever opened, that
+        is the answer for every request to come; after, it is a dropped connection, retried."""
+        if self._ever_opened:
+            self._drop(ConnectionLostError(f"reconnecting to {self._transport.url} failed: {failure}"))
+            return
+        self._fatal = failure
+        log.debug("cannot connect: %s", failure)
+        self._drop(failure)
 
     def _current(self, connection: proton.Connection | None) -> bool:
         """proton re-wraps objects per event, so identity is tracked with an attached attribute."""
@@ -302,10 +356,16 @@ class Engine(Handler):
         audience = self._conn.audience(entity.address)
         try:
             token = self._tokens.get_token(audience)
-        except Exception as exc:  # noqa: BLE001 - a credential failure must reach the caller
-            log.warning("could not get a token for %s: %s", entity.address, type(exc).__name__)
-            self._fail_entity(entity, AuthenticationError(f"could not get a token for {entity.name}: {type(exc).__name__}"))
+        except ManagementError as exc:  # the provider's own: expired signature, no Entra ID token
+            self._fail_entity(entity, exc)
             return
+        except Exception as exc:  # noqa: BLE001 - a credential failure must reach the caller
+            log.debug("could not get a token for %s", entity.address, exc_info=True)
+            self._fail_entity(entity, AuthenticationError(
+                f"could not get a token for {entity.name}: {type(exc).__name__} (run with -v for the details)"
+            ))
+            return
+        entity.token_type = token.token_type
         message_id = next_message_id()
         msg = sections.encode_management_message(
             message_id=message_id,
@@ -394,8 +454,8 @@ class Engine(Handler):
             self._outbox.pop(entity.sender_name, None)
         self._fail_all(lambda: error_copy(error), entity=entity.name)
 
-    def _drop(self, reason: str, error_type: type[ManagementError] = ConnectionLostError) -> None:
-        """The connection is gone: fail everything in flight; the next request reconnects."""
+    def _drop(self, error: ManagementError) -> None:
+        """The connection is gone: fail everything in flight with ``error``; the next request reconnects."""
         connection, self._connection = self._connection, None
         self._generation += 1
         self._entities.clear()
@@ -404,14 +464,27 @@ class Engine(Handler):
         self._outbox.clear()
         if connection is not None and connection.state & proton.Endpoint.LOCAL_ACTIVE:
             connection.close()
-        log.info("AMQP connection lost: %s", reason)
-        self._fail_all(lambda: error_type(f"connection to {self._transport.url} lost: {reason}"))
+        log.info("AMQP connection ended: %s", error)
+        self._fail_all(lambda: error_copy(error))
+
+    def _lost(self, reason: str) -> None:
+        """An open connection dropped: every request in flight may be retried on a new one."""
+        self._drop(ConnectionLostError(f"connection to {self._transport.url} lost: {reason}"))
+
+    def _ended(self, condition: Condition | None, default: str) -> None:
+        """The transport ended: a dropped connection if it had opened, else a classified failure."""
+        if self._opened:
+            self._lost(_condition_text(condition) if condition is not None else default)
+            return
+        name = str(condition.name) if condition is not None else None
+        description = condition.description if condition is not None else None
+        self._connection_failed(reach.from_transport_condition(name, description, self._where, tls=self._transport.tls))
 
     # -- proton events --------------------------------------------------------------------------
     @guarded
     def on_connection_remote_open(self, event: proton.Event) -> None:
         if self._current(event.connection):
-            self._opened = True
+            self._opened = self._ever_opened = True
 
     @guarded
     def on_link_flow(self, event: proton.Event) -> None:
@@ -458,8 +531,17 @@ class Engine(Handler):
             return
         error = error_for(status, condition, description, f"CBS put-token for {entity.name}")
         if isinstance(error, UnauthorizedError) or status in (400, 403, 404):
-            error = AuthenticationError(str(error), status=status, condition=condition, description=description)
-        log.warning("token refused for %s: status %s", entity.address, status)
+            hint = (
+                "check that the identity has an Azure Service Bus Data role on the namespace"
+                if entity.token_type == JWT_TOKEN_TYPE
+                else "check SharedAccessKeyName, SharedAccessKey and the key's rights (Listen at least)"
+            )
+            error = AuthenticationError(
+                f"the service refused the token for {entity.name}: {description or 'no reason given'} "
+                f"({', '.join(str(x) for x in (status, condition) if x is not None)}); {hint}",
+                status=status, condition=condition, description=description,
+            )
+        log.debug("token refused for %s: status %s", entity.address, status)
         self._fail_entity(entity, error)
 
     @guarded
@@ -469,7 +551,7 @@ class Engine(Handler):
             link.close()
         condition: Condition | None = link.remote_condition
         if link.name in (self._cbs_sender_name, self._cbs_receiver_name):
-            self._drop(f"$cbs link closed: {_condition_text(condition)}")
+            self._lost(f"$cbs link closed: {_condition_text(condition)}")
             return
         entity = self._link_entities.get(link.name)
         if entity is None:
@@ -488,27 +570,29 @@ class Engine(Handler):
 
     @guarded
     def on_session_remote_close(self, event: proton.Event) -> None:
-        if self._current(event.connection):
-            self._drop(f"session closed: {_condition_text(event.session.remote_condition)}")
+        if self._current(event.connection) and not self._stopping:
+            self._lost(f"session closed: {_condition_text(event.session.remote_condition)}")
 
     @guarded
     def on_connection_remote_close(self, event: proton.Event) -> None:
-        if self._current(event.connection):
-            self._drop(f"closed by the service: {_condition_text(event.connection.remote_condition)}")
+        if self._stopping:
+            self._stop()
+        elif self._current(event.connection):
+            self._ended(event.connection.remote_condition, "closed by the service")
 
     @guarded
     def on_transport_error(self, event: proton.Event) -> None:
-        if self._current(event.connection):
-            condition = event.transport.condition
-            text = _condition_text(condition)
-            tls_failure = self._transport.tls and "SSL" in (condition.description or "" if condition else "")
-            self._drop(text, TransportSecurityError if tls_failure else ConnectionLostError)
+        if self._current(event.connection) and not self._stopping:
+            self._ended(event.transport.condition, "transport error")
 
     @guarded
     def on_transport_closed(self, event: proton.Event) -> None:
+        if self._stopping:
+            self._stop()
+            return
         connection = event.connection
         if connection is not None and connection.state & proton.Endpoint.LOCAL_ACTIVE and self._current(connection):
-            self._drop("disconnected")
+            self._ended(None, "disconnected")
 
 
 class _Callback:

@@ -7,7 +7,7 @@ dropped connection); everything else surfaces at once.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from reconciler.credits import wait_hint
 from reconciler.errors import SbrulesError
@@ -17,6 +17,9 @@ class ManagementError(SbrulesError):
     """A failed management operation: status code, AMQP error condition and service description."""
 
     transient = False
+    #: The failure is the namespace's or the connection's, not one entity's (unreachable, token
+    #: refused): a command reports it once instead of once per subscription.
+    namespace_wide = False
     #: Set by the client when this error came from a retry of the same call (an earlier attempt
     #: may have taken effect before its connection dropped).
     after_retry = False
@@ -93,7 +96,13 @@ class ConnectionLostError(ManagementError):
 
 
 class AuthenticationError(UnauthorizedError):
-    """CBS put-token was refused."""
+    """The token was refused (CBS put-token, or the management API), or none could be had."""
+
+    namespace_wide = True
+
+
+class TokenExpiredError(AuthenticationError):
+    """The SharedAccessSignature given in the connection string has expired."""
 
 
 #: Error condition → status code (NET2 AmqpExceptionHelper / JSCORE ConditionStatusMapper).
@@ -175,9 +184,42 @@ def response_status(properties: dict[str, Any] | None) -> tuple[int | None, str 
     )
 
 
-class TransportSecurityError(ManagementError):
+class ConnectFailed(ManagementError):
+    """The namespace could not be reached, or would not open a connection: never retried (another
+    try would fail the same way), reported once per command. See ``reconciler.amqp.reach``."""
+
+    namespace_wide = True
+
+
+class HostNotFoundError(ConnectFailed):
+    """The endpoint's host name does not resolve."""
+
+
+class EndpointRefusedError(ConnectFailed):
+    """Nothing listens on the endpoint's port (connection refused)."""
+
+
+class NotServiceBusError(ConnectFailed):
+    """Something answered, but not as Service Bus does: not the AMQP protocol header (or not the
+    management API's XML), or the socket closed before any answer."""
+
+
+class OpenTimeoutError(ConnectFailed):
+    """The peer accepted the connection but did not open AMQP (or answer HTTP) in time."""
+
+
+class TransportSecurityError(ConnectFailed):
     """TLS failed (untrusted certificate, host name mismatch): never retried, never downgraded."""
 
 
 class ClientClosedError(ManagementError):
     """The client was closed (or its event loop stopped) while a request was waiting."""
+
+
+def namespace_failure(results: Iterable[object]) -> ManagementError | None:
+    """The first failure among ``results`` that is the namespace's rather than one entity's
+    (unreachable, token refused): the one error a command reports instead of one per subscription."""
+    for result in results:
+        if isinstance(result, ManagementError) and result.namespace_wide:
+            return result
+    return None

@@ -11,6 +11,7 @@ Token values are wrapped so that they never print.
 from __future__ import annotations
 
 import base64
+import datetime as _dt
 import hashlib
 import hmac
 import threading
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from reconciler.amqp.connection import ConnectionString
+from reconciler.amqp.errors import AuthenticationError, TokenExpiredError
 from reconciler.errors import SbrulesError
 
 SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
@@ -129,10 +131,15 @@ class SasKeyTokenProvider:
 
 
 class SharedSignatureTokenProvider:
-    """A SAS given in the connection string: used as is for every audience until it expires."""
+    """A SAS given in the connection string: used as is for every audience until it expires.
 
-    def __init__(self, signature: str) -> None:
+    An expired signature is refused here, before any connection, with when it expired: the
+    service would only answer 401 for each entity.
+    """
+
+    def __init__(self, signature: str, clock: Callable[[], float] = time.time) -> None:
         self._signature = signature
+        self._clock = clock
         try:
             fields = sas_fields(signature)
         except SasTokenError as exc:
@@ -141,12 +148,31 @@ class SharedSignatureTokenProvider:
             self._expiry = float(url_decode(fields["se"]))
         except (KeyError, ValueError):
             raise AuthConfigError("SharedAccessSignature has no valid 'se' (expiry) field") from None
+        self._check_expiry()
+
+    def _check_expiry(self) -> None:
+        now = self._clock()
+        if self._expiry <= now:
+            when = _dt.datetime.fromtimestamp(self._expiry, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+            raise TokenExpiredError(
+                f"the SharedAccessSignature in the connection string expired at {when} ({_ago(now - self._expiry)} "
+                "ago): get a new signature, or use SharedAccessKeyName/SharedAccessKey"
+            )
 
     def get_token(self, audience: str) -> Token:
+        self._check_expiry()
         return Token(self._signature, SAS_TOKEN_TYPE, self._expiry)
 
     def __repr__(self) -> str:
         return "SharedSignatureTokenProvider(signature=***)"
+
+
+def _ago(seconds: float) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count > 1 else ''}"
+    return f"{int(seconds)} seconds"
 
 
 class EntraTokenProvider:
@@ -167,8 +193,17 @@ class EntraTokenProvider:
         self._lock = threading.Lock()
 
     def get_token(self, audience: str) -> Token:
-        with self._lock:
-            access = self._credential.get_token(ENTRA_SCOPE)  # type: ignore[attr-defined]
+        """A JWT for Service Bus; AuthenticationError naming the credential's reason when none can be had."""
+        try:
+            with self._lock:
+                access = self._credential.get_token(ENTRA_SCOPE)  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - azure-identity's errors have no common base worth naming
+            reason = (str(exc).strip().splitlines() or [""])[0]
+            raise AuthenticationError(
+                f"Entra ID: could not get a token for Service Bus: {type(exc).__name__}"
+                f"{': ' + reason if reason else ''} (sign in with `az login`, or set AZURE_CLIENT_ID/"
+                "AZURE_TENANT_ID/AZURE_CLIENT_SECRET)"
+            ) from exc
         return Token(access.token, JWT_TOKEN_TYPE, float(access.expires_on))
 
     def __repr__(self) -> str:

@@ -7,11 +7,12 @@ Commands live in small modules beside this one and are imported only when invoke
 from __future__ import annotations
 
 import importlib
+import logging
+import sys
 
 import click
 
 from reconciler import __version__
-from reconciler.errors import SbrulesError
 
 #: command name → "module:attribute" of its click command.
 COMMANDS = {
@@ -51,8 +52,25 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sbrules")
-def cli() -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Log what sbrules does, and show the exception behind an error.")
+def cli(verbose: bool) -> None:
     """Rules-as-code for Azure Service Bus subscription filters."""
+    configure_logging(verbose)
+
+
+def configure_logging(verbose: bool) -> None:
+    """Library logs (proton, the AMQP engine) reach stderr only with ``-v``: without it, what a
+    user must know arrives as one error line, and a dropped socket is not worth a log line."""
+    from reconciler.cli import output
+
+    output.VERBOSE = verbose
+    root = logging.getLogger()
+    if verbose:
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="sbrules: %(name)s: %(message)s")
+        for noisy in ("py4j", "httpcore", "asyncio"):
+            logging.getLogger(noisy).setLevel(logging.INFO)
+    elif not root.handlers:
+        root.addHandler(logging.NullHandler())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -45,7 +45,7 @@ def emulator(
     from reconciler.emulator import DEV_KEY, DEV_KEY_NAME, Emulator, Faults
     from reconciler.emulator.emulator import is_loopback
 
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s", force=True)
     if not is_loopback(host):
         if not allow_remote:
             raise SbrulesError(

@@ -6,14 +6,8 @@ import io
 
 import click
 
-from reconciler.cli.common import connection_option, format_option, require_connection_string
+from reconciler.cli.common import Namespace, format_option, namespace_options
 from reconciler.cli.output import echo_json
-
-
-def _rest(connection_string: str | None):
-    from reconciler.rest import ManagementRestClient
-
-    return ManagementRestClient(require_connection_string(connection_string))
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> str:
@@ -33,12 +27,12 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> str:
 
 @click.command()
 @format_option("table", "json")
-@connection_option
-def topics(fmt: str, connection_string: str | None) -> None:
+@namespace_options
+def topics(fmt: str, namespace: Namespace) -> None:
     """List the namespace's topics (needs Manage rights)."""
     from reconciler.discovery import discover_namespace
 
-    with _rest(connection_string) as rest:
+    with namespace.rest() as rest:
         inventory = discover_namespace(rest)
     found = {name: len(subs or ()) for name, subs in sorted(inventory.topics.items(), key=lambda kv: kv[0].lower())}
     if fmt == "json":
@@ -51,13 +45,13 @@ def topics(fmt: str, connection_string: str | None) -> None:
 @click.command()
 @click.option("--topic", required=True, help="The topic whose subscriptions to list.")
 @format_option("table", "json")
-@connection_option
-def subscriptions(topic: str, fmt: str, connection_string: str | None) -> None:
+@namespace_options
+def subscriptions(topic: str, fmt: str, namespace: Namespace) -> None:
     """List a topic's subscriptions with forwarding and session settings (needs Manage rights)."""
     from reconciler.amqp.errors import NotFoundError
     from reconciler.discovery import discover_namespace
 
-    with _rest(connection_string) as rest:
+    with namespace.rest() as rest:
         subs = discover_namespace(rest, [topic]).topics[topic]
     if subs is None:
         raise NotFoundError(f"topic {topic!r} does not exist in the namespace")

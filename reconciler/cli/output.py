@@ -275,10 +275,14 @@ def echo_json(doc: Any) -> None:
     click.echo(dump_json(doc))
 
 
+#: Set by ``sbrules -v``: every failure is shown with its (redacted) traceback.
+VERBOSE = False
+
+
 def report(failure: Failure, exc: BaseException, *, as_json: bool, secrets: Sequence[str] = ()) -> None:
     """Tell the user: the traceback when it helps (stderr), one ``error:`` line (stderr) and, in
     JSON mode, the error document (stdout)."""
-    if failure.show_traceback:
+    if failure.show_traceback or VERBOSE:
         text = "".join(traceback.format_exception(exc))
         click.echo(redact(text, secrets), err=True, nl=False)
     if failure.code is ErrorCode.INTERRUPTED:

@@ -10,7 +10,7 @@ from typing import Iterator
 import click
 
 from reconciler.apply import DIRECT, GAPLESS, ApplyOptions, apply_plan, render_report
-from reconciler.cli.common import connection_option, format_option, require_connection_string
+from reconciler.cli.common import Namespace, format_option, namespace_options
 from reconciler.cli.output import ExitCode
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState
@@ -35,13 +35,9 @@ def load_desired(paths: tuple[Path, ...]) -> DesiredState:
 
 
 @contextlib.contextmanager
-def namespace_clients(connection_string: str | None, max_rate: float | None = None) -> Iterator:
+def namespace_clients(namespace: Namespace, max_rate: float | None = None) -> Iterator:
     """The AMQP management client (rules) and the management REST client (discovery), one namespace."""
-    from reconciler.amqp.client import ManagementClient
-    from reconciler.rest import ManagementRestClient
-
-    text = require_connection_string(connection_string)
-    with ManagementClient(text, max_rate=max_rate) as client, ManagementRestClient(text) as rest:
+    with namespace.amqp(max_rate=max_rate) as client, namespace.rest() as rest:
         yield client, rest
 
 
@@ -64,14 +60,13 @@ paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, 
 @format_option("text", "json", "markdown")
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes (0 none, 1 error).")
 @strict_option
-@connection_option
+@namespace_options
 def plan(
-    paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool,
-    connection_string: str | None,
+    paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool, namespace: Namespace,
 ) -> None:
     """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it."""
     desired = load_desired(paths)
-    with namespace_clients(connection_string) as clients:
+    with namespace_clients(namespace) as clients:
         the_plan = current_plan(clients, desired)
     if out:
         out.write_text(render_json(the_plan) + "\n", encoding="utf-8")
@@ -109,7 +104,7 @@ def _read_plan_file(path: Path) -> Plan:
     "--journal", type=click.Path(dir_okay=False, path_type=Path), help="Append a JSON line per request and outcome."
 )
 @click.option("--fail-fast", is_flag=True, help="Stop every subscription after the first failure.")
-@connection_option
+@namespace_options
 def apply(
     sources: tuple[Path, ...],
     auto_approve: bool,
@@ -118,7 +113,7 @@ def apply(
     max_rate: float | None,
     journal: Path | None,
     fail_fast: bool,
-    connection_string: str | None,
+    namespace: Namespace,
 ) -> None:
     """Apply a saved PLAN.json exactly, or plan PATH... (default ./rules) and apply after confirmation.
 
@@ -127,7 +122,7 @@ def apply(
     """
     saved = len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json"
     desired = None if saved else load_desired(sources)
-    with namespace_clients(connection_string, max_rate) as clients:
+    with namespace_clients(namespace, max_rate) as clients:
         client = clients[0]
         if saved:
             the_plan = _read_plan_file(sources[0])
@@ -187,11 +182,11 @@ def _progress(total: int) -> Iterator:
 @paths_argument
 @format_option("text", "json")
 @strict_option
-@connection_option
-def drift(paths: tuple[Path, ...], fmt: str, strict: bool, connection_string: str | None) -> None:
+@namespace_options
+def drift(paths: tuple[Path, ...], fmt: str, strict: bool, namespace: Namespace) -> None:
     """Report live rules that differ from the files. Exit 0 in sync, 2 drift, 1 error."""
     desired = load_desired(paths)
-    with namespace_clients(connection_string) as clients:
+    with namespace_clients(namespace) as clients:
         the_plan = current_plan(clients, desired)
     click.echo(render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict))
     if the_plan.drifted(strict):
@@ -207,10 +202,9 @@ def drift(paths: tuple[Path, ...], fmt: str, strict: bool, connection_string: st
     "--out", type=click.Path(file_okay=False, path_type=Path),
     help="Write <topic>.yaml files here (default: stdout, one YAML document per topic).",
 )
-@connection_option
+@namespace_options
 def export(
-    topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None,
-    connection_string: str | None,
+    topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None, namespace: Namespace,
 ) -> None:
     """Write live rules as rule files: --topic T (all its subscriptions), or --all topics.
 
@@ -223,7 +217,7 @@ def export(
         raise click.UsageError("give either --topic TOPIC or --all")
     if subscriptions and not topic:
         raise click.UsageError("--subscription narrows --topic; it cannot be used with --all")
-    with namespace_clients(connection_string) as (client, rest):
+    with namespace_clients(namespace) as (client, rest):
         targets = {topic: list(subscriptions)} if subscriptions else discovered_targets(rest, topic)
         result = export_rules(client, targets, fallback=rest)
     for line in result.warnings:

@@ -7,7 +7,7 @@ import io
 import click
 
 from reconciler import model
-from reconciler.cli.common import connection_option, format_option, require_connection_string
+from reconciler.cli.common import Namespace, format_option, namespace_options
 
 
 @click.group()
@@ -19,19 +19,12 @@ def rules() -> None:
 @click.option("--topic", required=True, help="Topic name.")
 @click.option("--subscription", required=True, help="Subscription name.")
 @format_option("table", "json", "yaml")
-@connection_option
-@click.option("--auth", type=click.Choice(["sas", "entra"]), default="sas", show_default=True,
-              help="sas: keys or signature from the connection string; entra: Entra ID via azure-identity.")
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds per request.")
-def list_rules(topic: str, subscription: str, fmt: str, connection_string: str | None, auth: str, timeout: float) -> None:
+@namespace_options
+def list_rules(topic: str, subscription: str, fmt: str, namespace: Namespace) -> None:
     """List the rules of --topic/--subscription: a rule-file document (JSON or YAML) or a table."""
-    from reconciler.amqp.client import ManagementClient
     from reconciler.observe import observe_subscriptions
-    from reconciler.rest import ManagementRestClient
 
-    text = require_connection_string(connection_string)
-    with ManagementClient(text, timeout=timeout, auth=auth) as client, \
-            ManagementRestClient(text, timeout=timeout, auth=auth) as rest:
+    with namespace.amqp() as client, namespace.rest() as rest:
         live = observe_subscriptions(client, [(topic, subscription)], fallback=rest)
     for path in live.read_over_rest:
         click.echo(f"note: {'/'.join(path)}: rules read over the management REST API (auto-forwarding)", err=True)

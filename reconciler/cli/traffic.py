@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from reconciler.cli.common import connection_option, format_option, require_connection_string
+from reconciler.cli.common import Namespace, format_option, namespace_options
 from reconciler.cli.output import echo_json
 
 
@@ -20,7 +20,7 @@ from reconciler.cli.output import echo_json
 @click.option("--max", "max_messages", type=click.IntRange(min=1), help="Peek at most N messages per subscription this run.")
 @click.option("--out", "dataset", default="traffic-sample", show_default=True, help="Dataset directory (created; re-runs continue).")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=250, show_default=True, help="Messages per peek request.")
-@connection_option
+@namespace_options
 @format_option("text", "json")
 def sample(
     topic: str,
@@ -28,7 +28,7 @@ def sample(
     max_messages: int | None,
     dataset: str,
     page_size: int,
-    connection_string: str | None,
+    namespace: Namespace,
     fmt: str,
 ) -> None:
     """Peek messages (without locking them) into a Parquet dataset for `validate --traffic`.
@@ -40,10 +40,8 @@ def sample(
         raise click.UsageError("name at least one --subscription (a catch-all subscription sees all traffic)")
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from reconciler.amqp.client import ManagementClient
     from reconciler.traffic.sampler import sample as run_sample
 
-    connection = require_connection_string(connection_string)
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, transient=True, console=_stderr_console()) as progress:
         tasks = {s: progress.add_task(f"{topic}/{s}", total=max_messages) for s in subscriptions}
@@ -51,7 +49,7 @@ def sample(
         def on_page(subscription: str, count: int) -> None:
             progress.advance(tasks[subscription], count)
 
-        with ManagementClient(connection) as client:
+        with namespace.amqp() as client:
             stats = run_sample(
                 client, topic, subscriptions, dataset, max_messages=max_messages, page_size=page_size, on_page=on_page
             )

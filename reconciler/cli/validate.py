@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from reconciler import diagnostics as diag
-from reconciler.cli.common import connection_option
+from reconciler.cli.common import Namespace, namespace_options
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import InputError
 from reconciler.lint import lint
@@ -39,7 +39,7 @@ from reconciler.rulefiles import load
     type=click.Path(dir_okay=False, path_type=Path),
     help="With --traffic: write the traffic report to this file instead of stdout (needed for --format html).",
 )
-@connection_option
+@namespace_options
 def validate(
     paths: tuple[Path, ...],
     fmt: str,
@@ -47,7 +47,7 @@ def validate(
     against: str,
     spark_master: str | None,
     out: Path | None,
-    connection_string: str | None,
+    namespace: Namespace,
 ) -> None:
     """Check rule files (default: ./rules) offline. Exit 0 valid, 1 invalid, 2 usage error."""
     if fmt == "html" and not (traffic and out):
@@ -75,7 +75,7 @@ def validate(
             # Not computed for invalid rule files (null says so); with --out it goes to that file.
             report = None
             if not tally["error"]:
-                report = _traffic_report(result.state, traffic, against, spark_master, connection_string)
+                report = _traffic_report(result.state, traffic, against, spark_master, namespace)
             if out is None:
                 doc["traffic"] = report
             elif report is not None:
@@ -98,7 +98,7 @@ def validate(
     if tally["error"]:
         raise SystemExit(ExitCode.ERROR)
     if traffic and fmt != "json":
-        report = _traffic_report(result.state, traffic, against, spark_master, connection_string)
+        report = _traffic_report(result.state, traffic, against, spark_master, namespace)
         text = _render(report, "text" if fmt == "github" else fmt)
         if out is None:
             click.echo(text)
@@ -107,13 +107,17 @@ def validate(
 
 
 def _traffic_report(
-    state: DesiredState, dataset: str, against: str, spark_master: str | None, connection_string: str | None
+    state: DesiredState, dataset: str, against: str, spark_master: str | None, namespace: Namespace
 ) -> dict:
     """The impact report (Spark), computed only once the rule files are known to be valid."""
     from reconciler.traffic.impact import impact_report
 
     return impact_report(
-        state, dataset=dataset, against=against, spark_master=spark_master, connection_string=connection_string
+        state,
+        dataset=dataset,
+        against=against,
+        spark_master=spark_master,
+        open_client=namespace.amqp if namespace.connection_string else None,
     )
 
 

@@ -24,13 +24,13 @@ from typing import Any, Callable, Iterator
 import httpx
 
 from reconciler import model
+from reconciler.amqp import reach
 from reconciler.amqp.connection import ConnectionString
 from reconciler.amqp.errors import (
     ConnectionLostError,
     ManagementError,
     OperationTimeoutError,
     ServerBusyError,
-    TransportSecurityError,
     UnauthorizedError,
     error_for,
 )
@@ -46,6 +46,9 @@ PAGE_SIZE = 100
 HTTPS_PORT = 443
 #: Renew a cached token this long before it expires.
 TOKEN_MARGIN = 60.0
+#: Statuses a gateway or proxy in front of the service may answer without the API's XML; any
+#: other answer that is not XML comes from something that is not the management API.
+_STATUS_FROM_ANY_FRONT_END = frozenset({401, 403, 429, 500, 502, 503, 504})
 
 
 def default_base_url(conn: ConnectionString) -> str:
@@ -205,20 +208,26 @@ class _HttpTransport:
 
     def _get(self, request: Request) -> bytes:
         what = request.context
+        url = self._http.base_url
+        started = time.monotonic()
         try:
             response = self._http.get(
                 request.entity, params=request.body, timeout=request.timeout,
                 headers={"Authorization": self._authorization()},
             )
+        except httpx.ConnectTimeout:
+            raise reach.open_timeout(reach.host_port(url.host, url.port or HTTPS_PORT), time.monotonic() - started,
+                                     "a connection") from None
         except httpx.TimeoutException:
             raise OperationTimeoutError(f"{what}: no response in time") from None
         except httpx.TransportError as exc:
-            cause = exc.__context__ or exc.__cause__
-            while cause is not None and not isinstance(cause, ssl.SSLError):
-                cause = cause.__context__ or cause.__cause__
-            if isinstance(cause, ssl.SSLError):
-                raise TransportSecurityError(f"{what}: TLS failed ({cause.reason or cause})") from None
+            failure = reach.from_os_error(exc, url.host, url.port or HTTPS_PORT)
+            if failure is not None:
+                raise failure from None
             raise ConnectionLostError(f"{what}: {type(exc).__name__}: {exc}") from None
+        content_type = response.headers.get("content-type")
+        if "xml" not in (content_type or "") and response.status_code not in _STATUS_FROM_ANY_FRONT_END:
+            raise reach.not_management_api(str(url), response.status_code, content_type)
         if response.status_code == 200:
             return response.content
         detail = atom.error_detail(response.content) or response.reason_phrase or "no description"

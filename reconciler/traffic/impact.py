@@ -17,7 +17,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -54,10 +54,14 @@ def impact_report(
     dataset: str,
     against: str = "live",
     spark_master: str | None = None,
-    connection_string: str | None = None,
+    open_client: Callable[[], Any] | None = None,
 ) -> dict[str, Any]:
-    """Evaluate desired and current rules on the sample ``dataset``; the report as a JSON-able dict."""
-    scopes, skipped = _scopes(desired, against, connection_string)
+    """Evaluate desired and current rules on the sample ``dataset``; the report as a JSON-able dict.
+
+    ``open_client`` makes the management client (a context manager) that reads the live rules
+    for ``against="live"``; None when no namespace was given.
+    """
+    scopes, skipped = _scopes(desired, against, open_client)
     if not scopes:
         raise ImpactError("no managed subscription (with a rules: list) in the rule files to report on")
     from reconciler.traffic.session import spark_session
@@ -76,7 +80,7 @@ def impact_report(
 # ------------------------------------------------------------------------------------------------
 
 
-def _scopes(desired: DesiredState, against: str, connection_string: str | None) -> tuple[list[Scope], list[dict]]:
+def _scopes(desired: DesiredState, against: str, open_client: Callable[[], Any] | None) -> tuple[list[Scope], list[dict]]:
     managed = [(t, s) for t, s in desired.subscriptions() if s.managed]
     skipped = [
         {"topic": t.name, "subscription": s.name, "reason": "unmanaged (no rules: list)"}
@@ -84,7 +88,7 @@ def _scopes(desired: DesiredState, against: str, connection_string: str | None) 
         if not s.managed
     ]
     if against == "live":
-        current = _observe_live(managed_subscriptions(desired), connection_string)
+        current = _observe_live(managed_subscriptions(desired), open_client)
     else:
         current = _plan_rules(desired, against)
     scopes = []
@@ -95,16 +99,14 @@ def _scopes(desired: DesiredState, against: str, connection_string: str | None) 
 
 
 def _observe_live(
-    subscriptions: Sequence[tuple[str, str]], connection_string: str | None
+    subscriptions: Sequence[tuple[str, str]], open_client: Callable[[], Any] | None
 ) -> dict[tuple[str, str], tuple[tuple[Rule, ...], str]]:
-    if not connection_string:
+    if open_client is None:
         raise ImpactError(
             "--against live needs a connection string (--connection-string or $SERVICEBUS_CONNECTION_STRING); "
             "or compare with a plan file: --against PLAN.json"
         )
-    from reconciler.amqp.client import ManagementClient
-
-    with ManagementClient(connection_string) as client:
+    with open_client() as client:
         # A declared subscription that does not exist yet has no current rules: everything it gets is new.
         live = observe_subscriptions(client, subscriptions, missing_ok=True)
     return {key: (live[key], "live") if key in live else ((), "new") for key in subscriptions}

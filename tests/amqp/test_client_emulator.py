@@ -160,7 +160,7 @@ def test_refused_token_is_not_retried(emulator):
     provider = Counting(DEV_KEY_NAME, DEV_KEY)
     emulator.faults.update(refuse_cbs=True)
     with ManagementClient(emulator.connection_string, token_provider=provider, timeout=5, retries=5) as c:
-        with pytest.raises(errors.AuthenticationError, match="put-token"):
+        with pytest.raises(errors.AuthenticationError, match="refused the token"):
             c.list_rules("orders", "billing")
     assert provider.signed == 1 and emulator.handler.requests == 0  # one put-token, no retry, no request
 
@@ -183,12 +183,14 @@ def test_client_timeout(emulator):
             c.list_rules("orders", "billing")
 
 
-def test_connection_refused_is_transient_then_surfaces():
+def test_connection_refused_is_not_retried_and_every_later_request_gets_it():
     with ManagementClient("Endpoint=sb://127.0.0.1:1/;SharedAccessKeyName=a;SharedAccessKey=b;UseDevelopmentEmulator=true",
-                          timeout=2, retries=1, backoff=0.001) as c:
-        with pytest.raises(errors.ConnectionLostError) as info:
+                          timeout=2, retries=5, backoff=0.001) as c:
+        with pytest.raises(errors.EndpointRefusedError, match="127.0.0.1:1 refused the connection") as info:
             c.list_rules("orders", "billing")
-    assert info.value.transient
+        results = c.list_rules_many([("orders", "a"), ("orders", "b")])
+    assert not info.value.transient and info.value.namespace_wide
+    assert [type(r) for r in results] == [errors.EndpointRefusedError] * 2
 
 
 def test_token_is_refreshed_before_expiry(clock):

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from reconciler import model
+from reconciler.amqp.client import ManagementClient
 from reconciler.model import Message, TypedValue
 from reconciler.traffic.rows import SCHEMA, message_to_row, row_to_message
 from reconciler.traffic.sampler import STATE_FILE, Dataset, SampleError
@@ -155,7 +156,9 @@ def test_end_to_end_emulator_sample_to_impact_report(spark, emulator, run_cli, t
         model.Rule("big", model.SqlFilter("amount >= 80 AND region <> 'us'")),
     )
     desired = model.DesiredState((model.Topic("orders", (model.Subscription("eu", new_rules),)),))
-    report = impact_report(desired, str(out), against="live", connection_string=emulator.connection_string)
+    report = impact_report(
+        desired, str(out), against="live", open_client=lambda: ManagementClient(emulator.connection_string)
+    )
     (eu,) = report["subscriptions"]
     assert eu["current_rules"] == "live" and report["messages"] == 12
     messages = [row_to_message(r) for r in pq.read_table(out).to_pylist()]
