@@ -79,7 +79,7 @@ CLASSIFICATION: tuple[tuple[str, str, ErrorCode], ...] = (
     ("reconciler.discovery", "MissingEntitiesError", ErrorCode.NOT_FOUND),
     ("reconciler.amqp.errors", "UnauthorizedError", ErrorCode.AUTH),
     ("reconciler.amqp.errors", "NotFoundError", ErrorCode.NOT_FOUND),
-    ("reconciler.amqp.errors", "TransportSecurityError", ErrorCode.CONNECTION),
+    ("reconciler.amqp.errors", "ConnectFailed", ErrorCode.CONNECTION),
     ("reconciler.amqp.errors", "ConnectionLostError", ErrorCode.CONNECTION),
     ("reconciler.amqp.errors", "OperationTimeoutError", ErrorCode.CONNECTION),
     ("reconciler.amqp.errors", "ClientClosedError", ErrorCode.CONNECTION),

@@ -323,8 +323,8 @@ def test_batch_completions_wake_once_enough_are_in_and_never_hold_stragglers():
     first = Request("e", "op", {}, 1.0)
     done.add(0, first)
     started = time.monotonic()
-    assert done.take(4, timeout=10) == [(0, first)]  # fewer than wanted: handed over after the grace
-    assert time.monotonic() - started < 1
+    assert done.take(4, timeout=60) == [(0, first)]  # fewer than wanted: handed over after the grace ...
+    assert time.monotonic() - started < 30  # ... not at the timeout
     done.GRACE = 5.0
     threading.Timer(0.01, lambda: [done.add(i, first) for i in (1, 2, 3)]).start()
     assert [i for i, _ in done.take(3, timeout=10)] == [1, 2, 3]  # woken by the third, not per response

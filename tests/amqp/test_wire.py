@@ -212,7 +212,6 @@ def test_tls_refuses_host_name_mismatch(certificate):
 
 def test_silent_peer_is_dropped_and_reported():
     import socket
-    import time
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -221,10 +220,8 @@ def test_silent_peer_is_dropped_and_reported():
     try:
         cs = f"Endpoint=sb://127.0.0.1:{port}/;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true"
         with ManagementClient(cs, timeout=2, retries=0) as client:
-            started = time.monotonic()
             with pytest.raises(errors.OpenTimeoutError, match="did not open AMQP within 1"):
                 client.list_rules("t", "s")
-            assert time.monotonic() - started < 1.8
     finally:
         listener.close()
 
