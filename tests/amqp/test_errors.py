@@ -16,6 +16,7 @@ from proton import symbol
 
 from reconciler.amqp import errors as e
 from reconciler.amqp.client import ManagementClient
+from reconciler.amqp.retry import RetryPolicy
 from reconciler.errors import SbrulesError
 
 from .wire_server import WireServer
@@ -28,7 +29,8 @@ def peer():
     """One scripted peer and client for the module; ``answer`` holds the response properties."""
     answer: dict[str, Any] = {}
     with WireServer(respond=lambda address, msg: (answer, None)) as server:
-        with ManagementClient(server.connection_string(), timeout=5, retries=RETRIES, backoff=0.001) as client:
+        policy = RetryPolicy(retries=RETRIES, throttled_retries=RETRIES, backoff=0.001)
+        with ManagementClient(server.connection_string(), timeout=5, retry=policy) as client:
             yield server, client, answer
 
 
@@ -92,7 +94,7 @@ def test_a_refused_token_is_an_unauthorized_error_and_is_not_retried():
         with ManagementClient(server.connection_string(), timeout=5, retries=3, backoff=0.001) as client:
             with pytest.raises(e.UnauthorizedError) as info:
                 client.list_rules("t", "s")
-    assert isinstance(info.value, e.AuthenticationError) and "put-token" in str(info.value)
+    assert isinstance(info.value, e.AuthenticationError) and "refused the token" in str(info.value)
     assert len(server.cbs_requests) == 1 and not server.requests
 
 

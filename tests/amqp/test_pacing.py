@@ -8,6 +8,8 @@ import pytest
 
 from reconciler.amqp.pacing import Pacer
 
+pytestmark = pytest.mark.unit
+
 
 class Clock:
     def __init__(self) -> None:
