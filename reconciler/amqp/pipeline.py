@@ -199,7 +199,8 @@ def throttle_signal(request: Request) -> tuple[bool, float | None]:
     if isinstance(request.error, ServerBusyError):
         return True, request.error.retry_after
     response = request.response
-    if response is not None and (response.status == 503 or response.condition == THROTTLED_CONDITION):
+    condition = (response.condition or "").lower() if response is not None else ""
+    if response is not None and (response.status == 503 or condition == THROTTLED_CONDITION):
         return True, wait_hint(response.description)
     return False, None
 
@@ -363,7 +364,8 @@ class RequestPipeline:
         try:
             results[index] = outcome(flight.request, call, ok, timeout, empty_ok)
         except ManagementError as exc:
-            tried.throttled += throttled
+            # The error decides, whatever its answer looked like: a throttled retry is counted as one.
+            tried.throttled += isinstance(exc, ServerBusyError)
             delay = self.retry.next_delay(exc, tried.number, tried.throttled)
             if delay is None:
                 exc.after_retry = tried.number > 1
