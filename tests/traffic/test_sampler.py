@@ -178,6 +178,6 @@ def test_current_rules_come_live_and_a_subscription_not_created_yet_counts_as_ne
     desired = model.DesiredState(
         (model.Topic("orders", (model.Subscription("eu", (rule,)), model.Subscription("planned", (rule,)))),)
     )
-    scopes, _ = _scopes(desired, "live", emulator.connection_string)
+    scopes, _ = _scopes(desired, "live", lambda: ManagementClient(emulator.connection_string))
     by_name = {s.subscription: (s.current_source, s.current) for s in scopes}
     assert by_name == {"eu": ("live", ORDERS.topics[0].subscriptions[1].rules), "planned": ("new", ())}
