@@ -285,7 +285,8 @@ def report(failure: Failure, exc: BaseException, *, as_json: bool, secrets: Sequ
     if failure.show_traceback or VERBOSE:
         text = "".join(traceback.format_exception(exc))
         click.echo(redact(text, secrets), err=True, nl=False)
-    if failure.code is ErrorCode.INTERRUPTED:
+    if failure.code is ErrorCode.INTERRUPTED or "diagnostics" in failure.details:
+        # Located diagnostics already start with their place and severity ("f.yaml:6:19: error[...]").
         click.echo(failure.message, err=True)
     else:
         click.echo(f"error: {failure.message}", err=True)

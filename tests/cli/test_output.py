@@ -21,7 +21,10 @@ def error_doc(output_schema, code: int, out: str, err: str, expected: str) -> di
     doc = json.loads(out)
     output_schema("error").validate(doc)
     assert doc["error"]["code"] == expected, doc
-    assert any(line.startswith("error: ") for line in err.splitlines()) or expected == "interrupted"
+    if expected == "rules-invalid":  # located diagnostics, each line led by its place: "f.yaml:5:22: error[...]"
+        assert ": error[" in err and not err.startswith("error: ")
+    else:
+        assert any(line.startswith("error: ") for line in err.splitlines()) or expected == "interrupted"
     assert "Traceback" not in err or expected == "internal"
     assert code == (2 if expected == "usage" else 130 if expected == "interrupted" else 1)
     return doc["error"]
