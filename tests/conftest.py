@@ -1,11 +1,13 @@
 """Shared test fixtures. Area-specific fixtures live in each tests/<area>/conftest.py."""
 
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import settings
@@ -81,6 +83,23 @@ def run_cli(capsys):
         return code, out.out, out.err
 
     return _run
+
+
+def one_error(code: int, out: str, err: str, expected_code: int, cause: str) -> str:
+    """Assert the command failed as a user should see it: ``expected_code``, no traceback anywhere,
+    exactly one ``error:`` line, and that line matches ``cause`` (a regex naming the cause)."""
+    assert code == expected_code, (code, out, err)
+    assert "Traceback" not in out + err, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, err
+    assert re.search(cause, errors[0]), errors[0]
+    return errors[0]
+
+
+@pytest.fixture
+def check() -> SimpleNamespace:
+    """``check.one_error(code, out, err, expected_code, cause_regex)``: how a failure's one line is checked."""
+    return SimpleNamespace(one_error=one_error)
 
 
 class ManualClock:

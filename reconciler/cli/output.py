@@ -27,6 +27,8 @@ from typing import Any, Iterable, Sequence
 
 import click
 
+from reconciler.errors import SbrulesError
+
 
 class ExitCode(enum.IntEnum):
     """The process exit codes, the same for every command (README: "Exit codes")."""
@@ -90,6 +92,8 @@ CLASSIFICATION: tuple[tuple[str, str, ErrorCode], ...] = (
     ("reconciler.plan.ops", "PlanError", ErrorCode.INPUT),
     ("reconciler.traffic.impact", "ImpactError", ErrorCode.INPUT),
     ("reconciler.traffic.sampler", "SampleError", ErrorCode.INPUT),
+    ("reconciler.traffic.failures", "SampleFailure", ErrorCode.INPUT),
+    ("reconciler.traffic.failures", "SparkFailure", ErrorCode.SPARK),
     ("reconciler.emulator.state", "StateFileError", ErrorCode.INPUT),
     ("reconciler.emulator.faults", "FaultsFileError", ErrorCode.INPUT),
     ("reconciler.errors", "InputError", ErrorCode.INPUT),
@@ -109,9 +113,8 @@ _PRECEDENCE = (
     ErrorCode.FAILED,
 )
 
-#: Codes whose exceptions are shown with their (redacted) traceback on stderr: a bug, and Spark
-#: failures whose Java cause is not yet summarised in the message.
-_TRACEBACK_CODES = frozenset({ErrorCode.INTERNAL, ErrorCode.SPARK})
+#: Codes whose exceptions are shown with their (redacted) traceback on stderr: a bug.
+_TRACEBACK_CODES = frozenset({ErrorCode.INTERNAL})
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,11 @@ def classify(exc: BaseException, secrets: Iterable[str] = ()) -> Failure:
         context = getattr(exc, "ctx", None)
         if isinstance(exc, click.UsageError) and context is not None:
             message += f" (see '{context.command_path} --help')"
+    elif code is ErrorCode.SPARK and not isinstance(exc, SbrulesError):
+        # Spark's own exception, not met where reconciler.traffic.failures names the causes it knows.
+        from reconciler.traffic.failures import summary
+
+        message = f"Spark failed: {summary(exc)}"
     else:
         message = str(exc) or type(exc).__name__
     details: dict[str, Any] = {}

@@ -26,7 +26,12 @@ from reconciler.rulefiles import load
     help="text: located messages with a caret under SQL; json: stable document; github: Actions annotations; "
     "markdown: a pull-request comment; html (with --traffic and --out): a self-contained traffic report.",
 )
-@click.option("--traffic", type=click.Path(exists=True), help="Parquet sample (from `sbrules sample`): report the impact on it.")
+@click.option(
+    "--traffic",
+    metavar="DATASET",
+    help="Parquet sample (from `sbrules sample`) to report the impact on: a local directory or a URL "
+    "Spark reads (s3a://, abfss://, gs://, hdfs://, file:///).",
+)
 @click.option(
     "--against",
     default="live",

@@ -25,6 +25,7 @@ from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState, Filter, Rule
 from reconciler.observe import managed_subscriptions, observe_subscriptions
 from reconciler.plan import PlanError, plan_subscription
+from reconciler.traffic import failures
 from reconciler.traffic.report import render_report
 from reconciler.traffic.rows import SCHEMA, row_to_message
 from reconciler.traffic.tally import Tally, examples, resolve, tally
@@ -66,11 +67,13 @@ def impact_report(
         raise ImpactError("no managed subscription (with a rules: list) in the rule files to report on")
     from reconciler.traffic.session import spark_session
 
-    spark = spark_session(spark_master)
-    frame = _read_sample(spark, dataset)
-    scopes, unsampled = _sampled_topics_only(frame, scopes)
-    skipped += unsampled
-    report = _evaluate(frame, scopes)
+    failures.check_sample(dataset)  # before the JVM starts: a missing or broken sample is known in milliseconds
+    with failures.translated(dataset):
+        spark = spark_session(spark_master)
+        frame = spark.read.parquet(str(dataset))
+        scopes, unsampled = _sampled_topics_only(frame, scopes)
+        skipped += unsampled
+        report = _evaluate(frame, scopes)
     report.update(dataset=str(dataset), against=against, skipped=skipped)
     return report
 
@@ -148,13 +151,6 @@ def _sampled_topics_only(frame: Any, scopes: list[Scope]) -> tuple[list[Scope], 
         if s.topic.lower() not in sampled
     ]
     return kept, skipped
-
-
-def _read_sample(spark: Any, dataset: str) -> Any:
-    path = Path(dataset)
-    if "://" not in dataset and not any(path.glob("*.parquet")):
-        raise ImpactError(f"{dataset} holds no Parquet sample (create one with `sbrules sample --out {dataset}`)")
-    return spark.read.parquet(str(dataset))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 ``--spark-master URL`` (or ``$SPARK_REMOTE`` for Spark Connect) selects the cluster. Settings that
 change results are pinned here: the translation never relies on ``spark.sql.ansi.enabled`` (it
 uses ``try_*`` functions and explicit guards), but the value is set explicitly so that a run does
-not depend on a cluster default; timestamps are read and shown in UTC. Generated methods too big
+not depend on a cluster default; timestamps are read and shown in UTC. What is known wrong before
+Spark starts, and the JVM's console, are :mod:`reconciler.traffic.failures`' business. Generated methods too big
 for the JIT are avoided (``spark.sql.codegen.hugeMethodLimit``), and so is PySpark's recording of
 the Python call site of every Column operation (translation builds thousands of them).
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 import os
 import sys
 from typing import TYPE_CHECKING
+
+from reconciler.traffic import failures
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,10 +35,11 @@ def spark_session(
     # A local driver binds to loopback and runs workers on this interpreter, unless told otherwise.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    target = master or os.environ.get("SPARK_REMOTE")
+    failures.check_spark(target or DEFAULT_MASTER)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    target = master or os.environ.get("SPARK_REMOTE")
     connect = bool(target) and target.startswith("sc://")
     if connect:
         builder = builder.remote(target)
@@ -47,11 +51,12 @@ def spark_session(
             .config(NO_CALL_SITES, "false")  # a Connect client records call sites without round trips
         )
     flag = str(ansi).lower()
-    session = (
-        builder.config("spark.sql.ansi.enabled", flag)
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
+    with failures.jvm_output():
+        session = (
+            builder.config("spark.sql.ansi.enabled", flag)
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate()
+        )
     session.conf.set("spark.sql.ansi.enabled", flag)
     session.conf.set("spark.sql.session.timeZone", "UTC")
     # A report's whole-stage code for fifty filters compiles to one method of ~55 KB of bytecode,

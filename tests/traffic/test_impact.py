@@ -20,6 +20,7 @@ from reconciler.model import (
     rule_to_doc,
 )
 from reconciler.sql import matches
+from reconciler.traffic.failures import SampleFailure
 from reconciler.traffic.impact import ImpactError, impact_report, render_report
 from reconciler.traffic.sampler import Dataset
 from reconciler.traffic.rows import message_to_row
@@ -176,7 +177,7 @@ def test_python_fallback_rule_is_reported(spark, sample, tmp_path):
 
 
 def test_missing_sample_and_connection_are_user_errors(tmp_path):
-    with pytest.raises(ImpactError, match="no Parquet sample"):
+    with pytest.raises(SampleFailure, match="holds no Parquet files"):
         impact_report(DESIRED, str(tmp_path), against=_plan(tmp_path / "plan.json"))
     with pytest.raises(ImpactError, match="connection string"):
         impact_report(DESIRED, str(tmp_path), against="live")
