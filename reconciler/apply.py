@@ -14,6 +14,11 @@ add-rule answering "already exists" with an identical rule, or remove-rule answe
 means the work is done (an earlier attempt landed, or another apply did it). Subscriptions run in
 parallel (``parallel``) and every attempt of every request is journalled, with its throttling and
 waits.
+
+Ctrl-C is answered in two steps. The first lets every change in flight finish (a gapless replace
+runs to its end, so no subscription is left between steps), starts nothing new, and ends in the
+usual report, the interrupted subscriptions marked as such. A second stops before the next
+request: a replace may then leave its temporary rule behind, which the next plan removes.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Callable, Protocol, TextIO
@@ -32,7 +37,16 @@ from reconciler.amqp.pipeline import Attempt, OnAttempt
 from reconciler.errors import SbrulesError
 from reconciler.model import Rule
 from reconciler.observe import explain
-from reconciler.plan import Change, ChangeKind, Plan, SubscriptionPlan, fingerprint, same_rule, temp_rule_name
+from reconciler.plan import (
+    TEMP_SUFFIX,
+    Change,
+    ChangeKind,
+    Plan,
+    SubscriptionPlan,
+    fingerprint,
+    same_rule,
+    temp_rule_name,
+)
 
 GAPLESS, DIRECT = "gapless", "direct"
 STRATEGIES = (GAPLESS, DIRECT)
@@ -60,6 +74,8 @@ class ApplyOptions:
     on_change: Callable[[Change], None] | None = None
     #: The client's pacer, whose totals (credits, throttling, waits) end the journal.
     pacer: Pacer | None = None
+    #: Called on the first Ctrl-C, as apply starts finishing the changes in flight.
+    on_interrupt: Callable[[], None] | None = None
 
 
 class ApplyStatus(StrEnum):
@@ -71,7 +87,8 @@ class ApplyStatus(StrEnum):
     UNCHANGED = "unchanged"  # the plan has no changes for it
     STALE = "stale"  # refused: the live rules are not the ones the plan was computed from
     FAILED = "failed"
-    NOT_STARTED = "not-started"  # --fail-fast stopped it before it began
+    NOT_STARTED = "not-started"  # --fail-fast or Ctrl-C stopped it before it began
+    INTERRUPTED = "interrupted"  # Ctrl-C: the changes in flight finished, the rest did not run
 
     @property
     def ok(self) -> bool:
@@ -96,6 +113,8 @@ class SubscriptionResult:
 @dataclass
 class ApplyReport:
     results: list[SubscriptionResult]
+    #: Ctrl-C stopped the apply after the changes in flight.
+    interrupted: bool = False
 
     @property
     def ok(self) -> bool:
@@ -110,6 +129,7 @@ class ApplyReport:
             "stale": sum(r.status is ApplyStatus.STALE for r in self.results),
             "failed": sum(r.status is ApplyStatus.FAILED for r in self.results),
             "not_started": sum(r.status is ApplyStatus.NOT_STARTED for r in self.results),
+            "interrupted": sum(r.status is ApplyStatus.INTERRUPTED for r in self.results),
         }
 
 
@@ -135,6 +155,7 @@ def render_report(report: ApplyReport) -> str:
             ApplyStatus.FAILED: f"{sp.path}: FAILED — {result.error}",
             ApplyStatus.STALE: f"{sp.path}: REFUSED — {result.error}",
             ApplyStatus.NOT_STARTED: f"{sp.path}: not started ({result.error})",
+            ApplyStatus.INTERRUPTED: f"{sp.path}: INTERRUPTED after {len(result.applied)} change(s) ({result.error})",
         }[result.status]
         lines.append(head)
         for change in result.applied:
@@ -144,11 +165,13 @@ def render_report(report: ApplyReport) -> str:
             symbol, _ = _VERB[change.kind]
             lines.append(f"  {symbol} NOT applied: {change.kind} rule {change.rule!r}")
     c = report.counts()
-    summary = f"Apply {'complete' if report.ok else 'incomplete'}: {c['applied']} change(s) applied"
+    outcome = "interrupted" if report.interrupted else "complete" if report.ok else "incomplete"
+    summary = f"Apply {outcome}: {c['applied']} change(s) applied"
     if not report.ok:
+        interrupted = f", {c['interrupted']} interrupted" if report.interrupted else ""
         summary += (
             f", {c['not_applied']} not applied ({c['failed']} subscription(s) failed, "
-            f"{c['stale']} refused as stale, {c['not_started']} not started). "
+            f"{c['stale']} refused as stale, {c['not_started']} not started{interrupted}). "
             "Re-run `sbrules plan`/`sbrules apply` to converge."
         )
     else:
@@ -174,6 +197,16 @@ class Journal:
             self._stream.flush()
 
 
+class StoppedAtOnce(KeyboardInterrupt):
+    """A second Ctrl-C: apply stopped before its next request, whatever it was in the middle of."""
+
+    def __str__(self) -> str:
+        return (
+            "stopped at once: a rule replacement may have been left half-way, with its temporary rule "
+            f"(a name ending in {TEMP_SUFFIX!r}) in place; the next `sbrules plan` or `sbrules apply` removes it"
+        )
+
+
 class _NameTaken(StepFailed):
     """add-rule found a *different* rule under the name it wanted."""
 
@@ -186,9 +219,10 @@ class _Runner:
     """Applies the changes of one subscription, request by request, tracking which rules exist."""
 
     def __init__(
-        self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal
+        self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal, signals: "_Signals"
     ):
         self.client, self.sp, self.options, self.journal = client, sp, options, journal
+        self.signals = signals
         self.live: set[str] = set()
 
     def _log(self, **entry: object) -> None:
@@ -205,6 +239,8 @@ class _Runner:
     # -- single requests: the client retries them; what they find is interpreted here ------------
     def _request(self, step: str, change: Change, op: str, rule_name: str, call: Callable[[OnAttempt], None]) -> str:
         """Run one rule operation; "ok", "already-exists" (add-rule) or "already-done" (remove-rule)."""
+        if self.signals.abort.is_set():
+            raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): not sent (stopped at once)")
         try:
             call(self._journal(change=change.kind, rule=change.rule, step=step, op=op, target=rule_name))
         except AlreadyExistsError:
@@ -281,9 +317,12 @@ class _Runner:
         self._add("replace:add-new", change, change.after)
         self._remove("replace:remove-temporary", change, temp.name)
 
-    def run(self, result: SubscriptionResult, stop: threading.Event) -> None:
-        sp = self.sp
-        if stop.is_set():
+    def run(self, result: SubscriptionResult) -> None:
+        sp, signals = self.sp, self.signals
+        if signals.interrupted.is_set():
+            result.status, result.error = ApplyStatus.NOT_STARTED, "interrupted before it started"
+            return
+        if signals.fail_fast.is_set():
             result.status, result.error = ApplyStatus.NOT_STARTED, "stopped by --fail-fast after an earlier failure"
             return
         try:
@@ -307,7 +346,11 @@ class _Runner:
             return
         self.live = {r.name.casefold() for r in live}
         for change in sp.changes:
-            if stop.is_set():
+            if signals.interrupted.is_set():
+                result.status, result.error = ApplyStatus.INTERRUPTED, "interrupted by Ctrl-C"
+                self._log(outcome=result.status, changes=len(result.applied))
+                break
+            if signals.fail_fast.is_set():
                 result.status, result.error = ApplyStatus.FAILED, "stopped by --fail-fast after a failure elsewhere"
                 break
             try:
@@ -331,19 +374,49 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
     if options.strategy not in STRATEGIES:
         raise SbrulesError(f"unknown replace strategy {options.strategy!r} (use {' or '.join(STRATEGIES)})")
     journal = Journal(options.journal)
-    stop = threading.Event()
+    signals = _Signals()
     results = [SubscriptionResult(sp) for sp in plan.subscriptions]
 
     def run(result: SubscriptionResult) -> None:
         if not result.plan.changes:
             result.status = ApplyStatus.UNCHANGED
             return
-        _Runner(client, result.plan, options, journal).run(result, stop)
+        _Runner(client, result.plan, options, journal, signals).run(result)
         if result.status in (ApplyStatus.FAILED, ApplyStatus.STALE) and options.fail_fast:
-            stop.set()
+            signals.fail_fast.set()
 
-    with ThreadPoolExecutor(max_workers=max(1, options.parallel), thread_name_prefix="apply") as pool:
-        list(pool.map(run, results))
+    pool = ThreadPoolExecutor(max_workers=max(1, options.parallel), thread_name_prefix="apply")
+    try:
+        futures = [pool.submit(run, result) for result in results]
+        try:
+            wait(futures)
+        except KeyboardInterrupt:
+            signals.interrupted.set()
+            journal.write(event="interrupted", then="finishing the changes in flight")
+            if options.on_interrupt:
+                options.on_interrupt()
+            try:
+                wait(futures)
+            except KeyboardInterrupt:
+                signals.abort.set()
+                journal.write(event="interrupted", then="stopped at once")
+                raise StoppedAtOnce() from None
+        for future in futures:
+            future.result()
+    finally:
+        pool.shutdown(wait=not signals.abort.is_set(), cancel_futures=True)
     if options.pacer is not None:
         journal.write(event="pacing", **options.pacer.stats().to_json())
-    return ApplyReport(results)
+    return ApplyReport(results, interrupted=signals.interrupted.is_set())
+
+
+@dataclass
+class _Signals:
+    """What the subscriptions running in parallel watch between their steps."""
+
+    #: --fail-fast: a subscription failed; start nothing new.
+    fail_fast: threading.Event = field(default_factory=threading.Event)
+    #: The first Ctrl-C: finish the change in flight, start nothing new.
+    interrupted: threading.Event = field(default_factory=threading.Event)
+    #: The second Ctrl-C: send no further request.
+    abort: threading.Event = field(default_factory=threading.Event)

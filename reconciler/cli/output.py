@@ -158,7 +158,7 @@ def classify(exc: BaseException, secrets: Iterable[str] = ()) -> Failure:
     if code is ErrorCode.INTERNAL:
         message = f"internal error (a bug in sbrules; please report it): {type(exc).__name__}: {exc}"
     elif code is ErrorCode.INTERRUPTED:
-        message = "aborted" if isinstance(exc, click.exceptions.Abort) else "interrupted"
+        message = "aborted" if isinstance(exc, click.exceptions.Abort) else str(exc) or "interrupted"
     elif isinstance(exc, click.ClickException):
         message = exc.format_message()
         context = getattr(exc, "ctx", None)

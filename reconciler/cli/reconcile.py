@@ -145,11 +145,19 @@ def apply(
                 fail_fast=fail_fast,
                 journal=journal_file,
                 on_change=on_change,
+                on_interrupt=_finishing,
             )
             report = apply_plan(client, the_plan, options)
     click.echo(render_report(report))
+    if report.interrupted:
+        raise SystemExit(ExitCode.INTERRUPTED)
     if not report.ok:
         raise SystemExit(ExitCode.ERROR)
+
+
+def _finishing() -> None:
+    click.echo("interrupted: finishing the requests in flight, then reporting what was applied "
+               "(Ctrl-C again to stop at once)", err=True)
 
 
 def _confirm(auto_approve: bool) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from reconciler.cli.common import Namespace, format_option, namespace_options
-from reconciler.cli.output import echo_json
+from reconciler.cli.output import ExitCode, echo_json
 
 
 @click.command()
@@ -55,13 +55,20 @@ def sample(
             )
     if fmt == "json":
         echo_json({"format_version": 1, **stats.to_json()})
-        return
-    for s in stats.subscriptions:
+    else:
+        for s in stats.subscriptions:
+            click.echo(
+                f"{s.topic}/{s.subscription}: peeked {s.peeked} from sequence {s.start_sequence}, "
+                f"stored {s.written}, {s.duplicates} already stored"
+            )
+        click.echo(f"{stats.written} new messages in {stats.dataset} ({len(stats.files)} files)")
+    if stats.interrupted:
         click.echo(
-            f"{s.topic}/{s.subscription}: peeked {s.peeked} from sequence {s.start_sequence}, "
-            f"stored {s.written}, {s.duplicates} already stored"
+            f"interrupted: the {stats.written} messages peeked so far are stored; run the same command again to "
+            "continue from there",
+            err=True,
         )
-    click.echo(f"{stats.written} new messages in {stats.dataset} ({len(stats.files)} files)")
+        raise SystemExit(ExitCode.INTERRUPTED)
 
 
 def _stderr_console():

@@ -59,6 +59,8 @@ class SampleStats:
     dataset: str
     subscriptions: list[SubscriptionStats] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    #: Ctrl-C ended the run early; what it had peeked is stored.
+    interrupted: bool = False
 
     @property
     def written(self) -> int:
@@ -70,6 +72,7 @@ class SampleStats:
             "written": self.written,
             "files": self.files,
             "subscriptions": [s.__dict__ for s in self.subscriptions],
+            "interrupted": self.interrupted,
         }
 
 
@@ -189,31 +192,38 @@ def sample(
 
     ``max_messages`` bounds the messages peeked per subscription in this run. ``on_page`` is told
     (subscription, messages in the page) after each page, for progress display.
+
+    Ctrl-C ends the run early rather than losing it: the rows peeked so far are written and the
+    state records the last page stored whole (a re-run peeks a partly stored page again and skips
+    its stored messages as duplicates), and the statistics say ``interrupted``.
     """
     if not subscriptions:
         raise SampleError("name at least one subscription to peek (a catch-all one sees all traffic)")
     store = Dataset(dataset, batch_rows=batch_rows)
     seen = store.existing_keys(topic)
     stats = SampleStats(dataset=str(store.path))
-    for subscription in subscriptions:
-        sub_stats = SubscriptionStats(topic, subscription, start_sequence=store.position(topic, subscription) + 1)
-        stats.subscriptions.append(sub_stats)
-        for page in _pages(client, topic, subscription, sub_stats.start_sequence, max_messages, page_size):
-            for peeked in page:
-                message = _with_peek_fields(peeked)
-                row = message_to_row(message, topic=topic, subscription=subscription, body_size=peeked.body_size)
-                key = _row_key(row)
-                sub_stats.peeked += 1
-                sub_stats.last_sequence = max(sub_stats.last_sequence or 0, peeked.sequence_number)
-                if key in seen:
-                    sub_stats.duplicates += 1
-                    continue
-                seen.add(key)
-                store.add(row)
-                sub_stats.written += 1
-            store.advance(topic, subscription, sub_stats.last_sequence)
-            if on_page is not None:
-                on_page(subscription, len(page))
+    try:
+        for subscription in subscriptions:
+            sub_stats = SubscriptionStats(topic, subscription, start_sequence=store.position(topic, subscription) + 1)
+            stats.subscriptions.append(sub_stats)
+            for page in _pages(client, topic, subscription, sub_stats.start_sequence, max_messages, page_size):
+                for peeked in page:
+                    message = _with_peek_fields(peeked)
+                    row = message_to_row(message, topic=topic, subscription=subscription, body_size=peeked.body_size)
+                    key = _row_key(row)
+                    sub_stats.peeked += 1
+                    sub_stats.last_sequence = max(sub_stats.last_sequence or 0, peeked.sequence_number)
+                    if key in seen:
+                        sub_stats.duplicates += 1
+                        continue
+                    seen.add(key)
+                    store.add(row)
+                    sub_stats.written += 1
+                store.advance(topic, subscription, sub_stats.last_sequence)
+                if on_page is not None:
+                    on_page(subscription, len(page))
+    except KeyboardInterrupt:
+        stats.interrupted = True
     store.flush()
     stats.files = store.files
     return stats
