@@ -4,6 +4,7 @@ of the way unless -v asks for it."""
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from pathlib import Path
@@ -111,6 +112,26 @@ def test_no_java_says_which_version_is_needed(validate, tmp_path, monkeypatch, c
     check.one_error(code, out, err, 1, r"JAVA_HOME=.*jdk has no bin/java")
 
 
+def test_a_java_too_old_for_spark_says_which_version_is_needed(project, tmp_path, check):
+    import subprocess
+
+    # What an old JVM answers Spark's launcher (its classes are compiled for a newer Java).
+    java = tmp_path / "jdk8" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text(
+        "#!/bin/sh\necho 'Error: A JNI error has occurred, please check your installation and try again' >&2\n"
+        "echo 'Exception in thread \"main\" java.lang.UnsupportedClassVersionError: org/apache/spark/launcher/Main "
+        "has been compiled by a more recent version of the Java Runtime (class file version 61.0)' >&2\nexit 1\n"
+    )
+    java.chmod(0o755)
+    result = subprocess.run(
+        [sys.executable, "-m", "reconciler", "validate", project / "orders.yaml", "--traffic", write_sample(tmp_path / "s"),
+         "--against", project / "plan.json"],
+        capture_output=True, text=True, env={**os.environ, "JAVA_HOME": str(java.parents[1])}, timeout=300,
+    )
+    check.one_error(result.returncode, result.stdout, result.stderr, 1, r"the Java at .*jdk8/bin/java is too old for Spark: it needs Java 17")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -214,7 +235,6 @@ def _runs_python_workers(pid: int) -> bool:
 
 @pytest.mark.spark
 def test_ctrl_c_during_the_spark_job_stops_quietly(project, tmp_path):
-    import os
     import signal
     import subprocess
     import time
