@@ -392,10 +392,10 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
             wait(futures)
         except KeyboardInterrupt:
             signals.interrupted.set()
-            journal.write(event="interrupted", then="finishing the changes in flight")
-            if options.on_interrupt:
-                options.on_interrupt()
-            try:
+            try:  # from here on, Ctrl-C is the second one (also while the user is being told)
+                journal.write(event="interrupted", then="finishing the changes in flight")
+                if options.on_interrupt:
+                    options.on_interrupt()
                 wait(futures)
             except KeyboardInterrupt:
                 signals.abort.set()

@@ -91,7 +91,7 @@ def namespace(tmp_path, run_cli):
     with Emulator(load_paths([live])) as emu:
         code, out, err = run_cli("plan", desired, "--out", tmp_path / "plan.json", "--connection-string", emu.connection_string)
         assert code == 0, err
-        emu.faults.update(latency=0.4)
+        emu.faults.update(latency=1.0)
         yield emu, desired, tmp_path / "plan.json", tmp_path / "journal.jsonl"
 
 
