@@ -62,12 +62,13 @@ def impact_report(
     ``open_client`` makes the management client (a context manager) that reads the live rules
     for ``against="live"``; None when no namespace was given.
     """
+    # Before the live rules are read and the JVM starts: a missing or broken sample is known in milliseconds.
+    failures.check_sample(dataset)
     scopes, skipped = _scopes(desired, against, open_client)
     if not scopes:
         raise ImpactError("no managed subscription (with a rules: list) in the rule files to report on")
     from reconciler.traffic.session import spark_session
 
-    failures.check_sample(dataset)  # before the JVM starts: a missing or broken sample is known in milliseconds
     with failures.translated(dataset):
         spark = spark_session(spark_master)
         frame = spark.read.parquet(str(dataset))

@@ -176,11 +176,13 @@ def test_python_fallback_rule_is_reported(spark, sample, tmp_path):
     assert report["python_fallback_rules"][0]["rule"] == "dyn"
 
 
-def test_missing_sample_and_connection_are_user_errors(tmp_path):
+def test_missing_sample_and_connection_are_user_errors(sample, tmp_path):
     with pytest.raises(SampleFailure, match="holds no Parquet files"):
         impact_report(DESIRED, str(tmp_path), against=_plan(tmp_path / "plan.json"))
-    with pytest.raises(ImpactError, match="connection string"):
+    with pytest.raises(SampleFailure, match="holds no Parquet files"):  # the sample first, before any network
         impact_report(DESIRED, str(tmp_path), against="live")
+    with pytest.raises(ImpactError, match="connection string"):
+        impact_report(DESIRED, sample, against="live")
 
 
 def test_topics_without_sampled_messages_are_skipped_not_never_matching(spark, sample, tmp_path):
