@@ -8,7 +8,6 @@ type; planning the exported files against the same namespace shows no changes.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -20,6 +19,7 @@ from reconciler.model import Rule, rule_to_doc
 from reconciler.discovery import EntityLister, discover_namespace
 from reconciler.observe import FallbackReader, RuleReader, observe_subscriptions
 from reconciler.plan import is_temp_rule_name
+from reconciler.rulefiles.render import file_name
 
 HEADER = "# Exported by `sbrules export` from the live namespace. Review, then commit.\n"
 
@@ -110,11 +110,6 @@ def discovered_targets(rest: EntityLister, topic: str | None = None) -> dict[str
             raise SbrulesError(f"topic {name!r} does not exist in the namespace")
         targets[name] = [s.name for s in subs]
     return targets
-
-
-def file_name(topic: str) -> str:
-    """A safe file name for a topic (topic names may contain '/')."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", topic).strip("._") + ".yaml"
 
 
 def write_export(doc: dict[str, Any], out_dir: str | Path) -> Path:

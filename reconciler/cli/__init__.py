@@ -17,6 +17,7 @@ from reconciler import __version__
 #: command name → "module:attribute" of its click command.
 COMMANDS = {
     "validate": "reconciler.cli.validate:validate",
+    "render": "reconciler.cli.render:render",
     "sql": "reconciler.cli.sql:sql",
     "route": "reconciler.cli.sql:route",
     "rules": "reconciler.cli.rules:rules",

@@ -5,17 +5,21 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import click
 
 if TYPE_CHECKING:
     from reconciler.amqp.client import ManagementClient
+    from reconciler.model import DesiredState
     from reconciler.rest import ManagementRestClient
+    from reconciler.rulefiles.project import Environment
 
 CONNECTION_ENV = "SERVICEBUS_CONNECTION_STRING"
 AUTH_ENV = "SBRULES_AUTH"
 AUTH_KINDS = ("sas", "entra")
+ENV_ENV = "SBRULES_ENV"
 
 
 def require_connection_string(value: str | None) -> str:
@@ -35,6 +39,35 @@ class Namespace:
     connection_string: str | None
     auth: str = "sas"
     timeout: float = 30.0
+    #: Whether --connection-string or --auth was given on the command line (not from the environment).
+    explicit: bool = False
+
+    def for_environment(self, env: "Environment | None") -> "Namespace":
+        """The namespace an sbrules.yaml environment names (its connection string's variable, or
+        its endpoint for Entra ID), or this one when it names none."""
+        if env is None or not env.names_namespace:
+            return self
+        if self.explicit:
+            raise click.UsageError(
+                f"--env {env.name} takes its namespace from sbrules.yaml; drop --connection-string/--auth"
+            )
+        if env.endpoint:
+            return Namespace(f"Endpoint={env.endpoint}", env.auth or "entra", self.timeout)
+        variable = env.connection_string_env or ""
+        value = os.environ.get(variable)
+        if not value:
+            from reconciler.errors import InputError
+
+            raise InputError(f"environment {env.name!r}: ${variable} is not set (it holds the connection string)")
+        return Namespace(value, env.auth or "sas", self.timeout)
+
+    @property
+    def address(self) -> str:
+        """The namespace's host (and port, when not the default): what a saved plan is tied to."""
+        from reconciler.amqp.connection import ConnectionString
+
+        endpoint = ConnectionString.parse(require_connection_string(self.connection_string)).endpoint
+        return endpoint.removeprefix("sb://").rstrip("/").lower()
 
     def amqp(self, **options: object) -> "ManagementClient":
         from reconciler.amqp.client import ManagementClient
@@ -87,7 +120,12 @@ def namespace_options(func: Callable) -> Callable:
 
     @functools.wraps(func)
     def command(*args: object, connection_string: str | None, auth: str, timeout: float, **kwargs: object) -> object:
-        return func(*args, namespace=Namespace(connection_string, auth, timeout), **kwargs)
+        context = click.get_current_context()
+        explicit = any(
+            context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+            for name in ("connection_string", "auth")
+        )
+        return func(*args, namespace=Namespace(connection_string, auth, timeout, explicit), **kwargs)
 
     for option in reversed(_NAMESPACE_OPTIONS):
         command = option(command)
@@ -103,3 +141,59 @@ def format_option(*choices: str, default: str | None = None) -> Callable:
         show_default=True,
         help="Output format.",
     )
+
+
+env_option = click.option(
+    "--env",
+    "env",
+    envvar=ENV_ENV,
+    show_envvar=True,
+    metavar="NAME",
+    help="An environment of sbrules.yaml: its variables, overlays, topic names and namespace.",
+)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The rules a command works on, and the environment they were rendered for."""
+
+    state: "DesiredState"
+    environment: "Environment | None"
+
+    @property
+    def env_name(self) -> str | None:
+        return self.environment.name if self.environment else None
+
+
+def load_rules(paths: tuple[Path, ...], env: str | None, lint_errors: bool = True) -> Rules:
+    """The rule files (default ./rules) for ``env``, refused when the schema (or, with
+    ``lint_errors``, lint) finds an error."""
+    from reconciler.lint import lint
+    from reconciler.rulefiles import RuleFileErrors
+    from reconciler.rulefiles.environment import DEFAULT_RULES, load_state, locate
+    from reconciler.rulefiles.project import find_project
+
+    if not paths and not DEFAULT_RULES.is_dir() and find_project(Path.cwd()) is None:
+        raise click.UsageError("no PATH given and no ./rules directory here")
+    source = locate(paths)
+    state = load_state(source, env)
+    errors = [d for d in lint(state) if d.severity == "error"] if lint_errors else []
+    if errors:
+        raise RuleFileErrors(errors)
+    environment = source.project.environment(env) if source.project and env else None
+    return Rules(state, environment)
+
+
+def project_environment(env: str | None) -> "Environment | None":
+    """The environment ``env`` of the project file found from ./rules or the current directory
+    (for commands that read no rule files: apply PLAN.json, export, sample)."""
+    if env is None:
+        return None
+    from reconciler.errors import InputError
+    from reconciler.rulefiles.environment import DEFAULT_RULES
+    from reconciler.rulefiles.project import find_project, read_project
+
+    file = find_project(DEFAULT_RULES if DEFAULT_RULES.is_dir() else Path.cwd())
+    if file is None:
+        raise InputError(f"--env {env}: no sbrules.yaml in ./rules, here or above, so there are no environments")
+    return read_project(file).environment(env)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from reconciler.cli.common import env_option, load_rules
 from reconciler.errors import SbrulesError
 
 
@@ -29,6 +30,7 @@ from reconciler.errors import SbrulesError
                    "named on stderr).")
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (AMQP has no TLS).")
 @click.option("-v", "--verbose", is_flag=True, help="Log connections and errors to stderr.")
+@env_option
 def emulator(
     rules: tuple[Path, ...],
     host: str,
@@ -40,8 +42,12 @@ def emulator(
     ca_file: Path | None,
     allow_remote: bool,
     verbose: bool,
+    env: str | None,
 ) -> None:
-    """Run a local Service Bus emulator; the first stdout line is its connection string."""
+    """Run a local Service Bus emulator; the first stdout line is its connection string.
+
+    With --env, it is seeded with that environment's rendered rules (of --rules, default ./rules).
+    """
     from reconciler.emulator import DEV_KEY, DEV_KEY_NAME, Emulator, Faults
     from reconciler.emulator.emulator import is_loopback
 
@@ -56,10 +62,8 @@ def emulator(
     if key_name is not None and key is None:
         raise click.UsageError("--key-name needs --key")
     desired = None
-    if rules:
-        from reconciler.rulefiles import load_paths
-
-        desired = load_paths(list(rules))
+    if rules or env:
+        desired = load_rules(rules, env, lint_errors=False).state
     faults = Faults.load(faults_file) if faults_file is not None else None
     emu = Emulator(
         desired,

@@ -233,10 +233,9 @@ def _redact_tree(value: Any, secrets: Iterable[str]) -> Any:
 
 
 def secrets_in_use(argv: Sequence[str]) -> list[str]:
-    """The secret values of the connection strings this run may use (option and environment)."""
-    from reconciler.cli.common import CONNECTION_ENV
-
-    strings = [os.environ.get(CONNECTION_ENV, "")]
+    """The secret values of the connection strings this run may use (option and environment variables)."""
+    # Any variable may hold one: sbrules.yaml names an environment's (connection_string_env).
+    strings = [value for value in os.environ.values() if "sharedaccess" in value.lower()]
     for index, arg in enumerate(argv):
         if arg == "--connection-string" and index + 1 < len(argv):
             strings.append(argv[index + 1])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -10,28 +11,11 @@ from typing import Iterator
 import click
 
 from reconciler.apply import DIRECT, GAPLESS, ApplyOptions, apply_plan, render_report
-from reconciler.cli.common import Namespace, format_option, namespace_options
+from reconciler.cli.common import Namespace, Rules, env_option, format_option, load_rules, namespace_options, project_environment
 from reconciler.cli.output import ExitCode
 from reconciler.errors import SbrulesError
-from reconciler.model import DesiredState
 from reconciler.plan import RENDERERS, Plan, PlanError, render_drift_json, render_drift_text, render_json
 from reconciler.plan.live import plan_live
-
-
-def load_desired(paths: tuple[Path, ...]) -> DesiredState:
-    """The rule files (default ./rules), refused when schema or lint finds an error."""
-    from reconciler.lint import lint
-    from reconciler.rulefiles import RuleFileErrors, load_paths
-
-    if not paths:
-        if not Path("rules").is_dir():
-            raise click.UsageError("no PATH given and no ./rules directory here")
-        paths = (Path("rules"),)
-    state = load_paths(paths)
-    errors = [d for d in lint(state) if d.severity == "error"]
-    if errors:
-        raise RuleFileErrors(errors)
-    return state
 
 
 @contextlib.contextmanager
@@ -41,8 +25,9 @@ def namespace_clients(namespace: Namespace, max_rate: float | None = None) -> It
         yield client, rest
 
 
-def current_plan(clients, desired: DesiredState) -> Plan:
-    return plan_live(*clients, desired)
+def current_plan(clients, rules: Rules, namespace: Namespace) -> Plan:
+    """The plan of ``rules`` against the namespace, saying which environment and namespace it is for."""
+    return dataclasses.replace(plan_live(*clients, rules.state), environment=rules.env_name, namespace=namespace.address)
 
 
 strict_option = click.option(
@@ -60,14 +45,17 @@ paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, 
 @format_option("text", "json", "markdown")
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes (0 none, 1 error).")
 @strict_option
+@env_option
 @namespace_options
 def plan(
-    paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool, namespace: Namespace,
+    paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool, env: str | None,
+    namespace: Namespace,
 ) -> None:
     """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it."""
-    desired = load_desired(paths)
+    rules = load_rules(paths, env)
+    namespace = namespace.for_environment(rules.environment)
     with namespace_clients(namespace) as clients:
-        the_plan = current_plan(clients, desired)
+        the_plan = current_plan(clients, rules, namespace)
     if out:
         out.write_text(render_json(the_plan) + "\n", encoding="utf-8")
     click.echo(RENDERERS[fmt](the_plan))
@@ -104,6 +92,7 @@ def _read_plan_file(path: Path) -> Plan:
     "--journal", type=click.Path(dir_okay=False, path_type=Path), help="Append a JSON line per request and outcome."
 )
 @click.option("--fail-fast", is_flag=True, help="Stop every subscription after the first failure.")
+@env_option
 @namespace_options
 def apply(
     sources: tuple[Path, ...],
@@ -113,6 +102,7 @@ def apply(
     max_rate: float | None,
     journal: Path | None,
     fail_fast: bool,
+    env: str | None,
     namespace: Namespace,
 ) -> None:
     """Apply a saved PLAN.json exactly, or plan PATH... (default ./rules) and apply after confirmation.
@@ -121,14 +111,19 @@ def apply(
     subscription was refused as stale; the report lists what was and was not applied.
     """
     saved = len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json"
-    desired = None if saved else load_desired(sources)
+    if saved:
+        saved_plan = _read_plan_file(sources[0])
+        namespace = namespace.for_environment(project_environment(env))
+        saved_plan.check_target(env, namespace.address)
+    else:
+        rules = load_rules(sources, env)
+        namespace = namespace.for_environment(rules.environment)
     with namespace_clients(namespace, max_rate) as clients:
         client = clients[0]
         if saved:
-            the_plan = _read_plan_file(sources[0])
+            the_plan = saved_plan
         else:
-            assert desired is not None
-            the_plan = current_plan(clients, desired)
+            the_plan = current_plan(clients, rules, namespace)
             click.echo(RENDERERS["text"](the_plan))
             if not the_plan.has_changes:
                 return
@@ -190,12 +185,14 @@ def _progress(total: int) -> Iterator:
 @paths_argument
 @format_option("text", "json")
 @strict_option
+@env_option
 @namespace_options
-def drift(paths: tuple[Path, ...], fmt: str, strict: bool, namespace: Namespace) -> None:
+def drift(paths: tuple[Path, ...], fmt: str, strict: bool, env: str | None, namespace: Namespace) -> None:
     """Report live rules that differ from the files. Exit 0 in sync, 2 drift, 1 error."""
-    desired = load_desired(paths)
+    rules = load_rules(paths, env)
+    namespace = namespace.for_environment(rules.environment)
     with namespace_clients(namespace) as clients:
-        the_plan = current_plan(clients, desired)
+        the_plan = current_plan(clients, rules, namespace)
     click.echo(render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict))
     if the_plan.drifted(strict):
         raise SystemExit(ExitCode.CHANGES)
@@ -210,14 +207,17 @@ def drift(paths: tuple[Path, ...], fmt: str, strict: bool, namespace: Namespace)
     "--out", type=click.Path(file_okay=False, path_type=Path),
     help="Write <topic>.yaml files here (default: stdout, one YAML document per topic).",
 )
+@env_option
 @namespace_options
 def export(
-    topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None, namespace: Namespace,
+    topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None, env: str | None,
+    namespace: Namespace,
 ) -> None:
     """Write live rules as rule files: --topic T (all its subscriptions), or --all topics.
 
     Listing subscriptions uses the management REST API (Manage rights); naming them with
-    --subscription reads only those, over AMQP (Listen rights are enough).
+    --subscription reads only those, over AMQP (Listen rights are enough). With --env, topics are
+    named as the rule files declare them (sbrules.yaml's topic renames undone).
     """
     from reconciler.export import discovered_targets, export_rules, to_yaml, write_export
 
@@ -225,9 +225,16 @@ def export(
         raise click.UsageError("give either --topic TOPIC or --all")
     if subscriptions and not topic:
         raise click.UsageError("--subscription narrows --topic; it cannot be used with --all")
+    environment = project_environment(env)
+    namespace = namespace.for_environment(environment)
+    if topic is not None and environment is not None:
+        topic = environment.actual_topic(topic)
     with namespace_clients(namespace) as (client, rest):
         targets = {topic: list(subscriptions)} if subscriptions else discovered_targets(rest, topic)
         result = export_rules(client, targets, fallback=rest)
+    if environment is not None:
+        for doc in result.documents:
+            doc["topic"] = environment.declared_topic(doc["topic"])
     for line in result.warnings:
         click.echo(f"warning: {line}", err=True)
     for line in result.notes:
@@ -252,9 +259,17 @@ def export(
     show_default=True,
     help="Also sample published messages and show the Spark impact report (starts a local JVM).",
 )
-def demo(rules_dir: Path | None, traffic: bool) -> None:
-    """Plan → traffic impact → apply → drift against a local in-process emulator, narrated. Needs no Azure."""
+@env_option
+def demo(rules_dir: Path | None, traffic: bool, env: str | None) -> None:
+    """Plan → traffic impact → apply → drift against a local in-process emulator, narrated. Needs no Azure.
+
+    With --env, the demo runs on that environment's rendered rules (of --rules, default ./rules).
+    """
     from reconciler.demo import run_demo
 
-    if not run_demo(rules_dir, click.echo, traffic=traffic):
+    desired = None
+    if env is not None:
+        desired = load_rules((rules_dir,) if rules_dir else (), env).state
+        rules_dir = rules_dir or Path("rules")
+    if not run_demo(rules_dir, click.echo, traffic=traffic, desired=desired):
         raise SystemExit(ExitCode.ERROR)

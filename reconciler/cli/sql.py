@@ -11,11 +11,10 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from reconciler.cli.common import format_option
+from reconciler.cli.common import env_option, format_option, load_rules
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import InputError
 from reconciler.model import DEFAULT_RULE_NAME, DesiredState, Message, Rule, TrueFilter, TypedValueError
-from reconciler.rulefiles import load_paths
 from reconciler.sql import Outcome, SqlError, canonical_action, canonical_filter, route_rules
 
 
@@ -57,15 +56,13 @@ def check(expression: str, is_action: bool, fmt: str) -> None:
 )
 @click.option("--topic", help="Only route through this topic's subscriptions.")
 @format_option("text", "json")
-def route(paths: tuple[Path, ...], message_file: Any, topic: str | None, fmt: str) -> None:
+@env_option
+def route(paths: tuple[Path, ...], message_file: Any, topic: str | None, fmt: str, env: str | None) -> None:
     """Route one sample message through the declared rules (default: ./rules) and show, per
-    subscription, whether it is delivered, how each rule evaluated and the copies after actions."""
-    if not paths:
-        if not Path("rules").is_dir():
-            raise click.UsageError("no PATH given and no ./rules directory here")
-        paths = (Path("rules"),)
+    subscription, whether it is delivered, how each rule evaluated and the copies after actions.
+    With --env, through that environment's rules (--topic is then its name in that namespace)."""
     message = _read_message(message_file)
-    state = load_paths(paths)
+    state = load_rules(paths, env, lint_errors=False).state
     deliveries = route_state(state, message, topic)
     if fmt == "json":
         echo_json({"format_version": 1, "deliveries": deliveries})

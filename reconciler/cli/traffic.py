@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from reconciler.cli.common import Namespace, format_option, namespace_options
+from reconciler.cli.common import Namespace, env_option, format_option, namespace_options, project_environment
 from reconciler.cli.output import ExitCode, echo_json
 
 
@@ -20,6 +20,7 @@ from reconciler.cli.output import ExitCode, echo_json
 @click.option("--max", "max_messages", type=click.IntRange(min=1), help="Peek at most N messages per subscription this run.")
 @click.option("--out", "dataset", default="traffic-sample", show_default=True, help="Dataset directory (created; re-runs continue).")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=250, show_default=True, help="Messages per peek request.")
+@env_option
 @namespace_options
 @format_option("text", "json")
 def sample(
@@ -28,16 +29,21 @@ def sample(
     max_messages: int | None,
     dataset: str,
     page_size: int,
+    env: str | None,
     namespace: Namespace,
     fmt: str,
 ) -> None:
     """Peek messages (without locking them) into a Parquet dataset for `validate --traffic`.
 
     A second run continues after the last sequence number peeked from each subscription; a message
-    seen through several subscriptions is stored once.
+    seen through several subscriptions is stored once. With --env, --topic is the declared name.
     """
     if not subscriptions:
         raise click.UsageError("name at least one --subscription (a catch-all subscription sees all traffic)")
+    environment = project_environment(env)
+    namespace = namespace.for_environment(environment)
+    if environment is not None:
+        topic = environment.actual_topic(topic)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from reconciler.traffic.sampler import sample as run_sample

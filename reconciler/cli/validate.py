@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from reconciler import diagnostics as diag
-from reconciler.cli.common import Namespace, namespace_options
+from reconciler.cli.common import Namespace, env_option, namespace_options
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import InputError
 from reconciler.lint import lint
 from reconciler.model import DesiredState
-from reconciler.rulefiles import load
+from reconciler.rulefiles import LoadResult
+from reconciler.rulefiles.environment import DEFAULT_RULES, load_every_environment, load_rules, locate
+from reconciler.rulefiles.project import find_project
 
 
 @click.command()
@@ -44,6 +47,7 @@ from reconciler.rulefiles import load
     type=click.Path(dir_okay=False, path_type=Path),
     help="With --traffic: write the traffic report to this file instead of stdout (needed for --format html).",
 )
+@env_option
 @namespace_options
 def validate(
     paths: tuple[Path, ...],
@@ -52,30 +56,41 @@ def validate(
     against: str,
     spark_master: str | None,
     out: Path | None,
+    env: str | None,
     namespace: Namespace,
 ) -> None:
-    """Check rule files (default: ./rules) offline. Exit 0 valid, 1 invalid, 2 usage error."""
+    """Check rule files (default: ./rules) offline. Exit 0 valid, 1 invalid, 2 usage error.
+
+    With an sbrules.yaml, every environment is checked, or only the one named with --env.
+    """
     if fmt == "html" and not (traffic and out):
         raise click.UsageError("--format html writes the traffic report: give --traffic DATASET and --out FILE.html")
     if out and not traffic:
         raise click.UsageError("--out writes the traffic report: give --traffic DATASET")
-    if not paths:
-        if not Path("rules").is_dir():
-            raise click.UsageError("no PATH given and no ./rules directory here")
-        paths = (Path("rules"),)
-    result = load(paths)
-    findings = list(result.diagnostics)
-    findings.extend(lint(result.state))
-    findings.sort(key=diag.sort_key)
+    if not paths and not DEFAULT_RULES.is_dir() and find_project(Path.cwd()) is None:
+        raise click.UsageError("no PATH given and no ./rules directory here")
+    source = locate(paths)
+    if env is not None:
+        results = {env: load_rules(source, env)}
+    else:
+        results = load_every_environment(source)
+        if traffic and source.project is not None:
+            raise click.UsageError("--traffic reports on one environment's rules: name it with --env NAME")
+    findings = _findings(results)
     tally = diag.counts(findings)
     summary = {
-        "files": result.files,
-        "topics": len(result.state.topics),
-        "subscriptions": sum(1 for _ in result.state.subscriptions()),
-        "rules": sum(len(s.rules or ()) for _, s in result.state.subscriptions()),
+        "files": max(r.files for r in results.values()),
+        "topics": sum(len(r.state.topics) for r in results.values()),
+        "subscriptions": sum(1 for r in results.values() for _ in r.state.subscriptions()),
+        "rules": sum(len(s.rules or ()) for r in results.values() for _, s in r.state.subscriptions()),
     }
+    result = next(iter(results.values()))
+    if traffic and source.project is not None and env is not None:
+        namespace = namespace.for_environment(source.project.environment(env))
     if fmt == "json":
         doc = diag.to_document(findings, summary)
+        if source.project is not None:
+            doc["environments"] = list(results)
         if traffic:
             # Not computed for invalid rule files (null says so); with --out it goes to that file.
             report = None
@@ -95,9 +110,10 @@ def validate(
         if findings:
             click.echo(diag.render_text(findings), err=tally["error"] > 0)
         verdict = "invalid" if tally["error"] else "valid"
+        checked = f" (environments: {', '.join(map(str, results))})" if source.project is not None else ""
         click.echo(
-            f"{verdict}: {summary['files']} files, {summary['subscriptions']} subscriptions, {summary['rules']} rules; "
-            f"{tally['error']} errors, {tally['warning']} warnings, {tally['info']} notes",
+            f"{verdict}{checked}: {summary['files']} files, {summary['subscriptions']} subscriptions, "
+            f"{summary['rules']} rules; {tally['error']} errors, {tally['warning']} warnings, {tally['info']} notes",
             err=tally["error"] > 0,
         )
     if tally["error"]:
@@ -109,6 +125,22 @@ def validate(
             click.echo(text)
         else:
             _write_report(out, text)
+
+
+def _findings(results: dict[str | None, LoadResult]) -> list[diag.Diagnostic]:
+    """Every environment's findings, once each: one that not every environment shares names its environment."""
+    if len(results) == 1:
+        (result,) = results.values()
+        return sorted([*result.diagnostics, *lint(result.state)], key=diag.sort_key)
+    per_env = {name: set(result.diagnostics) | set(lint(result.state)) for name, result in results.items()}
+    shared = set.intersection(*per_env.values())
+    findings = set(shared)
+    for name, found in per_env.items():
+        for finding in found - shared:
+            if name is not None and not finding.message.startswith("environment "):
+                finding = replace(finding, message=f"environment {name!r}: {finding.message}")
+            findings.add(finding)
+    return sorted(findings, key=diag.sort_key)
 
 
 def _traffic_report(

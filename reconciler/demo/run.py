@@ -28,13 +28,19 @@ def demo_rules() -> Iterator[Path]:
         yield path
 
 
-def run_demo(rules_dir: Path | None, echo: Callable[[str], None], traffic: bool = True) -> bool:
-    """Seed an emulator, then plan → (traffic impact) → apply → drift; True when it ends in sync."""
+def run_demo(
+    rules_dir: Path | None, echo: Callable[[str], None], traffic: bool = True, desired: DesiredState | None = None
+) -> bool:
+    """Seed an emulator, then plan → (traffic impact) → apply → drift; True when it ends in sync.
+
+    ``desired`` is the rules already loaded from ``rules_dir`` (an environment's rendering of them).
+    """
     from reconciler.amqp.client import ManagementClient
     from reconciler.emulator import Emulator
 
     with demo_rules() if rules_dir is None else contextlib.nullcontext(rules_dir) as rules_dir:
-        desired = load_paths([rules_dir])
+        if desired is None:
+            desired = load_paths([rules_dir])
     live, drifts = drifted_namespace(desired)
     with Emulator(live) as emulator:
         echo(f"Started a local Service Bus emulator (AMQP on {_endpoint(emulator.connection_string)}).")

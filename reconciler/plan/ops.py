@@ -160,6 +160,20 @@ class Plan:
     undeclared: tuple[tuple[str, str], ...] = ()
     #: How the namespace was read, where it matters (rules read over REST, discovery refused).
     notes: tuple[str, ...] = ()
+    #: The sbrules.yaml environment the rules were rendered for (None without one).
+    environment: str | None = None
+    #: The namespace read (host, and port when not the default): a saved plan applies only there.
+    namespace: str | None = None
+
+    def check_target(self, environment: str | None, namespace: str) -> None:
+        """Refuse to apply this plan to another namespace, or for another environment, than it was made for."""
+        made_for = f" (environment {self.environment})" if self.environment else ""
+        if self.namespace is not None and self.namespace != namespace:
+            raise PlanError(
+                f"this plan was made for namespace {self.namespace}{made_for}; refusing to apply it to {namespace}"
+            )
+        if environment is not None and self.environment is not None and environment != self.environment:
+            raise PlanError(f"this plan was made for environment {self.environment}, not {environment}")
 
     def drifted(self, strict: bool = False) -> bool:
         """Rule changes; with ``strict``, undeclared subscriptions count too."""
@@ -183,6 +197,8 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "format_version": PLAN_FORMAT_VERSION,
+            "environment": self.environment,
+            "namespace": self.namespace,
             "summary": self.summary(),
             "changes": [c.to_json() for c in self.changes],
             "subscriptions": [sp.to_json() for sp in self.subscriptions],
@@ -227,12 +243,13 @@ class Plan:
             warnings = tuple(doc.get("warnings", ()))
             undeclared = tuple((u["topic"], u["subscription"]) for u in doc.get("undeclared", ()))
             notes = tuple(doc.get("notes", ()))
+            environment, namespace = doc.get("environment"), doc.get("namespace")
         except (KeyError, TypeError, ValueError) as exc:
             raise PlanError(f"malformed plan file: {type(exc).__name__}: {exc}") from None
         if by_subscription:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
-        return cls(tuple(subs), skipped, warnings, undeclared, notes)
+        return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace)
 
 
 def _upgrade_v1(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,13 @@ def _undeclared_lines(plan: Plan) -> list[str]:
     return [f"undeclared {topic}/{sub}: {UNDECLARED}" for topic, sub in plan.undeclared]
 
 
+def _target_lines(plan: Plan) -> list[str]:
+    """Which environment and namespace a plan is for, when it was made for an environment."""
+    if plan.environment is None:
+        return []
+    return [f"environment {plan.environment}: namespace {plan.namespace or '(not recorded)'}", ""]
+
+
 def _rule_lines(rule: Rule, indent: str) -> list[str]:
     """The rule's document without its name, one key per line (values as JSON)."""
     doc = rule_to_doc(rule)
@@ -34,7 +41,7 @@ def _shown_rule(kind: ChangeKind, before: Rule | None, after: Rule | None) -> Ru
 
 def render_text(plan: Plan) -> str:
     """A terraform-like listing: + create, ~ replace (changed fields, canonical SQL diff), - delete."""
-    lines: list[str] = []
+    lines: list[str] = _target_lines(plan)
     for sp in plan.subscriptions:
         if not sp.changes:
             continue
@@ -69,7 +76,7 @@ def render_markdown(plan: Plan) -> str:
     """A pull-request comment: summary table, then one collapsible detail block per subscription."""
     s = plan.summary()
     out = [
-        "### sbrules plan",
+        "### sbrules plan" + (f" — environment `{plan.environment}`" if plan.environment else ""),
         "",
         "| create | replace | delete | unchanged |",
         "|---:|---:|---:|---:|",
@@ -116,7 +123,7 @@ RENDERERS: dict[str, Callable[[Plan], str]] = {"text": render_text, "markdown": 
 def render_drift_text(plan: Plan, strict: bool = False) -> str:
     """One line per drifted rule (with the reasons of a modification) and undeclared subscription,
     then a verdict (undeclared subscriptions count as drift only when ``strict``)."""
-    lines = []
+    lines = _target_lines(plan)
     for change in plan.changes:
         detail = "; ".join(change.reasons) if change.kind is ChangeKind.REPLACE else ""
         lines.append(
@@ -141,7 +148,7 @@ def render_drift_json(plan: Plan, strict: bool = False) -> str:
     """The plan's document (without warnings) plus ``in_sync`` and a ``drift`` list."""
     doc = plan.to_json()
     doc = {"format_version": PLAN_FORMAT_VERSION, "in_sync": not plan.drifted(strict)} | {
-        k: doc[k] for k in ("summary", "changes", "subscriptions", "skipped", "undeclared", "notes")
+        k: doc[k] for k in ("environment", "namespace", "summary", "changes", "subscriptions", "skipped", "undeclared", "notes")
     }
     doc["drift"] = [
         {"topic": c.topic, "subscription": c.subscription, "rule": c.rule, "kind": DriftKind.of(c.kind).value}

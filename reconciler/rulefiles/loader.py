@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Sequence
 
 from reconciler.diagnostics import Diagnostic, render_text
 from reconciler.errors import SbrulesError
@@ -25,7 +25,7 @@ from reconciler.model import (
     rule_from_doc,
 )
 from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
-from reconciler.rulefiles.schema import schema_diagnostics
+from reconciler.rulefiles.schema import SCHEMA_NAME, schema_diagnostics
 
 RULE_FILE_SUFFIXES = (".yaml", ".yml")
 
@@ -72,12 +72,12 @@ def _build_rule(doc: dict, path: DocPath, loc: Located) -> Rule:
     return replace(
         rule,
         origin=loc.origin(path),
-        filter_origin=_text_origin(path + (kind,), loc) if kind == "sql" else loc.origin(path + (kind,)),
-        action_origin=_text_origin(path + ("action",), loc) if "action" in doc else None,
+        filter_origin=text_origin(path + (kind,), loc) if kind == "sql" else loc.origin(path + (kind,)),
+        action_origin=text_origin(path + ("action",), loc) if "action" in doc else None,
     )
 
 
-def _text_origin(path: DocPath, loc: Located) -> Origin:
+def text_origin(path: DocPath, loc: Located) -> Origin:
     """Where the text of a scalar starts: after the quote, or on the line after a block indicator."""
     origin = loc.origin(path)
     style = loc.styles.get(path)
@@ -91,23 +91,27 @@ def _text_origin(path: DocPath, loc: Located) -> Origin:
     return origin
 
 
-def _topic_from_doc(doc: dict, loc: Located, diags: list[Diagnostic]) -> Topic:
+def build_rule(doc: dict, path: DocPath, loc: Located, diags: list[Diagnostic]) -> Rule | None:
+    """The rule a schema-valid rule document declares, or None (and an error in ``diags``)."""
+    diags.extend(_ambiguous_integers(doc, path, loc))
+    try:
+        return _build_rule(doc, path, loc)
+    except (RuleFormError, TypedValueError) as exc:
+        sub_key = getattr(exc, "path", ())
+        diags.append(Diagnostic("error", "rule", str(exc), loc.origin(path + tuple(sub_key))))
+        return None
+
+
+def topic_from_doc(doc: dict, loc: Located, diags: list[Diagnostic]) -> Topic:
+    """The topic a schema-valid rule file declares (rules that cannot be built are errors in ``diags``)."""
     subs = []
     for sub_name, sub_doc in (doc.get("subscriptions") or {}).items():
         sub_doc = sub_doc or {}
         sub_path = ("subscriptions", sub_name)
         rules: tuple[Rule, ...] | None = None
         if "rules" in sub_doc:
-            built = []
-            for i, rule_doc in enumerate(sub_doc["rules"] or []):
-                rule_path = sub_path + ("rules", i)
-                diags.extend(_ambiguous_integers(rule_doc, rule_path, loc))
-                try:
-                    built.append(_build_rule(rule_doc, rule_path, loc))
-                except (RuleFormError, TypedValueError) as exc:
-                    sub_key = getattr(exc, "path", ())
-                    diags.append(Diagnostic("error", "rule", str(exc), loc.origin(rule_path + tuple(sub_key))))
-            rules = tuple(built)
+            built = [build_rule(rule_doc, sub_path + ("rules", i), loc, diags) for i, rule_doc in enumerate(sub_doc["rules"] or [])]
+            rules = tuple(r for r in built if r is not None)
         subs.append(
             Subscription(
                 name=str(sub_name),
@@ -119,7 +123,7 @@ def _topic_from_doc(doc: dict, loc: Located, diags: list[Diagnostic]) -> Topic:
     return Topic(name=str(doc["topic"]), subscriptions=tuple(subs), origin=loc.origin(("topic",)))
 
 
-def _merge(topics: Iterable[Topic], diags: list[Diagnostic]) -> DesiredState:
+def merge(topics: Iterable[Topic], diags: list[Diagnostic]) -> DesiredState:
     """Merge topics by name (case-insensitive); duplicates of subscriptions or rules are errors."""
     merged: dict[str, Topic] = {}
     for topic in topics:
@@ -169,8 +173,9 @@ def _dedupe_rules(topic: Topic, sub: Subscription, diags: list[Diagnostic]) -> S
     return replace(sub, rules=tuple(kept))
 
 
-def rule_files(paths: Sequence[str | Path]) -> list[Path]:
-    """Expand directories into their rule files (recursive, sorted, hidden files skipped)."""
+def rule_files(paths: Sequence[str | Path], exclude: Collection[Path] = ()) -> list[Path]:
+    """Expand directories into their rule files (recursive, sorted, hidden files skipped), leaving
+    out the files and directories in ``exclude`` (resolved paths: the project file, overlays)."""
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -181,6 +186,7 @@ def rule_files(paths: Sequence[str | Path]) -> list[Path]:
                 if p.suffix in RULE_FILE_SUFFIXES
                 and p.is_file()
                 and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                and not _excluded(p, exclude)
             )
             out.extend(found)
         else:
@@ -188,34 +194,55 @@ def rule_files(paths: Sequence[str | Path]) -> list[Path]:
     return out
 
 
-def _display(path: Path) -> str:
+def _excluded(path: Path, exclude: Collection[Path]) -> bool:
+    if not exclude:
+        return False
+    resolved = path.resolve()
+    return any(resolved == e or e in resolved.parents for e in exclude)
+
+
+def display_path(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
 
 
-def load(paths: Sequence[str | Path]) -> LoadResult:
+#: A step between reading a file and checking it against its schema (e.g. substituting variables).
+Prepare = Callable[[Any, Located, list[Diagnostic]], Any]
+
+
+def read_valid(
+    file: Path, diags: list[Diagnostic], schema: str = SCHEMA_NAME, prepare: Prepare | None = None
+) -> tuple[Any, Located] | None:
+    """A file's document, prepared and valid against ``schema``; None (and errors in ``diags``) otherwise."""
+    try:
+        doc, loc = read_document(file, display_path(file))
+    except DocumentError as exc:
+        diags.append(exc.diag)
+        return None
+    if prepare is not None:
+        doc = prepare(doc, loc, diags)
+    schema_diags = schema_diagnostics(doc, loc, schema)
+    if schema_diags:
+        diags.extend(schema_diags)
+        return None
+    return doc, loc
+
+
+def load(paths: Sequence[str | Path], *, exclude: Collection[Path] = (), prepare: Prepare | None = None) -> LoadResult:
     """Load files and directories, collecting every diagnostic instead of stopping at the first."""
     diags: list[Diagnostic] = []
     topics: list[Topic] = []
-    files = rule_files(paths)
+    files = rule_files(paths, exclude)
     if not files:
         where = ", ".join(map(str, paths)) or "."
         diags.append(Diagnostic("error", "no-files", f"no rule files (*.yaml, *.yml) found in {where}"))
     for file in files:
-        display = _display(file)
-        try:
-            doc, loc = read_document(file, display)
-        except DocumentError as exc:
-            diags.append(exc.diag)
-            continue
-        schema_diags = schema_diagnostics(doc, loc)
-        if schema_diags:
-            diags.extend(schema_diags)
-            continue
-        topics.append(_topic_from_doc(doc, loc, diags))
-    state = _merge(topics, diags)
+        read = read_valid(file, diags, prepare=prepare)
+        if read is not None:
+            topics.append(topic_from_doc(*read, diags))
+    state = merge(topics, diags)
     return LoadResult(state=state, diagnostics=diags, files=len(files))
 
 

@@ -26,18 +26,26 @@ def packaged_schema(name: str) -> dict[str, Any]:
     return json.loads(resources.files("reconciler").joinpath("schemas", name).read_text(encoding="utf-8"))
 
 
-@lru_cache(maxsize=1)
-def _validator() -> jsonschema.protocols.Validator:
+def _by_id(uri: str) -> dict[str, Any]:
+    """A schema another one refers to by ``$id`` (they all share one base: the file name decides)."""
+    return packaged_schema(uri.rstrip("/").rsplit("/", 1)[-1])
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str) -> jsonschema.protocols.Validator:
     """The thorough validator: reports every violation, used once a file is known to be invalid."""
-    schema = packaged_schema(SCHEMA_NAME)
+    from referencing import Registry, Resource
+
+    schema = packaged_schema(name)
+    registry = Registry(retrieve=lambda uri: Resource.from_contents(_by_id(uri)))  # type: ignore[call-arg]
     cls = jsonschema.validators.validator_for(schema)
-    return cls(schema)
+    return cls(schema, registry=registry)
 
 
-@lru_cache(maxsize=1)
-def _fast_check():
+@lru_cache(maxsize=None)
+def _fast_check(name: str) -> Any:
     """A compiled validator (about 15x faster) that answers "valid?" for the common, valid case."""
-    return fastjsonschema.compile(_validator().schema)
+    return fastjsonschema.compile(packaged_schema(name), handlers={"https": _by_id})
 
 
 _TYPE_WORDS = {
@@ -65,14 +73,15 @@ def _describe(value: Any) -> str:
     return "a map"
 
 
-def schema_diagnostics(doc: Any, loc: Located) -> list[Diagnostic]:
+def schema_diagnostics(doc: Any, loc: Located, schema: str = SCHEMA_NAME) -> list[Diagnostic]:
+    """Every violation of ``schema`` (a packaged schema's file name) in ``doc``, located."""
     try:
-        _fast_check()(doc)
+        _fast_check(schema)(doc)
         return []
     except fastjsonschema.JsonSchemaException:
         pass
     out: list[Diagnostic] = []
-    for err in _validator().iter_errors(doc):
+    for err in _validator(schema).iter_errors(doc):
         out.extend(_explain(err, loc))
     return out
 
@@ -107,12 +116,13 @@ def _explain(err: jsonschema.ValidationError, loc: Located) -> list[Diagnostic]:
         return [
             Diagnostic("error", "filter-kind", f"rule {name!r} needs exactly one of sql, correlation, filter ({detail})", origin)
         ]
-    if err.validator == "anyOf" and path and len(path) >= 2 and path[-2] == "properties":
+    if err.validator == "anyOf" and path and len(path) >= 2 and path[-2] in ("properties", "vars"):
+        what = "property" if path[-2] == "properties" else "variable"
         return [
             Diagnostic(
                 "error",
                 "typed-value",
-                f"property {path[-1]!r}: {_typed_value_problem(err.instance)}",
+                f"{what} {path[-1]!r}: {_typed_value_problem(err.instance)}",
                 origin,
             )
         ]

@@ -134,6 +134,11 @@ def _is_negative_literal(node: ast.Expr) -> bool:
     )
 
 
+def literal_text(node: ast.Literal) -> str:
+    """The one literal token for a constant; ValueError for a type the language has no literal for."""
+    return _literal(node)
+
+
 def _literal(node: ast.Literal) -> str:
     if node.parameter is not None:
         return f"@{node.parameter}"

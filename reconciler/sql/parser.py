@@ -277,6 +277,11 @@ KEYWORDS = frozenset(_SCANNER.keywords)
 _DRIVERS = {start: Driver(_LARK, start) for start in ("filter", "action")}
 
 
+def terminal_pattern(name: str) -> str:
+    """The regular expression of one of the grammar's terminals (e.g. ``STRING``)."""
+    return next(t.pattern.to_regexp() for t in _LARK.terminals if t.name == name)
+
+
 def _describe_token(token: Tok) -> str:
     if token.type == "$END":
         return "end of text"
@@ -460,4 +465,5 @@ __all__ = [
     "parse_action",
     "parse_filter",
     "parse_filter_uncached",
+    "terminal_pattern",
 ]

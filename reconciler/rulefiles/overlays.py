@@ -1,0 +1,158 @@
+"""Overlays: what one environment changes in the base rule files, merged in the order listed.
+
+An overlay file looks like a rule file (``schemas/overlay.schema.json``). Per subscription it may
+add the subscription, add rules, replace a base rule of the same name, remove a rule
+(``{name: X, remove: true}``) or remove the subscription (``remove: true``). Overlays apply one
+after another, a later one seeing what the earlier ones made. Within one overlay entry (a
+directory's files have no order among themselves) two changes to the same subscription or rule
+are a conflict, and removing what does not exist is an error; both are located.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from reconciler.diagnostics import Diagnostic
+from reconciler.model import DesiredState, Origin, Rule, Subscription, Topic
+from reconciler.rulefiles.loader import build_rule, text_origin
+from reconciler.rulefiles.located import Located
+
+OVERLAY_SCHEMA = "overlay.schema.json"
+
+
+@dataclass(frozen=True)
+class Removal:
+    """``{name: X, remove: true}``: the rule X is not declared in this environment."""
+
+    name: str
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class SubscriptionChange:
+    name: str
+    origin: Origin
+    remove: bool = False
+    #: None: the overlay leaves the rules alone.
+    rules: tuple[Rule | Removal, ...] | None = None
+    allow_empty: bool | None = None
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    topic: str
+    origin: Origin
+    subscriptions: tuple[SubscriptionChange, ...]
+
+
+def topic_change(doc: dict, loc: Located, diags: list[Diagnostic]) -> TopicChange:
+    """The changes a schema-valid overlay document makes."""
+    subs = []
+    for name, sub_doc in (doc.get("subscriptions") or {}).items():
+        sub_doc = sub_doc or {}
+        path = ("subscriptions", name)
+        rules: tuple[Rule | Removal, ...] | None = None
+        if "rules" in sub_doc:
+            built: list[Rule | Removal] = []
+            for index, rule_doc in enumerate(sub_doc["rules"] or ()):
+                rule_path = path + ("rules", index)
+                if rule_doc.get("remove"):
+                    built.append(Removal(rule_doc["name"], loc.origin(rule_path)))
+                    continue
+                rule = build_rule(rule_doc, rule_path, loc, diags)
+                if rule is not None:
+                    built.append(rule)
+            rules = tuple(built)
+        subs.append(
+            SubscriptionChange(
+                name=str(name),
+                origin=loc.key_origin(path),
+                remove=bool(sub_doc.get("remove")),
+                rules=rules,
+                allow_empty=sub_doc.get("allow_empty"),
+            )
+        )
+    return TopicChange(str(doc["topic"]), text_origin(("topic",), loc), tuple(subs))
+
+
+def apply_overlay(state: DesiredState, changes: list[TopicChange], diags: list[Diagnostic]) -> DesiredState:
+    """``state`` with one overlay entry's changes made (conflicts and impossible removals in ``diags``)."""
+    _conflicts(changes, diags)
+    topics = {t.name.lower(): t for t in state.topics}
+    order = [t.name.lower() for t in state.topics]
+    for change in changes:
+        key = change.topic.lower()
+        if key not in topics:
+            topics[key] = Topic(change.topic, (), change.origin)
+            order.append(key)
+        topics[key] = _apply_topic(topics[key], change, diags)
+    return DesiredState(topics=tuple(topics[k] for k in order))
+
+
+def _apply_topic(topic: Topic, change: TopicChange, diags: list[Diagnostic]) -> Topic:
+    subs = list(topic.subscriptions)
+    for sub_change in change.subscriptions:
+        index = next((i for i, s in enumerate(subs) if s.name.lower() == sub_change.name.lower()), None)
+        where = f"{topic.name}/{sub_change.name}"
+        if sub_change.remove:
+            if index is None:
+                diags.append(_error(f"the overlay removes subscription {where}, which is not declared", sub_change.origin))
+            else:
+                del subs[index]
+            continue
+        base = subs[index] if index is not None else Subscription(sub_change.name, None, origin=sub_change.origin)
+        updated = _apply_subscription(base, sub_change, where, diags)
+        if index is None:
+            subs.append(updated)
+        else:
+            subs[index] = updated
+    return replace(topic, subscriptions=tuple(subs))
+
+
+def _apply_subscription(sub: Subscription, change: SubscriptionChange, where: str, diags: list[Diagnostic]) -> Subscription:
+    if change.allow_empty is not None:
+        sub = replace(sub, allow_empty=change.allow_empty)
+    if change.rules is None:
+        return sub
+    rules = list(sub.rules or ())
+    for item in change.rules:
+        index = next((i for i, r in enumerate(rules) if r.name.lower() == item.name.lower()), None)
+        if isinstance(item, Removal):
+            if index is None:
+                diags.append(_error(f"the overlay removes rule {item.name!r} from {where}, which does not declare it", item.origin))
+            else:
+                del rules[index]
+        elif index is None:
+            rules.append(item)
+        else:
+            rules[index] = item
+    return replace(sub, rules=tuple(rules))
+
+
+def _conflicts(changes: list[TopicChange], diags: list[Diagnostic]) -> None:
+    """Two changes to one subscription (removed, or its allow_empty set) or one rule in one overlay entry."""
+    seen: dict[tuple[Any, ...], Origin] = {}
+
+    def claim(key: tuple[Any, ...], what: str, origin: Origin) -> None:
+        first = seen.get(key)
+        if first is not None:
+            diags.append(
+                Diagnostic("error", "overlay-conflict", f"the overlay changes {what} twice; one change must go",
+                           origin, related=(first,))
+            )
+        else:
+            seen[key] = origin
+
+    for change in changes:
+        topic = change.topic.lower()
+        for sub in change.subscriptions:
+            where = f"{change.topic}/{sub.name}"
+            if sub.remove or sub.allow_empty is not None:
+                claim((topic, sub.name.lower()), f"subscription {where}", sub.origin)
+            for item in sub.rules or ():
+                claim((topic, sub.name.lower(), item.name.lower()), f"rule {item.name!r} of {where}", item.origin)
+
+
+def _error(message: str, origin: Origin) -> Diagnostic:
+    return Diagnostic("error", "overlay", message, origin)

@@ -1,0 +1,182 @@
+"""The project file, ``sbrules.yaml``: the environments one rule set is applied to.
+
+It sits at the root of the rule directory and is found as git finds ``.git``: in the given PATH
+or one of its parents. Each environment names its namespace (an environment variable holding a
+connection string, or an endpoint for Entra ID — never a secret), the values of its
+``${variables}``, overlay rule files and topic renames. It is read like a rule file: plain data
+with marks, checked against ``schemas/project.schema.json``, every problem located.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from reconciler.diagnostics import Diagnostic
+from reconciler.errors import InputError
+from reconciler.model import Origin, TypedValue, TypedValueError
+from reconciler.rulefiles.loader import RuleFileErrors, display_path, read_valid
+from reconciler.rulefiles.located import Located
+
+PROJECT_FILES = ("sbrules.yaml", "sbrules.yml")
+PROJECT_SCHEMA = "project.schema.json"
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    value: TypedValue
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """An overlay entry: a directory or file of overlay rule files, resolved against the project."""
+
+    path: Path
+    written: str
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class Rename:
+    """``topics: {declared: actual}``: the declared topic's name in this environment's namespace."""
+
+    declared: str
+    actual: str
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class Environment:
+    name: str
+    origin: Origin
+    connection_string_env: str | None = None
+    endpoint: str | None = None
+    auth: str | None = None
+    vars: Mapping[str, Variable] = field(default_factory=dict)
+    overlays: tuple[Overlay, ...] = ()
+    renames: tuple[Rename, ...] = ()
+
+    def actual_topic(self, declared: str) -> str:
+        """A declared topic's name in this environment's namespace."""
+        return next((r.actual for r in self.renames if r.declared.lower() == declared.lower()), declared)
+
+    def declared_topic(self, actual: str) -> str:
+        """The declared name of a topic of this environment's namespace."""
+        return next((r.declared for r in self.renames if r.actual.lower() == actual.lower()), actual)
+
+    @property
+    def names_namespace(self) -> bool:
+        """Whether the environment says which namespace it is (otherwise the command line does)."""
+        return bool(self.connection_string_env or self.endpoint)
+
+
+@dataclass(frozen=True)
+class Project:
+    file: Path
+    environments: Mapping[str, Environment]
+
+    @property
+    def root(self) -> Path:
+        return self.file.parent
+
+    def environment(self, name: str) -> Environment:
+        env = self.environments.get(name)
+        if env is None:
+            known = ", ".join(self.environments)
+            raise InputError(f"environment {name!r} is not defined in {display_path(self.file)} (defined: {known})")
+        return env
+
+    def not_base_files(self) -> set[Path]:
+        """What is never read as a base rule file: the project file and every environment's overlays."""
+        out = {self.file.resolve()}
+        for env in self.environments.values():
+            out.update(overlay.path.resolve() for overlay in env.overlays)
+        return out
+
+
+def find_project(start: Path) -> Path | None:
+    """The project file in ``start`` (a directory, or a file's directory) or the nearest parent."""
+    here = start.resolve()
+    if not here.is_dir():
+        here = here.parent
+    for directory in (here, *here.parents):
+        for name in PROJECT_FILES:
+            candidate = directory / name
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def read_project(file: Path) -> Project:
+    """Read and check the project file; RuleFileErrors lists every located error."""
+    diags: list[Diagnostic] = []
+    read = read_valid(file, diags, PROJECT_SCHEMA)
+    if read is None:
+        raise RuleFileErrors(diags)
+    doc, loc = read
+    environments = {
+        str(name): _environment(str(name), env_doc or {}, ("environments", name), file.parent, loc, diags)
+        for name, env_doc in doc["environments"].items()
+    }
+    if diags:
+        raise RuleFileErrors(diags)
+    return Project(file=file, environments=environments)
+
+
+def _environment(
+    name: str, doc: Mapping[str, Any], path: tuple, root: Path, loc: Located, diags: list[Diagnostic]
+) -> Environment:
+    where = f"environment {name!r}"
+    if "connection_string_env" in doc and "endpoint" in doc:
+        diags.append(
+            Diagnostic("error", "environment", f"{where}: give connection_string_env or endpoint, not both",
+                       loc.key_origin(path + ("endpoint",)))
+        )
+    if "endpoint" in doc and doc.get("auth") != "entra":
+        diags.append(
+            Diagnostic("error", "environment",
+                       f"{where}: an endpoint carries no key, so it needs auth: entra; for SAS name the variable "
+                       "holding the connection string with connection_string_env",
+                       loc.key_origin(path + ("endpoint",)))
+        )
+    variables = {}
+    for var_name, raw in (doc.get("vars") or {}).items():
+        var_path = path + ("vars", var_name)
+        try:
+            variables[var_name] = Variable(var_name, TypedValue.from_typed_form(raw), loc.key_origin(var_path))
+        except TypedValueError as exc:
+            diags.append(Diagnostic("error", "typed-value", f"{where}: variable {var_name!r}: {exc}", loc.origin(var_path)))
+    overlays = []
+    for index, written in enumerate(doc.get("overlays") or ()):
+        origin = loc.origin(path + ("overlays", index))
+        resolved = (root / written).resolve()
+        if not resolved.exists():
+            diags.append(Diagnostic("error", "overlay", f"{where}: overlay {written!r} does not exist", origin))
+            continue
+        overlays.append(Overlay(resolved, written, origin))
+    renames = []
+    targets: dict[str, Rename] = {}
+    for declared, actual in (doc.get("topics") or {}).items():
+        rename = Rename(str(declared), str(actual), loc.key_origin(path + ("topics", declared)))
+        twin = targets.get(rename.actual.lower())
+        if twin is not None:
+            diags.append(
+                Diagnostic("error", "topic-rename",
+                           f"{where}: topics {twin.declared!r} and {rename.declared!r} are both renamed to {rename.actual!r}",
+                           rename.origin, related=(twin.origin,))
+            )
+        targets[rename.actual.lower()] = rename
+        renames.append(rename)
+    return Environment(
+        name=name,
+        origin=loc.key_origin(path),
+        connection_string_env=doc.get("connection_string_env"),
+        endpoint=doc.get("endpoint"),
+        auth=doc.get("auth"),
+        vars=variables,
+        overlays=tuple(overlays),
+        renames=tuple(renames),
+    )

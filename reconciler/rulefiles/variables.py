@@ -1,0 +1,159 @@
+"""``${name}`` in rule files, replaced by an environment's typed values before the schema check.
+
+Substitution works on the parsed document, field by field, never on the file's text:
+
+* SQL filters and actions go through :func:`reconciler.sql.template.substitute_sql`: a value
+  becomes one literal token (or escaped text inside a string literal), so it cannot change the
+  expression's shape;
+* a correlation property whose whole value is ``${name}`` takes the variable's typed value
+  (``{int: 10}`` stays an int); elsewhere in correlation values and in names a reference is
+  replaced by the value's text.
+
+Every reference to an undefined variable is an error at its file:line:column; the caller learns
+which variables were used, to warn about the unused ones.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any, Callable, Mapping
+
+from reconciler.diagnostics import Diagnostic, SqlContext
+from reconciler.model import CORRELATION_FIELDS, CORRELATION_ALIASES, Origin, TypedValue
+from reconciler.rulefiles.loader import text_origin
+from reconciler.rulefiles.located import DocPath, Located
+from reconciler.sql.template import NAME, Substituted, substitute_sql, substitute_text
+
+_WHOLE = "${"
+_ONE_REFERENCE = re.compile(r"\$\{" + NAME + r"\}")
+
+
+class Substitution:
+    """The variables of one environment, applied to documents one after another."""
+
+    def __init__(self, values: Mapping[str, TypedValue]):
+        self.values = dict(values)
+        self.used: set[str] = set()
+
+    def __call__(self, doc: Any, loc: Located, diags: list[Diagnostic]) -> Any:
+        """The document with every reference replaced (the loader's ``prepare`` step)."""
+        if not isinstance(doc, dict):
+            return doc
+        return _Document(self, loc, diags).rule_file(doc)
+
+
+class _Document:
+    def __init__(self, sub: Substitution, loc: Located, diags: list[Diagnostic]):
+        self.sub, self.loc, self.diags = sub, loc, diags
+
+    def rule_file(self, doc: dict) -> dict:
+        out = dict(doc)
+        if isinstance(doc.get("topic"), str):
+            out["topic"] = self.text(doc["topic"], ("topic",))
+        subs = doc.get("subscriptions")
+        if isinstance(subs, dict):
+            out["subscriptions"] = self.keyed(subs, ("subscriptions",), self.subscription)
+        return out
+
+    def subscription(self, doc: Any, path: DocPath) -> Any:
+        if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
+            return doc
+        rules = [self.rule(rule, path + ("rules", i)) for i, rule in enumerate(doc["rules"])]
+        return {**doc, "rules": rules}
+
+    def rule(self, doc: Any, path: DocPath) -> Any:
+        if not isinstance(doc, dict):
+            return doc
+        out = dict(doc)
+        if isinstance(doc.get("name"), str):
+            out["name"] = self.text(doc["name"], path + ("name",))
+        for key in ("sql", "action"):
+            if isinstance(doc.get(key), str):
+                out[key] = self.sql(doc[key], path + (key,))
+        if isinstance(doc.get("correlation"), dict):
+            out["correlation"] = self.correlation(doc["correlation"], path + ("correlation",))
+        return out
+
+    def correlation(self, doc: dict, path: DocPath) -> dict:
+        out = dict(doc)
+        for key, value in doc.items():
+            if CORRELATION_ALIASES.get(key, key) in CORRELATION_FIELDS and isinstance(value, str):
+                out[key] = self.text(value, path + (key,))
+        props = doc.get("properties")
+        if isinstance(props, dict):
+            out["properties"] = self.keyed(props, path + ("properties",), self.property_value)
+        return out
+
+    def property_value(self, value: Any, path: DocPath) -> Any:
+        if isinstance(value, str) and value.startswith(_WHOLE) and _is_one_reference(value):
+            name = value[2:-1]
+            self.sub.used.add(name)
+            found = self.sub.values.get(name)
+            if found is None:
+                self.problem(path, value, 0, len(value), f"undefined variable {name!r}")
+                return value
+            return found.to_typed_form(explicit=True)
+        if isinstance(value, str):
+            return self.text(value, path)
+        if isinstance(value, dict) and len(value) == 1:
+            (tag, inner), = value.items()
+            if isinstance(inner, str):
+                return {tag: self.text(inner, path + (tag,))}
+        return value
+
+    def keyed(self, mapping: dict, path: DocPath, each: Callable[[Any, DocPath], Any]) -> dict:
+        """A mapping whose keys are names (subscriptions, properties): keys and values substituted."""
+        out = {}
+        for key, value in mapping.items():
+            new_key = self.text(key, path + (key,), is_key=True) if isinstance(key, str) else key
+            if new_key != key:
+                _move(self.loc, path + (key,), path + (new_key,))
+            out[new_key] = each(value, path + (new_key,))
+        return out
+
+    # -- one string ------------------------------------------------------------------------------
+    def text(self, value: str, path: DocPath, is_key: bool = False) -> str:
+        if "$" not in value:
+            return value
+        result = substitute_text(value, self.sub.values.get)
+        return self.finish(result, path, value, is_key)
+
+    def sql(self, value: str, path: DocPath) -> str:
+        if "$" not in value:
+            return value
+        result = substitute_sql(value, self.sub.values.get)
+        return self.finish(result, path, value, False, sql=True)
+
+    def finish(self, result: Substituted, path: DocPath, written: str, is_key: bool, sql: bool = False) -> str:
+        self.sub.used.update(result.used)
+        for problem in result.problems:
+            self.problem(path, written, problem.offset, problem.length, problem.message, is_key=is_key, sql=sql)
+        return result.text
+
+    def problem(
+        self, path: DocPath, text: str, offset: int, length: int, message: str, *, is_key: bool = False, sql: bool = False
+    ) -> None:
+        line = text.count("\n", 0, offset) + 1
+        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        start = self.loc.key_origin(path) if is_key else text_origin(path, self.loc)
+        origin = (
+            replace(start, column=start.column + column - 1)
+            if line == 1
+            else Origin(start.file, start.line + line - 1, start.column + column - 1)
+        )
+        self.diags.append(
+            Diagnostic("error", "variable", message, origin, sql=SqlContext(text, line, column) if sql else None)
+        )
+
+
+def _is_one_reference(value: str) -> bool:
+    return _ONE_REFERENCE.fullmatch(value) is not None
+
+
+def _move(loc: Located, old: DocPath, new: DocPath) -> None:
+    """Keep the marks of a renamed key's subtree reachable under its new name."""
+    size = len(old)
+    for table in (loc.values, loc.keys, loc.styles):
+        for path in [p for p in table if p[:size] == old]:
+            table[new + path[size:]] = table[path]  # type: ignore[index]
