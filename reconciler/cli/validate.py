@@ -140,7 +140,7 @@ def _findings(results: dict[str | None, LoadResult]) -> list[diag.Diagnostic]:
             if name is not None and not finding.message.startswith("environment "):
                 finding = replace(finding, message=f"environment {name!r}: {finding.message}")
             findings.add(finding)
-    return sorted(findings, key=diag.sort_key)
+    return sorted(sorted(findings, key=lambda d: d.message), key=diag.sort_key)
 
 
 def _traffic_report(

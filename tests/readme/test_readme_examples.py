@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,8 +68,20 @@ def traffic(setup: Setup) -> None:
     publish_sample_traffic(setup.emulator, ["orders", "payments"])
 
 
+def environments(setup: Setup) -> None:
+    """The README's environment example: each ```yaml block whose first line is ``# rules/PATH``
+    is written to that path (sbrules.yaml, a base file using variables, a prod overlay)."""
+    blocks = re.findall(r"^```yaml\n# (rules/[^\n]+)\n(.*?)^```", README.read_text(encoding="utf-8"), re.M | re.S)
+    assert blocks, "the README has no ```yaml block starting with # rules/...: update the environments fixture"
+    for name, body in blocks:
+        path = setup.workdir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body, encoding="utf-8")
+
+
 FIXTURES: dict[str, Callable[[Setup], None]] = {
     "broken-sql": broken_sql,
+    "environments": environments,
     "emulator": emulator,
     "traffic": traffic,
 }
