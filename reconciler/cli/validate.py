@@ -70,6 +70,7 @@ def validate(
     if not paths and not DEFAULT_RULES.is_dir() and find_project(Path.cwd()) is None:
         raise click.UsageError("no PATH given and no ./rules directory here")
     source = locate(paths)
+    results: dict[str | None, LoadResult]
     if env is not None:
         results = {env: load_rules(source, env)}
     else:

@@ -17,7 +17,7 @@ from reconciler.errors import InputError
 from reconciler.model import DesiredState
 from reconciler.rulefiles.loader import LoadResult, RuleFileErrors, load, read_valid, rule_files
 from reconciler.rulefiles.overlays import OVERLAY_SCHEMA, apply_overlay, topic_change
-from reconciler.rulefiles.project import Environment, Project, find_project, read_project
+from reconciler.rulefiles.project import Environment, Project, Rename, find_project, read_project
 from reconciler.rulefiles.variables import Substitution
 
 DEFAULT_RULES = Path("rules")
@@ -95,7 +95,7 @@ def render(project: Project, env: Environment, paths: Sequence[Path]) -> LoadRes
 
 
 def _rename(state: DesiredState, env: Environment, diags: list[Diagnostic]) -> DesiredState:
-    renamed = {r.declared.lower(): r for r in env.renames}
+    renamed: dict[str, Rename] = {r.declared.lower(): r for r in env.renames}
     for rename in env.renames:
         if state.topic(rename.declared) is None:
             diags.append(
@@ -106,14 +106,14 @@ def _rename(state: DesiredState, env: Environment, diags: list[Diagnostic]) -> D
     topics = []
     declared_as: dict[str, str] = {}
     for topic in state.topics:
-        rename = renamed.get(topic.name.lower())
-        actual = replace(topic, name=rename.actual) if rename else topic
+        to = renamed.get(topic.name.lower())
+        actual = replace(topic, name=to.actual) if to else topic
         first = declared_as.get(actual.name.lower())
         if first is not None:
             diags.append(
                 Diagnostic("error", "topic-rename",
                            f"environment {env.name!r}: topics {first!r} and {topic.name!r} would both be "
-                           f"{actual.name!r} in this namespace", rename.origin if rename else topic.origin)
+                           f"{actual.name!r} in this namespace", to.origin if to else topic.origin)
             )
         declared_as[actual.name.lower()] = topic.name
         topics.append(actual)

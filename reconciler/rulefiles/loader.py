@@ -110,7 +110,8 @@ def topic_from_doc(doc: dict, loc: Located, diags: list[Diagnostic]) -> Topic:
         sub_path = ("subscriptions", sub_name)
         rules: tuple[Rule, ...] | None = None
         if "rules" in sub_doc:
-            built = [build_rule(rule_doc, sub_path + ("rules", i), loc, diags) for i, rule_doc in enumerate(sub_doc["rules"] or [])]
+            docs = enumerate(sub_doc["rules"] or [])
+            built = [build_rule(rule_doc, sub_path + ("rules", i), loc, diags) for i, rule_doc in docs]
             rules = tuple(r for r in built if r is not None)
         subs.append(
             Subscription(

@@ -120,7 +120,8 @@ def _apply_subscription(sub: Subscription, change: SubscriptionChange, where: st
         index = next((i for i, r in enumerate(rules) if r.name.lower() == item.name.lower()), None)
         if isinstance(item, Removal):
             if index is None:
-                diags.append(_error(f"the overlay removes rule {item.name!r} from {where}, which does not declare it", item.origin))
+                message = f"the overlay removes rule {item.name!r} from {where}, which does not declare it"
+                diags.append(_error(message, item.origin))
             else:
                 del rules[index]
         elif index is None:
@@ -134,8 +135,10 @@ def _conflicts(changes: list[TopicChange], diags: list[Diagnostic]) -> None:
     """Two changes to one subscription (removed, or its allow_empty set) or one rule in one overlay entry."""
     seen: dict[tuple[Any, ...], Origin] = {}
 
-    def claim(key: tuple[Any, ...], what: str, origin: Origin) -> None:
+    def claim(key: tuple[Any, ...], what: str, origin: Origin | None) -> None:
         first = seen.get(key)
+        if origin is None:
+            return
         if first is not None:
             diags.append(
                 Diagnostic("error", "overlay-conflict", f"the overlay changes {what} twice; one change must go",
@@ -154,5 +157,5 @@ def _conflicts(changes: list[TopicChange], diags: list[Diagnostic]) -> None:
                 claim((topic, sub.name.lower(), item.name.lower()), f"rule {item.name!r} of {where}", item.origin)
 
 
-def _error(message: str, origin: Origin) -> Diagnostic:
+def _error(message: str, origin: Origin | None) -> Diagnostic:
     return Diagnostic("error", "overlay", message, origin)

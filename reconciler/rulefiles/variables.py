@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from reconciler.diagnostics import Diagnostic, SqlContext
-from reconciler.model import CORRELATION_FIELDS, CORRELATION_ALIASES, Origin, TypedValue
+from reconciler.model import CORRELATION_ALIASES, CORRELATION_FIELDS, Origin, TypedValue
 from reconciler.rulefiles.loader import text_origin
 from reconciler.rulefiles.located import DocPath, Located
 from reconciler.sql.template import NAME, Substituted, substitute_sql, substitute_text
@@ -154,6 +154,7 @@ def _is_one_reference(value: str) -> bool:
 def _move(loc: Located, old: DocPath, new: DocPath) -> None:
     """Keep the marks of a renamed key's subtree reachable under its new name."""
     size = len(old)
-    for table in (loc.values, loc.keys, loc.styles):
+    tables: tuple[dict[DocPath, Any], ...] = (loc.values, loc.keys, loc.styles)
+    for table in tables:
         for path in [p for p in table if p[:size] == old]:
-            table[new + path[size:]] = table[path]  # type: ignore[index]
+            table[new + path[size:]] = table[path]

@@ -107,9 +107,9 @@ def substitute_sql(text: str, lookup: Lookup) -> Substituted:
             continue
         quote, close = token[0], token[-1]
         body = token[1:-1]
-        escape = _escaper(close)
-
-        def replace(inner: re.Match[str], start: int = match.start() + 1) -> str:
+        def replace(
+            inner: re.Match[str], start: int = match.start() + 1, escape: Callable[[str], str] = _escaper(close)
+        ) -> str:
             return _inside(inner, start, lookup, escape, used, problems)
 
         out.append(quote + REFERENCE.sub(replace, body) + close)
@@ -165,7 +165,8 @@ def _resolve(match: re.Match[str], base: int, lookup: Lookup, used: set[str], pr
         return None
     name = match["name"]
     if name is None:
-        problems.append(Problem(base + match.start(), 2, "'${' starts no variable reference: write ${name}, or $${ for a literal '${'"))
+        message = "'${' starts no variable reference: write ${name}, or $${ for a literal '${'"
+        problems.append(Problem(base + match.start(), 2, message))
         return None
     used.add(name)
     value = lookup(name)

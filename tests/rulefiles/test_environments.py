@@ -119,14 +119,14 @@ def test_without_a_project_file_nothing_changes(tmp_path):
     source = locate([tmp_path])
     assert source.project is None
     assert load_rules(source, None).state == load_paths([tmp_path])
-    with pytest.raises(Exception, match="no sbrules.yaml"):
+    with pytest.raises(Exception, match=r"no sbrules\.yaml"):
         load_rules(source, "dev")
 
 
 def test_a_project_requires_an_environment_and_knows_its_names(project):
     with pytest.raises(Exception, match=r"defines environments \(dev, prod\)"):
         load_rules(locate([project]), None)
-    with pytest.raises(Exception, match="'test' is not defined .*defined: dev, prod"):
+    with pytest.raises(Exception, match=r"'test' is not defined .*defined: dev, prod"):
         load_rules(locate([project]), "test")
 
 
