@@ -23,7 +23,14 @@ environments:
     connection_string_env: SBRULES_TEST_PROD
     vars: {region: eu, threshold: {int: 1000}, tenant: contoso}
     overlays: [overlays/prod]
-    topics: {orders: orders-v2}
+    topics: {orders: orders-v2, payments: payments-v2}
+"""
+
+PAYMENTS = """\
+topic: payments
+subscriptions:
+  fraud:
+    rules: [{name: risky, sql: "risk > 0.8 AND region = ${region}"}]
 """
 
 ORDERS = """\
@@ -63,7 +70,9 @@ def _bare(state: DesiredState) -> DesiredState:
 @pytest.fixture
 def project(tmp_path, monkeypatch) -> Path:
     rules = tmp_path / "project" / "rules"
-    for name, text in {"sbrules.yaml": PROJECT, "orders.yaml": ORDERS, "overlays/prod/orders.yaml": PROD_OVERLAY}.items():
+    for name, text in {
+        "sbrules.yaml": PROJECT, "orders.yaml": ORDERS, "payments.yaml": PAYMENTS, "overlays/prod/orders.yaml": PROD_OVERLAY,
+    }.items():
         (rules / name).parent.mkdir(parents=True, exist_ok=True)
         (rules / name).write_text(textwrap.dedent(text), encoding="utf-8")
     monkeypatch.chdir(rules.parent)
@@ -132,6 +141,16 @@ def test_each_environment_plans_applies_and_drifts_against_its_own_namespace(
         output_schema("drift").validate(report)
         assert code == 0 and report["in_sync"] and report["environment"] == env
         assert report["namespace"] == _address(emulator)
+    # export and route speak the declared topic names; the namespace has the renamed one
+    code, out, err = run_cli("export", "--env", "prod", "--topic", "payments")
+    assert code == 0, err
+    assert out.count("topic: payments\n") == 1 and "payments-v2" not in out
+    message = tmp_path / "message.json"
+    message.write_text(json.dumps({"user": {"tenant": "x' OR 1=1 --", "amount": 1}}), encoding="utf-8")
+    code, out, err = run_cli("route", "--env", "dev", "--message", message, "--format", "json")
+    delivered = {(d["topic"], d["subscription"]): d["delivered"] for d in json.loads(out)["deliveries"]}
+    assert code == 0 and delivered == {("orders", "audit"): True, ("payments", "fraud"): False}  # 'tenant' matched
+
     # the namespaces differ: dev's rules pointed at prod find no topic 'orders' there (prod has orders-v2)
     monkeypatch.setenv("SBRULES_TEST_DEV", prod.connection_string)
     code, out, err = run_cli("drift", "--env", "dev", "--format", "json")
@@ -167,3 +186,28 @@ def test_validate_without_env_checks_every_environment(project, run_cli):
     assert ghost["message"].startswith("environment 'prod': ") and ghost["file"].endswith("overlays/prod/orders.yaml")
     code, out, err = run_cli("validate", "--env", "dev")
     assert code == 0 and "valid (environments: dev)" in out
+
+
+@pytest.mark.slow
+def test_the_emulator_serves_an_environments_rendered_rules(project):
+    import signal
+    import subprocess
+    import sys
+
+    from reconciler.amqp.client import ManagementClient
+
+    expected = load_state(locate([project]), "prod")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "emulator", "--port", "0", "--env", "prod", "--rules", str(project)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        connection_string = proc.stdout.readline().strip()
+        assert connection_string.startswith("Endpoint="), proc.stderr.read() if proc.poll() is not None else ""
+        with ManagementClient(connection_string, timeout=10) as client:
+            for topic, sub in expected.subscriptions():
+                assert client.list_rules(topic.name, sub.name) == list(sub.rules)
+        assert {t.name for t in expected.topics} == {"orders-v2", "payments-v2"}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
