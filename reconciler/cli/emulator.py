@@ -74,6 +74,13 @@ def emulator(
         state_file=state,
         faults=faults,
     )
+    if desired is not None and emu.restored:
+        click.echo(
+            f"warning: --rules: the namespace was restored from {state}, so only the topics and subscriptions "
+            "missing from it were created from the rule files; the others keep their saved rules (delete the "
+            "state file to start from the rule files)",
+            err=True,
+        )
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

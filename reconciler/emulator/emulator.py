@@ -88,9 +88,10 @@ class Emulator:
         self.state_file = Path(state_file) if state_file is not None else None
         self.faults = faults or Faults()
         self.namespace = Namespace()
-        restored = self.state_file is not None and persistence.load(self.namespace, self.state_file)
+        #: Whether the namespace came from the state file; ``desired`` then only adds what it lacks.
+        self.restored = self.state_file is not None and persistence.load(self.namespace, self.state_file)
         if desired is not None:
-            self._seed_missing(desired, replace=not restored)
+            self._seed_missing(desired, replace=not self.restored)
         self.broker = Broker(self.namespace, lock_duration)
         validator = TokenValidator(
             {**self._listen_keys, key_name: key}, {name: frozenset({LISTEN, SEND}) for name in self._listen_keys}

@@ -29,7 +29,7 @@ def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
     """The plan that turns ``actual`` into ``desired`` for every managed subscription."""
     subs: list[SubscriptionPlan] = []
     skipped: list[Skipped] = []
-    warnings: list[str] = []
+    replaced_with_action: list[str] = []
     for topic, sub in desired.subscriptions():
         if not sub.managed:
             skipped.append(Skipped(topic.name, sub.name, "no rules declared (unmanaged): left as it is"))
@@ -43,12 +43,22 @@ def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
             if change.kind is ChangeKind.REPLACE and (
                 (change.after and change.after.has_action) or (change.before and change.before.has_action)
             ):
-                warnings.append(
-                    f"{plan.path}: rule {change.rule!r} has an action; while it is replaced without a gap, a "
-                    "message matching both versions may be delivered twice (--replace-strategy direct avoids "
-                    "that at the cost of a moment without the rule)"
-                )
+                replaced_with_action.append(f"{plan.path}: rule {change.rule!r}")
+    warnings = []
+    if replaced_with_action:
+        warnings.append(
+            f"{_some(replaced_with_action)} {'has an action' if len(replaced_with_action) == 1 else 'have actions'}; "
+            "while a rule with an action is replaced without a gap, a message matching both versions may be "
+            "delivered twice (--replace-strategy direct avoids that at the cost of a moment without the rule)"
+        )
     return Plan(tuple(subs), tuple(skipped), tuple(warnings))
+
+
+def _some(subjects: Sequence[str], shown: int = 3) -> str:
+    """One warning for many subjects: the first few named, the rest counted."""
+    if len(subjects) <= shown:
+        return ", ".join(subjects)
+    return f"{len(subjects):,} rules ({', '.join(subjects[:shown])} and {len(subjects) - shown:,} more)"
 
 
 def plan_subscription(

@@ -25,8 +25,10 @@ from reconciler.sql.lalr import Driver, RuleError, Scanner, Tok, UnexpectedChar,
 
 MAX_TEXT_LENGTH = 1024
 MAX_ACTION_STATEMENTS = 32
-#: Deeper trees are rejected (the reference engine already rejects LINQ trees deeper than 32;
-#: 256 still admits an OR chain that fills the 1024 characters).
+#: Deeper nesting is rejected (the reference engine already rejects LINQ trees deeper than 32).
+#: Nesting is what parentheses, NOT, unary minus, functions and operators of different precedence
+#: build; the left operand of a chain (``1 + 1 + 1``, ``a = 1 OR b = 2 OR …``) continues it at
+#: the same depth, so a flat chain that fills the 1,024 characters is accepted.
 MAX_DEPTH = 256
 
 RESERVED_WORDS = frozenset(
@@ -377,7 +379,17 @@ def _check_depth(node: Any) -> None:
             raise SqlError(f"expression is nested more than {MAX_DEPTH} levels deep", 1, 1, None)
         if isinstance(current, _ParamRef):
             continue
-        stack.extend((child, depth + 1) for child in ast.children(current))
+        for child in ast.children(current):
+            stack.append((child, depth if _continues_chain(current, child) else depth + 1))
+
+
+def _continues_chain(parent: Any, child: Any) -> bool:
+    """Whether ``child`` is the left operand of a chain of the same kind (arithmetic, AND, OR)."""
+    if child is not getattr(parent, "left", None):
+        return False
+    if isinstance(parent, ast.Binary):
+        return isinstance(child, ast.Binary)
+    return isinstance(parent, (ast.And, ast.Or)) and type(child) is type(parent)
 
 
 def _normalise_parameters(parameters: Mapping[str, Any] | None) -> dict[str, TypedValue]:

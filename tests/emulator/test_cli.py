@@ -88,3 +88,20 @@ def test_bad_faults_file_is_reported(tmp_path):
     faults.write_text("busy_fraction: 3\n")
     result = CliRunner().invoke(cli, ["emulator", "--port", "0", "--faults", str(faults)], standalone_mode=False)
     assert "busy_fraction must be between 0 and 1" in str(result.exception)
+
+
+def test_rules_given_with_an_existing_state_file_are_not_ignored_silently(tmp_path):
+    from reconciler.emulator import Emulator
+
+    state = tmp_path / "namespace.json"
+    with Emulator(load_paths([RULES]), state_file=state):
+        pass
+    proc, conn = _start("--rules", str(RULES), "--state", str(state))
+    assert conn.startswith("Endpoint=")
+    code, err = _stop(proc)
+    assert code == 0 and "Traceback" not in err
+    [warning] = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert "--rules" in warning and str(state) in warning
+    proc, _ = _start("--rules", str(RULES), "--state", str(tmp_path / "fresh.json"))
+    code, err = _stop(proc)
+    assert code == 0 and "warning:" not in err

@@ -126,3 +126,19 @@ def test_demo_closes_the_loop(run_cli):
     assert code == 0, text
     assert "1. sbrules plan" in text and "Apply complete" in text and "In sync" in text
     assert "rightly leaves it alone" in text
+
+
+def test_journal_records_every_attempt_under_503s(drifted, run_cli, tmp_path, monkeypatch):
+    """With a fifth of requests answered 503 (server busy), the journal has the retried attempts too."""
+    monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
+    drifted.faults.update(busy_fraction=0.2, seed=5)
+    journal = tmp_path / "j.jsonl"
+    code, out, err = run_cli("apply", str(RULES), "--auto-approve", "--journal", str(journal))
+    assert code == 0, out + err
+    attempts = [e for e in map(json.loads, journal.read_text().splitlines()) if "attempt" in e]
+    retried = [e for e in attempts if e["outcome"] == "retry"]
+    assert retried and all(e["status"] == 503 for e in retried)
+    for entry in retried:  # each retried request is journalled again with its next attempt
+        later = [e for e in attempts if e["op"] == entry["op"] and e.get("target") == entry.get("target")
+                 and e["subscription"] == entry["subscription"] and e["attempt"] == entry["attempt"] + 1]
+        assert later, entry

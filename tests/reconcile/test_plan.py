@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from pathlib import Path
 
@@ -228,7 +230,9 @@ def test_version_1_plan_files_are_still_read(kit):
     """``data/plan-v1.json`` was written by the version 1 writer for the sample plan (change kind as ``action``)."""
     doc = json.loads((Path(__file__).parent / "data" / "plan-v1.json").read_text())
     assert doc["format_version"] == 1 and all("action" in c and "change" not in c for c in doc["changes"])
-    assert Plan.from_json(doc) == _sample_plan(kit)
+    read = Plan.from_json(doc)
+    assert read.warnings == tuple(doc["warnings"])  # a saved plan's warnings are shown as they were written
+    assert dataclasses.replace(read, warnings=()) == dataclasses.replace(_sample_plan(kit), warnings=())
     doc["changes"][0]["action"] = "upsert"
     with pytest.raises(PlanError, match="malformed plan file"):
         Plan.from_json(doc)
@@ -271,3 +275,15 @@ def test_no_changes_text(kit):
     assert not plan.has_changes
     assert render_text(plan).startswith("No changes.")
     assert "In sync" in render_drift_text(plan)
+
+
+def test_replacing_many_rules_with_actions_is_one_warning_with_a_count(kit):
+    declared = [Rule(f"r{i}", SqlFilter(f"n = {i}"), SqlRuleAction("SET sys.Label = 'x'")) for i in range(1800)]
+    live = [Rule(f"r{i}", SqlFilter(f"n = {i + 1}"), SqlRuleAction("SET sys.Label = 'x'")) for i in range(1800)]
+    desired = kit.desired_of({("t", "s"): declared})
+    plan = compute_plan(desired, {("t", "s"): live})
+    [warning] = plan.warnings
+    assert "1,800 rules" in warning and "1,797 more" in warning and "t/s: rule 'r0'" in warning
+    one = compute_plan(desired, {("t", "s"): [*live[:1], *declared[1:]]})
+    [warning] = one.warnings
+    assert warning.startswith("t/s: rule 'r0' has an action")

@@ -122,9 +122,20 @@ def test_topics_and_subscriptions_list_what_exists(namespace, run_cli):
     assert code == 1 and "'nope' does not exist" in err
 
 
-def test_export_usage_errors(run_cli):
-    assert run_cli("export", "--connection-string", "Endpoint=sb://x/;SharedAccessKeyName=a;SharedAccessKey=b")[0] == 2
-    assert run_cli("export", "--all", "--subscription", "s")[0] == 2
+def test_export_usage_errors(run_cli, monkeypatch):
+    """Each usage mistake exits 2 with one line naming it, before any connection is tried."""
+    monkeypatch.delenv("SERVICEBUS_CONNECTION_STRING", raising=False)
+    conn = ("--connection-string", "Endpoint=sb://x/;SharedAccessKeyName=a;SharedAccessKey=b")
+    for args, words in [
+        (conn, "--topic"),
+        (("--topic", "t", "--all", *conn), "--all"),
+        (("--all", "--subscription", "s", *conn), "--subscription"),
+        (("--topic", "t", "--subscription", "s"), "connection string"),
+    ]:
+        code, out, err = run_cli("export", *args)
+        assert code == 2 and out == "" and "Traceback" not in err, args
+        [line] = [line for line in err.splitlines() if line.startswith("error:")]
+        assert words in line
 
 
 def test_rules_list_reads_an_auto_forwarding_subscription_over_rest(namespace, run_cli):

@@ -74,6 +74,32 @@ def test_deep_nesting_is_rejected_not_a_crash() -> None:
     assert "nested" in info.value.message
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a = " + " + ".join(["1"] * 255),  # a flat chain that fills the 1,024 characters is not nesting
+        "a = " + "+".join(["1"] * 510),
+        "a = " + " * ".join(["b"] * 250),
+        " OR ".join(["a = 1"] * 110),
+        "a = " + "-(" * 250 + "b" + ")" * 250,  # 250 levels: under the limit
+    ],
+)
+def test_long_flat_chains_are_accepted_and_evaluated(text: str) -> None:
+    from reconciler.model import Message, Rule, SqlFilter
+    from reconciler.sql import canonical_filter, route_rules
+
+    assert len(text) <= 1024
+    assert canonical_filter(text).startswith(text[:3])
+    outcome = route_rules((Rule("r", SqlFilter(text)),), Message.from_json({"user": {"a": 1, "b": 1}}))
+    assert outcome.rule_results[0][1].label in ("true", "false")
+
+
+def test_nesting_not_length_is_what_is_limited() -> None:
+    with pytest.raises(SqlError) as info:
+        parse_filter("a = " + "-(" * 257 + "b" + ")" * 257)
+    assert "nested more than 256" in info.value.message
+
+
 def test_parameters_are_substituted_case_insensitively() -> None:
     tree = parse_filter("x = @Limit", {"@limit": TypedValue(ValueType.INT, 3)})
     assert tree.right == ast.Literal(ValueType.INT, 3, "limit")

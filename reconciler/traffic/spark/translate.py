@@ -76,7 +76,15 @@ class _Translator:
         if isinstance(node, ast.Unary):
             return negate(self.value(node.operand))
         if isinstance(node, ast.Binary):
-            return arithmetic(node.op, self.value(node.left), self.value(node.right))
+            chain = []  # a left-nested chain walked as a loop: flat chains are not nesting
+            current: ast.Expr = node
+            while isinstance(current, ast.Binary):
+                chain.append(current)
+                current = current.left
+            result = self.value(current)
+            for link in reversed(chain):
+                result = arithmetic(link.op, result, self.value(link.right))
+            return result
         if isinstance(node, ast.Function):
             return self.function(node)
         raise TypeError(f"not an expression node: {node!r}")
