@@ -19,7 +19,7 @@ from reconciler.model import DesiredState, Subscription, Topic
 from reconciler.rest.atom import SubscriptionInfo
 
 MANAGE_RIGHTS_NOTE = (
-    "discovery needs Manage rights: the management REST API refused this key ({reason}), so only the "
+    "discovery needs Manage rights: the management REST API refused these credentials ({reason}), so only the "
     "subscriptions the rule files name were read (undeclared subscriptions are not reported)"
 )
 
@@ -101,8 +101,9 @@ def discover_namespace(rest: EntityLister, topics: Sequence[str] = ()) -> Invent
 
 def _needs_manage(reason: str) -> str:
     return (
-        f"listing topics and subscriptions needs Manage rights: the management REST API refused this key "
-        f"({reason}); use a key with Manage rights, or name what to read with --topic and --subscription"
+        f"listing topics and subscriptions needs Manage rights: the management REST API refused these "
+        f"credentials ({reason}); use a key with Manage rights (or, with --auth entra, an identity with the "
+        f"Azure Service Bus Data Owner role), or name what to read with --topic and --subscription"
     )
 
 

@@ -139,3 +139,45 @@ def output_schema():
         return cls(schema, registry=registry, format_checker=cls.FORMAT_CHECKER)
 
     return validator
+
+
+class DevelopmentEntraCredential:
+    """A credential as azure-identity's are to sbrules (``get_token(*scopes)`` → ``.token``,
+    ``.expires_on``), issuing what Entra ID would for the Service Bus scope, signed HS256 with an
+    emulator's development key instead of Entra ID's own."""
+
+    def __init__(self, key: str, lifetime: int = 3600, clock=time.time) -> None:
+        self._key = key
+        self._lifetime = lifetime
+        self._clock = clock
+        self.scopes: list[tuple[str, ...]] = []
+
+    def get_token(self, *scopes: str, **_options: object):
+        import jwt
+        from azure.core.credentials import AccessToken
+
+        self.scopes.append(scopes)
+        (scope,) = scopes
+        issued = int(self._clock())
+        claims = {
+            "aud": scope.removesuffix("/.default"),
+            "iss": "https://sts.windows.net/00000000-0000-0000-0000-000000000000/",
+            "oid": "11111111-1111-1111-1111-111111111111",
+            "iat": issued,
+            "exp": issued + self._lifetime,
+        }
+        return AccessToken(jwt.encode(claims, self._key, algorithm="HS256"), issued + self._lifetime)
+
+
+@pytest.fixture
+def entra_credential(monkeypatch):
+    """entra_credential(key) -> the credential ``--auth entra`` then uses in this process."""
+
+    def _install(key: str, **options: object) -> DevelopmentEntraCredential:
+        from reconciler.amqp import sas
+
+        credential = DevelopmentEntraCredential(key, **options)
+        monkeypatch.setattr(sas, "default_credential", lambda: credential)
+        return credential
+
+    return _install

@@ -30,6 +30,8 @@ SAS_PREFIX = "SharedAccessSignature "
 #: Token lifetime for generated SAS tokens (the .NET SDK's default: 30 minutes).
 SAS_VALIDITY_SECONDS = 30 * 60
 ENTRA_SCOPE = "https://servicebus.azure.net/.default"
+#: The audience (``aud``) of the Entra ID tokens that scope yields.
+ENTRA_AUDIENCE = "https://servicebus.azure.net"
 
 #: Characters WebUtility.UrlEncode leaves as they are (space becomes '+').
 _UNRESERVED = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!*()")
@@ -175,21 +177,23 @@ def _ago(seconds: float) -> str:
     return f"{int(seconds)} seconds"
 
 
+def default_credential() -> object:
+    """azure-identity's DefaultAzureCredential: any object with azure-core's ``get_token(*scopes)``
+    returning an access token (``.token``, ``.expires_on``) serves as well."""
+    try:
+        from azure.identity import DefaultAzureCredential
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("azure", "azure.identity"):
+            raise  # azure-identity is installed but broken: show the real error
+        raise AuthConfigError("--auth entra needs azure-identity: pip install 'sbrules[entra]'") from None
+    return DefaultAzureCredential()
+
+
 class EntraTokenProvider:
     """Entra ID (Azure AD) JWTs from ``azure-identity`` (optional extra ``sbrules[entra]``)."""
 
     def __init__(self, credential: object | None = None) -> None:
-        if credential is None:
-            try:
-                from azure.identity import DefaultAzureCredential
-            except ModuleNotFoundError as exc:
-                if exc.name not in ("azure", "azure.identity"):
-                    raise  # azure-identity is installed but broken: show the real error
-                raise AuthConfigError(
-                    "--auth entra needs azure-identity: pip install 'sbrules[entra]'"
-                ) from None
-            credential = DefaultAzureCredential()
-        self._credential = credential
+        self._credential = credential if credential is not None else default_credential()
         self._lock = threading.Lock()
 
     def get_token(self, audience: str) -> Token:

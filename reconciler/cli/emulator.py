@@ -28,6 +28,9 @@ from reconciler.errors import SbrulesError
 @click.option("--ca-file", "ca_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the CA certificate of the management API's HTTPS endpoint here (default: a temporary file, "
                    "named on stderr).")
+@click.option("--entra-signing-key", envvar="SBRULES_EMULATOR_ENTRA_KEY", show_envvar=True,
+              help="Development only: also accept Entra ID tokens (--auth entra) signed HS256 with this key "
+                   "(at least 32 bytes); every such token gets every right. Off by default.")
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (AMQP has no TLS).")
 @click.option("-v", "--verbose", is_flag=True, help="Log connections and errors to stderr.")
 @env_option
@@ -40,6 +43,7 @@ def emulator(
     key: str | None,
     faults_file: Path | None,
     ca_file: Path | None,
+    entra_signing_key: str | None,
     allow_remote: bool,
     verbose: bool,
     env: str | None,
@@ -61,6 +65,11 @@ def emulator(
         click.echo(f"warning: listening on {host} without TLS; anyone who can reach it can use the namespace", err=True)
     if key_name is not None and key is None:
         raise click.UsageError("--key-name needs --key")
+    if entra_signing_key is not None:
+        from reconciler.emulator.auth import ENTRA_KEY_MIN_BYTES
+
+        if len(entra_signing_key.encode("utf-8")) < ENTRA_KEY_MIN_BYTES:
+            raise click.UsageError(f"--entra-signing-key must be at least {ENTRA_KEY_MIN_BYTES} bytes (HS256)")
     desired = None
     if rules or env:
         desired = load_rules(rules, env, lint_errors=False).state
@@ -73,6 +82,7 @@ def emulator(
         key=key or DEV_KEY,
         state_file=state,
         faults=faults,
+        entra_signing_key=entra_signing_key,
     )
     if desired is not None and emu.restored:
         click.echo(
@@ -88,6 +98,8 @@ def emulator(
             click.echo(emu.connection_string)
             click.get_text_stream("stdout").flush()
             click.echo(f"sbrules emulator listening on {host}:{emu.port} (Ctrl-C to stop)", err=True)
+            if entra_signing_key is not None:
+                click.echo("development only: Entra ID tokens signed with --entra-signing-key get every right", err=True)
             ca_path = emu.write_ca(ca_file) if ca_file else emu.ca_file
             click.echo(
                 f"management API (ATOM/REST) on the same port: https for ServiceBusAdministrationClient with "

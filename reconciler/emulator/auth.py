@@ -1,10 +1,16 @@
-"""SAS tokens as the service checks them on CBS put-token (docs/protocol.md §5).
+"""SAS tokens as the service checks them on CBS put-token (docs/protocol.md §5), and Entra ID
+tokens signed with a development key.
 
 The signature (``reconciler.amqp.sas``, shared with the client) is HMAC-SHA256 over the token's
 ``sr`` field exactly as written and its expiry, so tokens from every SDK validate whichever URL
 encoding they chose. A token grants its audience and everything below it: ``sb://ns/topic``
 covers ``topic/Subscriptions/s/$management``. The host part of an audience is not compared, so
 ``localhost`` and ``127.0.0.1`` tokens both work against a local emulator.
+
+Entra ID tokens are accepted only when the emulator is given a development signing key (never by
+default): a JWT of type ``jwt`` signed HS256 with that key, whose ``aud`` is Service Bus's and whose
+``exp`` is in the future, grants every right on the whole namespace (the service would look up the
+identity's Azure Service Bus Data role instead; the emulator has no directory to look in).
 """
 
 from __future__ import annotations
@@ -13,7 +19,10 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
+import jwt
+
 from reconciler.amqp.sas import (
+    ENTRA_AUDIENCE,
     JWT_TOKEN_TYPE,
     SAS_PREFIX,
     SAS_TOKEN_TYPE,
@@ -31,6 +40,8 @@ _REQUIRED_FIELDS = {"sr", "sig", "se", "skn"}
 #: The rights a shared access key may carry; a key without a stated set has all three.
 MANAGE, LISTEN, SEND = "Manage", "Listen", "Send"
 ALL_RIGHTS = frozenset({MANAGE, LISTEN, SEND})
+#: The shortest development signing key accepted: HS256 wants at least 32 bytes (RFC 7518 §3.2).
+ENTRA_KEY_MIN_BYTES = 32
 
 
 class TokenRejected(SbrulesError):
@@ -59,14 +70,43 @@ def path_parts(path: str) -> tuple[str, ...]:
 
 
 class TokenValidator:
-    """Checks SAS tokens against the namespace's shared access keys (name → key), each with its rights."""
+    """Checks SAS tokens against the namespace's shared access keys (name → key), each with its
+    rights, and, given ``entra_key``, Entra ID tokens signed with that development key."""
 
-    def __init__(self, keys: Mapping[str, str], rights: Mapping[str, frozenset[str]] | None = None) -> None:
+    def __init__(
+        self,
+        keys: Mapping[str, str],
+        rights: Mapping[str, frozenset[str]] | None = None,
+        entra_key: str | None = None,
+    ) -> None:
         self._keys = dict(keys)
         self._rights = {name: frozenset((rights or {}).get(name, ALL_RIGHTS)) for name in self._keys}
+        if entra_key is not None and len(entra_key.encode("utf-8")) < ENTRA_KEY_MIN_BYTES:
+            raise ValueError(f"the development Entra ID signing key must be at least {ENTRA_KEY_MIN_BYTES} bytes")
+        self._entra_key = entra_key
 
     def __repr__(self) -> str:
-        return f"TokenValidator(key_names={sorted(self._keys)!r})"
+        entra = ", entra=development key" if self._entra_key is not None else ""
+        return f"TokenValidator(key_names={sorted(self._keys)!r}{entra})"
+
+    def _entra_grant(self, token: str, audience: object, now: float) -> Grant:
+        """The grant of an Entra ID token signed with the development key (every right)."""
+        assert self._entra_key is not None
+        try:
+            claims = jwt.decode(
+                token,
+                self._entra_key,
+                algorithms=["HS256"],
+                audience=[ENTRA_AUDIENCE, ENTRA_AUDIENCE + "/"],
+                options={"verify_exp": False, "require": ["exp", "aud"]},  # exp against the emulator's clock
+            )
+        except jwt.InvalidTokenError as exc:
+            raise TokenRejected(f"Entra ID token refused: {exc}") from None
+        if not isinstance(claims["exp"], (int, float)):
+            raise TokenRejected("Entra ID token refused: exp is not a number")
+        if claims["exp"] <= now:
+            raise TokenRejected("token has expired")
+        return Grant(address_path(str(audience)) if audience is not None else "", float(claims["exp"]), ALL_RIGHTS)
 
     def validate(self, token: object, token_type: object, audience: object, now: float | None = None) -> Grant:
         """The grant a put-token establishes, or TokenRejected with the reason."""
@@ -75,7 +115,12 @@ class TokenValidator:
         if not isinstance(token, str):
             raise TokenRejected("the put-token body must be the token string")
         if not token.startswith(SAS_PREFIX):
-            raise TokenRejected("only SharedAccessSignature tokens are accepted (Entra ID JWTs are not emulated)")
+            if str(token_type) == JWT_TOKEN_TYPE and self._entra_key is not None:
+                return self._entra_grant(token, audience, now if now is not None else time.time())
+            raise TokenRejected(
+                "only SharedAccessSignature tokens are accepted (start the emulator with a development "
+                "Entra ID signing key to accept Entra ID tokens)"
+            )
         try:
             fields = sas_fields(token)
         except SasTokenError as exc:

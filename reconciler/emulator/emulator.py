@@ -77,9 +77,14 @@ class Emulator:
         lock_duration: _dt.timedelta = LOCK_DURATION,
         listen_keys: Mapping[str, str] | None = None,
         token_clock: Callable[[], float] = time.time,
+        entra_signing_key: str | None = None,
     ) -> None:
         """``listen_keys`` (name → key) are further shared access keys with Listen and Send rights but
-        not Manage: AMQP accepts them, the management REST API answers them 401, as the service does."""
+        not Manage: AMQP accepts them, the management REST API answers them 401, as the service does.
+
+        ``entra_signing_key`` (development only, at least 32 bytes) makes the namespace accept Entra
+        ID tokens signed HS256 with it, on ``$cbs`` and as ``Bearer`` tokens on the management API
+        (``reconciler.emulator.auth``); without it, as by default, only SAS tokens are accepted."""
         self.host = host
         self.port = port
         self.key_name = key_name
@@ -93,9 +98,14 @@ class Emulator:
         if desired is not None:
             self._seed_missing(desired, replace=not self.restored)
         self.broker = Broker(self.namespace, lock_duration)
-        validator = TokenValidator(
-            {**self._listen_keys, key_name: key}, {name: frozenset({LISTEN, SEND}) for name in self._listen_keys}
-        )
+        try:
+            validator = TokenValidator(
+                {**self._listen_keys, key_name: key},
+                {name: frozenset({LISTEN, SEND}) for name in self._listen_keys},
+                entra_key=entra_signing_key,
+            )
+        except ValueError as exc:
+            raise EmulatorError(str(exc)) from None
         self.handler = ServerHandler(self.namespace, self.broker, validator, self.faults, cbs_deadline, token_clock)
         self._api = rest.ManagementApi(self.namespace, validator)
         self._identity: certs.ServerIdentity | None = None

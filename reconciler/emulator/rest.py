@@ -10,8 +10,9 @@ as given):
 - ``/{topic}/subscriptions/{sub}`` — one subscription (forwarding, sessions, ...);
 - ``/{topic}/subscriptions/{sub}/rules`` — feed of rules, paged; ``.../rules/{rule}`` — one rule.
 
-Every request needs a SAS token in ``Authorization`` whose key has Manage rights, checked by the
-same validator as CBS put-token; other methods answer 501 (the emulator's entities come from rule
+Every request needs a SAS token in ``Authorization`` whose key has Manage rights (or, when the
+emulator has a development Entra ID signing key, ``Bearer`` and a token signed with it), checked
+by the same validator as CBS put-token; other methods answer 501 (the emulator's entities come from rule
 files, the state file or the in-process API). Documents come from ``reconciler.rest.atom``.
 """
 
@@ -23,6 +24,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from typing import Callable
 
+from reconciler.amqp.sas import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
 from reconciler.emulator.auth import MANAGE, TokenRejected, TokenValidator
 from reconciler.emulator.namespace import Namespace, OperationError, Subscription, Topic, utcnow
 from reconciler.rest import atom
@@ -54,10 +56,12 @@ class ManagementApi:
         """Refuse a request without a valid SAS token of a key with Manage rights for ``path``."""
         if not header:
             raise ApiError(401, "MissingToken: the request to the management API needs an Authorization header")
-        if header.startswith("Bearer "):
-            raise ApiError(401, "Entra ID (JWT) tokens are not emulated; sign a SAS token")
+        bearer = header.startswith("Bearer ")
         try:
-            grant = self.validator.validate(header, "servicebus.windows.net:sastoken", None)
+            if bearer:
+                grant = self.validator.validate(header.removeprefix("Bearer "), JWT_TOKEN_TYPE, None)
+            else:
+                grant = self.validator.validate(header, SAS_TOKEN_TYPE, None)
         except TokenRejected as exc:
             raise ApiError(401, f"InvalidSignature: {exc}") from None
         if not grant.covers(path):
