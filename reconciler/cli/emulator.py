@@ -55,6 +55,14 @@ def emulator(
     from reconciler.emulator import DEV_KEY, DEV_KEY_NAME, Emulator, Faults
     from reconciler.emulator.emulator import is_loopback
 
+    if key_name is not None and key is None:
+        raise click.UsageError("--key-name needs --key")
+    if entra_signing_key is not None:
+        from reconciler.emulator.auth import ENTRA_KEY_MIN_BYTES
+
+        if len(entra_signing_key.encode("utf-8")) < ENTRA_KEY_MIN_BYTES:
+            raise click.UsageError(f"--entra-signing-key must be at least {ENTRA_KEY_MIN_BYTES} bytes (HS256)")
+    # Only a command that is going to serve takes over logging.
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s", force=True)
     if not is_loopback(host):
         if not allow_remote:
@@ -63,13 +71,6 @@ def emulator(
                 "development key; pass --allow-remote to do it anyway"
             )
         click.echo(f"warning: listening on {host} without TLS; anyone who can reach it can use the namespace", err=True)
-    if key_name is not None and key is None:
-        raise click.UsageError("--key-name needs --key")
-    if entra_signing_key is not None:
-        from reconciler.emulator.auth import ENTRA_KEY_MIN_BYTES
-
-        if len(entra_signing_key.encode("utf-8")) < ENTRA_KEY_MIN_BYTES:
-            raise click.UsageError(f"--entra-signing-key must be at least {ENTRA_KEY_MIN_BYTES} bytes (HS256)")
     desired = None
     if rules or env:
         desired = load_rules(rules, env, lint_errors=False).state
