@@ -10,9 +10,12 @@ charges by this table; the client's pacer budgets by it.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 #: Credits a Standard namespace gets per second.
 STANDARD_CREDITS_PER_SECOND = 1000
+#: The emulator's ``--throttle`` tiers: credits per second (None: no credits, as on Premium).
+THROTTLE_TIERS: dict[str, float | None] = {"none": None, "standard": STANDARD_CREDITS_PER_SECOND}
 #: A management operation: create, read, update or delete of a queue, topic, subscription or rule.
 MANAGEMENT_CREDITS = 10
 #: A data operation (send, receive, peek), per message.
@@ -26,18 +29,32 @@ THROTTLED_ERROR_CODE = 50009
 #: How long the service asks a throttled client to wait.
 THROTTLED_WAIT_SECONDS = 2
 
+#: sbrules' share of a Standard namespace's credits unless told otherwise: a quarter (250 credits/s,
+#: 25 rule operations or 250 peeked messages a second) leaves three quarters to the namespace's own
+#: senders and receivers, whose throttling is an outage while sbrules' is only a slower run.
+DEFAULT_CREDIT_SHARE = 0.25
+
 #: `$management` operations on rules are management operations; the others move or inspect messages.
 _RULE_OPERATIONS = frozenset({"enumerate-rules", "add-rule", "remove-rule"})
 
 _WAIT_HINT = re.compile(r"please wait (\d+(?:\.\d+)?) seconds?", re.IGNORECASE)
 
 
-def throttled_description(wait_seconds: int = THROTTLED_WAIT_SECONDS) -> str:
+def throttled_description(wait_seconds: float = THROTTLED_WAIT_SECONDS) -> str:
     """The service's description of a throttled request."""
     return (
         "The request was terminated because the entity is being throttled. "
-        f"Error code: {THROTTLED_ERROR_CODE}. Please wait {wait_seconds} seconds and try again."
+        f"Error code: {THROTTLED_ERROR_CODE}. Please wait {wait_seconds:g} seconds and try again."
     )
+
+
+def credit_budget(max_credits: float | None = None, credit_share: float | None = None) -> float:
+    """The credits per second sbrules may spend on a Standard namespace: ``max_credits`` when given,
+    else ``credit_share`` (default ``DEFAULT_CREDIT_SHARE``) of the namespace's credits."""
+    if max_credits is not None:
+        return float(max_credits)
+    share = DEFAULT_CREDIT_SHARE if credit_share is None else credit_share
+    return share * STANDARD_CREDITS_PER_SECOND
 
 
 def wait_hint(description: str | None) -> float | None:
@@ -46,10 +63,30 @@ def wait_hint(description: str | None) -> float | None:
     return float(match.group(1)) if match else None
 
 
+@dataclass(frozen=True)
+class CreditCosts:
+    """What each kind of operation costs; the service's by default (the emulator can be told others)."""
+
+    management: int = MANAGEMENT_CREDITS
+    message: int = MESSAGE_CREDITS
+    filter_evaluation: int = FILTER_EVALUATION_CREDITS
+
+    def operation(self, operation: str, messages: int = 1) -> int:
+        """One `$management` operation: a rule operation is a management operation; any other is
+        charged per message it returns or touches, at least one."""
+        if operation.removeprefix("com.microsoft:") in _RULE_OPERATIONS:
+            return self.management
+        return self.message * max(1, messages)
+
+    def send(self, messages: int, filter_evaluations: int) -> int:
+        """Sending ``messages`` to an entity whose rules were evaluated ``filter_evaluations`` times."""
+        return self.message * messages + self.filter_evaluation * filter_evaluations
+
+
+#: The service's costs.
+SERVICE_COSTS = CreditCosts()
+
+
 def operation_credits(operation: str, messages: int = 1) -> int:
-    """What one `$management` operation costs: a rule operation is a management operation; any other
-    is charged per message it returns or touches, at least one."""
-    name = operation.removeprefix("com.microsoft:")
-    if name in _RULE_OPERATIONS:
-        return MANAGEMENT_CREDITS
-    return MESSAGE_CREDITS * max(1, messages)
+    """What one `$management` operation costs at the service's prices (see ``CreditCosts.operation``)."""
+    return SERVICE_COSTS.operation(operation, messages)

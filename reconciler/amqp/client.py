@@ -120,7 +120,10 @@ def management_call(entity: str, operation: str, body: Mapping[str, Any]) -> Cal
     """A `$management` request with the credits the service charges for it (a peek: per message
     returned, so it reserves ``message-count`` and is charged what came back)."""
     if operation == PEEK_MESSAGE:
-        return Call(entity, operation, body, operation_credits(operation, int(body["message-count"])), _peeked_count)
+        return Call(
+            entity, operation, body, operation_credits(operation, int(body["message-count"])),
+            lambda response: operation_credits(operation, _peeked_count(response)),
+        )
     return Call(entity, operation, body, operation_credits(operation))
 
 
@@ -296,6 +299,19 @@ class ManagementClient:
             body["session-id"] = session_id
         response = self.request(entity_path(topic, subscription), PEEK_MESSAGE, body, empty_ok=True)
         return self._messages(response, "peek-message")
+
+    def peek_pages(
+        self, topic: str, subscription: str | None, starts: Sequence[int], count: int, *, window: int | None = None
+    ) -> list[list[PeekedMessage] | ManagementError]:
+        """Up to ``count`` messages from each sequence number of ``starts``, the requests pipelined
+        from this thread; per start its page (decoded here, not on the network thread) or its error."""
+        entity = entity_path(topic, subscription)
+        calls = [
+            (entity, PEEK_MESSAGE, {"from-sequence-number": int(start), "message-count": int32(count)})
+            for start in starts
+        ]
+        responses = self.request_all(calls, ok=(200, 204), empty_ok=True, window=window)
+        return [r if isinstance(r, ManagementError) else self._messages(r, "peek-message") for r in responses]
 
     def receive_by_sequence_number(
         self,

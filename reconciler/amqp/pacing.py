@@ -162,6 +162,14 @@ class Pacer:
                 self._window = min(float(self.max_window), self._window + 1.0 / self._window)
             self._lock.notify_all()
 
+    def set_budget(self, budget: float | None) -> None:
+        """Spend at most ``budget`` credits/s from now on (None: credits do not pace, as on Premium)."""
+        with self._lock:
+            self.budget = budget
+            self._rate = budget
+            self._floor = min(budget, MANAGEMENT_CREDITS) if budget else None
+            self._lock.notify_all()
+
     def stats(self) -> PacingStats:
         with self._lock:
             now = self.clock()

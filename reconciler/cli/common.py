@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import click
 
+from reconciler.credits import DEFAULT_CREDIT_SHARE, STANDARD_CREDITS_PER_SECOND, credit_budget
+
 if TYPE_CHECKING:
+    from rich.progress import ProgressColumn
+
     from reconciler.amqp.client import ManagementClient
+    from reconciler.amqp.pacing import Pacer, PacingStats
     from reconciler.model import DesiredState
     from reconciler.rest import ManagementRestClient
     from reconciler.rulefiles.project import Environment
+
+log = logging.getLogger("reconciler.cli")
 
 CONNECTION_ENV = "SERVICEBUS_CONNECTION_STRING"
 AUTH_ENV = "SBRULES_AUTH"
@@ -31,16 +39,20 @@ def require_connection_string(value: str | None) -> str:
     raise click.UsageError(f"no connection string: pass --connection-string or set ${CONNECTION_ENV}")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Namespace:
-    """Where a networked command connects and how it authenticates (``--connection-string``,
-    ``--auth``, ``--timeout``); makes the AMQP and REST clients, which share all three."""
+    """Where a networked command connects, how it authenticates and how many of the namespace's
+    credits it may spend (``--connection-string``, ``--auth``, ``--timeout``, ``--max-credits``,
+    ``--credit-share``); makes the AMQP and REST clients, which share all of it and one pacer."""
 
     connection_string: str | None
     auth: str = "sas"
     timeout: float = 30.0
     #: Whether --connection-string or --auth was given on the command line (not from the environment).
     explicit: bool = False
+    max_credits: float | None = None
+    credit_share: float | None = None
+    _pacer: "Pacer | None" = field(default=None, init=False, repr=False, compare=False)
 
     def for_environment(self, env: "Environment | None") -> "Namespace":
         """The namespace an sbrules.yaml environment names (its connection string's variable, or
@@ -52,14 +64,19 @@ class Namespace:
                 f"--env {env.name} takes its namespace from sbrules.yaml; drop --connection-string/--auth"
             )
         if env.endpoint:
-            return Namespace(f"Endpoint={env.endpoint}", env.auth or "entra", self.timeout)
+            return Namespace(
+                f"Endpoint={env.endpoint}", env.auth or "entra", self.timeout,
+                max_credits=self.max_credits, credit_share=self.credit_share,
+            )
         variable = env.connection_string_env or ""
         value = os.environ.get(variable)
         if not value:
             from reconciler.errors import InputError
 
             raise InputError(f"environment {env.name!r}: ${variable} is not set (it holds the connection string)")
-        return Namespace(value, env.auth or "sas", self.timeout)
+        return Namespace(
+            value, env.auth or "sas", self.timeout, max_credits=self.max_credits, credit_share=self.credit_share
+        )
 
     @property
     def address(self) -> str:
@@ -69,17 +86,58 @@ class Namespace:
         endpoint = ConnectionString.parse(require_connection_string(self.connection_string)).endpoint
         return endpoint.removeprefix("sb://").rstrip("/").lower()
 
-    def amqp(self, **options: object) -> "ManagementClient":
+    @property
+    def credit_budget(self) -> float:
+        """Credits per second this command may spend."""
+        return credit_budget(self.max_credits, self.credit_share)
+
+    def pacer(self, max_rate: float | None = None) -> "Pacer":
+        """The one pacer of this command's clients, made at first use (``max_rate``: requests/s).
+
+        A share of a Standard namespace's credits means nothing on Premium, which has none: there
+        the budget is dropped, unless ``--max-credits`` asked for one explicitly.
+        """
+        from reconciler.amqp.pacing import Pacer
+
+        if self._pacer is None:
+            self._pacer = Pacer(max_rate=max_rate, budget=self.credit_budget)
+            if self.max_credits is None and self._tier() == "Premium":
+                self._pacer.set_budget(None)
+        return self._pacer
+
+    def _tier(self) -> str | None:
+        """The namespace's tier, or None when it cannot be read (a key without Manage rights, say): then
+        the budget stays, which is the safe side."""
+        from reconciler.amqp.retry import RetryPolicy
+        from reconciler.rest import ManagementRestClient
+
+        connection_string = require_connection_string(self.connection_string)
+        try:
+            with ManagementRestClient(
+                connection_string, auth=self.auth, timeout=min(self.timeout, 10.0), pacer=self._pacer,
+                retry=RetryPolicy(retries=0, throttled_retries=0),
+            ) as rest:
+                return rest.namespace_sku()
+        except Exception as exc:  # a probe: the command's own requests report any real failure
+            log.debug("the namespace's tier is unknown (%s: %s); keeping the credit budget", type(exc).__name__, exc)
+            return None
+
+    def amqp(self, *, max_rate: float | None = None) -> "ManagementClient":
+        """The AMQP client; ``max_rate`` caps the requests per second of the command's pacer."""
         from reconciler.amqp.client import ManagementClient
 
         return ManagementClient(
-            require_connection_string(self.connection_string), auth=self.auth, timeout=self.timeout, **options
+            require_connection_string(self.connection_string), auth=self.auth, timeout=self.timeout,
+            pacer=self.pacer(max_rate),
         )
 
     def rest(self) -> "ManagementRestClient":
         from reconciler.rest import ManagementRestClient
 
-        return ManagementRestClient(require_connection_string(self.connection_string), auth=self.auth, timeout=self.timeout)
+        return ManagementRestClient(
+            require_connection_string(self.connection_string), auth=self.auth, timeout=self.timeout,
+            pacer=self.pacer(),
+        )
 
 
 _NAMESPACE_OPTIONS = (
@@ -109,27 +167,66 @@ _NAMESPACE_OPTIONS = (
         show_default=True,
         help="Seconds to wait for each request; a connection that does not open within half of it fails.",
     ),
+    click.option(
+        "--max-credits",
+        type=click.FloatRange(min=1),
+        help="Spend at most N of the namespace's credits per second (Standard tier: 1000/s shared by every "
+        "client; 10 per rule operation, 1 per peeked message). Overrides --credit-share.",
+    ),
+    click.option(
+        "--credit-share",
+        type=click.FloatRange(min=0, max=1, min_open=True),
+        default=DEFAULT_CREDIT_SHARE,
+        show_default=True,
+        help=f"Spend at most this share of a Standard namespace's {STANDARD_CREDITS_PER_SECOND} credits/s, leaving "
+        "the rest to its own senders and receivers. Throttling halves sbrules' rate; it grows back while none comes.",
+    ),
 )
 
 
 def namespace_options(func: Callable) -> Callable:
-    """``--connection-string``, ``--auth`` and ``--timeout``, handed to the command as ``namespace``.
+    """``--connection-string``, ``--auth``, ``--timeout``, ``--max-credits`` and ``--credit-share``,
+    handed to the command as ``namespace``.
 
     The one definition every networked command uses; the connection string is never echoed back.
     """
 
     @functools.wraps(func)
-    def command(*args: object, connection_string: str | None, auth: str, timeout: float, **kwargs: object) -> object:
+    def command(
+        *args: object, connection_string: str | None, auth: str, timeout: float, max_credits: float | None,
+        credit_share: float, **kwargs: object,
+    ) -> object:
         context = click.get_current_context()
         explicit = any(
             context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
             for name in ("connection_string", "auth")
         )
-        return func(*args, namespace=Namespace(connection_string, auth, timeout, explicit), **kwargs)
+        namespace = Namespace(connection_string, auth, timeout, explicit, max_credits, credit_share)
+        return func(*args, namespace=namespace, **kwargs)
 
     for option in reversed(_NAMESPACE_OPTIONS):
         command = option(command)
     return command
+
+
+def pacing_text(stats: "PacingStats") -> str:
+    """The rate the namespace lets through now, for a progress bar: credits/s, and throttling when any."""
+    text = f"{stats.recent_credits_per_second:,.0f} credits/s"
+    if stats.budget is not None:
+        text += f" of {stats.budget:,.0f}"
+    if stats.throttled:
+        text += f", throttled {stats.throttled}x, held {stats.held_seconds:.1f}s"
+    return text
+
+
+def pacing_columns() -> "list[ProgressColumn | str]":
+    """A progress bar's columns, followed by the effective rate (the task's ``pacing`` field)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return [
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[pacing]}", style="dim"),
+    ]
 
 
 def format_option(*choices: str, default: str | None = None) -> Callable:

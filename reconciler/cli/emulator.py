@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from reconciler.cli.common import env_option, load_rules
+from reconciler.credits import THROTTLE_TIERS
 from reconciler.errors import SbrulesError
 
 
@@ -24,7 +25,13 @@ from reconciler.errors import SbrulesError
 @click.option("--key-name", default=None, help="Shared access key name (default RootManageSharedAccessKey).")
 @click.option("--key", default=None, help="Shared access key (default: the documented development key).")
 @click.option("--faults", "faults_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="YAML/JSON file of injected faults (latency, busy_fraction, close_after_ops, refuse_cbs, seed).")
+              help="YAML/JSON file of injected faults (latency, busy_fraction, close_after_ops, refuse_cbs, seed) "
+                   "and credit throttling (credits_per_second, credit_costs, throttled_wait_seconds).")
+@click.option("--throttle", type=click.Choice(sorted(THROTTLE_TIERS)), default=None,
+              help="Model a tier's credit-based throttling: standard = 1000 credits/s for the namespace, shared by "
+                   "every client (10 per management operation, 1 per message and per filter evaluation), answered "
+                   "server-busy when spent; none = no credits, as on Premium. Overrides the faults file's "
+                   "credits_per_second.  [default: none]")
 @click.option("--ca-file", "ca_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the CA certificate of the management API's HTTPS endpoint here (default: a temporary file, "
                    "named on stderr).")
@@ -42,6 +49,7 @@ def emulator(
     key_name: str | None,
     key: str | None,
     faults_file: Path | None,
+    throttle: str | None,
     ca_file: Path | None,
     entra_signing_key: str | None,
     allow_remote: bool,
@@ -74,7 +82,9 @@ def emulator(
     desired = None
     if rules or env:
         desired = load_rules(rules, env, lint_errors=False).state
-    faults = Faults.load(faults_file) if faults_file is not None else None
+    faults = Faults.load(faults_file) if faults_file is not None else Faults()
+    if throttle is not None:
+        faults.update(credits_per_second=THROTTLE_TIERS[throttle])
     emu = Emulator(
         desired,
         host=host,

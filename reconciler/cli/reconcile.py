@@ -11,7 +11,18 @@ from typing import Iterator
 import click
 
 from reconciler.apply import DIRECT, GAPLESS, ApplyOptions, apply_plan, render_report
-from reconciler.cli.common import Namespace, Rules, env_option, format_option, load_rules, namespace_options, project_environment
+from reconciler.amqp.pacing import Pacer
+from reconciler.cli.common import (
+    Namespace,
+    Rules,
+    env_option,
+    format_option,
+    load_rules,
+    namespace_options,
+    pacing_columns,
+    pacing_text,
+    project_environment,
+)
 from reconciler.cli.output import ExitCode
 from reconciler.errors import SbrulesError
 from reconciler.plan import RENDERERS, Plan, PlanError, render_drift_json, render_drift_text, render_json
@@ -133,7 +144,7 @@ def apply(
                 click.echo(f"warning: {warning}", err=True)
         with contextlib.ExitStack() as stack:
             journal_file = stack.enter_context(journal.open("a", encoding="utf-8")) if journal else None
-            on_change = stack.enter_context(_progress(len(the_plan.changes)))
+            on_change = stack.enter_context(_progress(len(the_plan.changes), client.pacer))
             options = ApplyOptions(
                 strategy=replace_strategy,
                 parallel=parallel,
@@ -141,6 +152,7 @@ def apply(
                 journal=journal_file,
                 on_change=on_change,
                 on_interrupt=_finishing,
+                pacer=client.pacer,
             )
             report = apply_plan(client, the_plan, options)
     click.echo(render_report(report))
@@ -168,17 +180,17 @@ def _confirm(auto_approve: bool) -> None:
 
 
 @contextlib.contextmanager
-def _progress(total: int) -> Iterator:
-    """A rich progress bar on a terminal (stderr); no output otherwise."""
+def _progress(total: int, pacer: Pacer) -> Iterator:
+    """A rich progress bar on a terminal (stderr), with the rate the namespace lets through; no output otherwise."""
     if not total or not sys.stderr.isatty():
         yield None
         return
     from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("applying", total=total)
-        yield lambda change: progress.advance(task)
+    with Progress(*pacing_columns(), console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("applying", total=total, pacing="")
+        yield lambda change: progress.update(task, advance=1, pacing=pacing_text(pacer.stats()))
 
 
 @click.command()

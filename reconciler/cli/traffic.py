@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from reconciler.cli.common import Namespace, env_option, format_option, namespace_options, project_environment
+from reconciler.cli.common import (
+    Namespace,
+    env_option,
+    format_option,
+    namespace_options,
+    pacing_columns,
+    pacing_text,
+    project_environment,
+)
 from reconciler.cli.output import ExitCode, echo_json
 
 
@@ -44,20 +52,22 @@ def sample(
     namespace = namespace.for_environment(environment)
     if environment is not None:
         topic = environment.actual_topic(topic)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
+    from reconciler.traffic.sampler import pages_in_flight
     from reconciler.traffic.sampler import sample as run_sample
 
-    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, transient=True, console=_stderr_console()) as progress:
-        tasks = {s: progress.add_task(f"{topic}/{s}", total=max_messages) for s in subscriptions}
+    pacer = namespace.pacer()
+    with Progress(*pacing_columns(), transient=True, console=_stderr_console()) as progress:
+        tasks = {s: progress.add_task(f"{topic}/{s}", total=max_messages, pacing="") for s in subscriptions}
 
         def on_page(subscription: str, count: int) -> None:
-            progress.advance(tasks[subscription], count)
+            progress.update(tasks[subscription], advance=count, pacing=pacing_text(pacer.stats()))
 
         with namespace.amqp() as client:
             stats = run_sample(
-                client, topic, subscriptions, dataset, max_messages=max_messages, page_size=page_size, on_page=on_page
+                client, topic, subscriptions, dataset, max_messages=max_messages, page_size=page_size,
+                pages_in_flight=pages_in_flight(pacer.budget, page_size), on_page=on_page,
             )
     if fmt == "json":
         echo_json({"format_version": 1, **stats.to_json()})

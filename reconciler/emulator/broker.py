@@ -81,6 +81,16 @@ def _ttl_seconds(sections: Sections) -> float | None:
     return int(ttl) / 1000 if ttl else None
 
 
+@dataclasses.dataclass
+class Published:
+    """What one sent transfer amounted to: its messages, the rule evaluations they took, and the
+    sequence numbers of those scheduled for later."""
+
+    messages: int = 0
+    filter_evaluations: int = 0
+    scheduled: list[int] = dataclasses.field(default_factory=list)
+
+
 class Broker:
     """Message operations over a Namespace (thread-safe through the namespace lock)."""
 
@@ -90,17 +100,19 @@ class Broker:
         self.filter_errors = 0
 
     # -- sending -----------------------------------------------------------------------------
-    def publish(self, address: Address, transfer: bytes | proton.Message, now: _dt.datetime | None = None) -> list[int]:
+    def publish(self, address: Address, transfer: bytes | proton.Message, now: _dt.datetime | None = None) -> Published:
         """Accept one transfer sent to a queue or topic: a message or a batch of them (decoded once
-        here); returns the sequence numbers assigned to scheduled ones."""
+        here); says what it took (for the namespace's credits) and the sequence numbers of scheduled ones."""
         now = now or utcnow()
         payload = bytes(transfer.encode()) if isinstance(transfer, proton.Message) else bytes(transfer)
-        numbers: list[int] = []
+        published = Published()
         for message in _decoded(messages.decode_transfer, payload):
-            numbers.extend(self._publish_one(address, message, now))
-        return numbers
+            published.messages += 1
+            published.filter_evaluations += self._publish_one(address, message, now, published.scheduled)
+        return published
 
-    def _publish_one(self, address: Address, message: DecodedMessage, now: _dt.datetime) -> list[int]:
+    def _publish_one(self, address: Address, message: DecodedMessage, now: _dt.datetime, scheduled_numbers: list[int]) -> int:
+        """Store or route one message; how many rules were evaluated for it."""
         scheduled = _to_datetime(message.annotations.get(_SCHEDULED_ANNOTATION))
         session_id, message_id = _sys_text(message.message, "SessionId"), _sys_text(message.message, "MessageId")
         with self.namespace.lock:
@@ -112,23 +124,27 @@ class Broker:
                     message.payload, session_id=session_id, message_id=message_id, scheduled_time=scheduled, now=now,
                 )
                 self.namespace.touch()
-                return [stored.sequence_number]
+                scheduled_numbers.append(stored.sequence_number)
+                return 0
+            evaluations = 0
             if isinstance(entity, Topic):
-                self.route(entity, message, now)
+                evaluations = self.route(entity, message, now)
             else:
                 entity.store.enqueue(
                     message.payload, session_id=session_id, message_id=message_id,
                     ttl=_ttl_seconds(message.sections), now=now,
                 )
             self.namespace.touch()
-            return []
+            return evaluations
 
-    def route(self, topic: Topic, message: DecodedMessage, now: _dt.datetime) -> None:
-        """Offer one message to every subscription of ``topic``."""
+    def route(self, topic: Topic, message: DecodedMessage, now: _dt.datetime) -> int:
+        """Offer one message to every subscription of ``topic``; how many rules it was evaluated against."""
         view = self._view(message, now)
         message_id, ttl = _sys_text(message.message, "MessageId"), _ttl_seconds(message.sections)
+        evaluations = 0
         for sub in topic.subscriptions.values():
             rules = [entry.rule for entry in sub.rules.values()]
+            evaluations += len(rules)
             result = sql.route_rules(rules, view)
             errors = [(name, out.error) for name, out in result.rule_results if out.error is not None]
             if errors:
@@ -141,6 +157,7 @@ class Broker:
                 sub.store.enqueue(
                     body, session_id=_sys_text(copy, "SessionId"), message_id=message_id, ttl=ttl, now=now,
                 )
+        return evaluations
 
     @staticmethod
     def _view(message: DecodedMessage, now: _dt.datetime) -> model.Message:

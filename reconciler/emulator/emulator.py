@@ -4,7 +4,7 @@
 port in well under a second; ``emu.connection_string`` works with Microsoft's SDK (``ServiceBusClient``
 and, given ``connection_verify=emu.ca_file``, ``ServiceBusAdministrationClient``) and with
 ``reconciler.amqp`` / ``reconciler.rest``; ``emu.publish`` sends messages as a publisher would.
-``emu.namespace`` and ``emu.faults`` are the test API.
+``emu.namespace``, ``emu.faults`` and ``emu.credits`` (the namespace's credit meter) are the test API.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from reconciler.emulator.faults import Faults
 from reconciler.emulator.frontdoor import FrontDoor
 from reconciler.emulator.namespace import LOCK_DURATION, Namespace, parse_address
 from reconciler.emulator.server import ServerHandler
+from reconciler.emulator.throttling import CreditMeter
 from reconciler.errors import SbrulesError
 
 log = logging.getLogger("reconciler.emulator")
@@ -78,13 +79,15 @@ class Emulator:
         listen_keys: Mapping[str, str] | None = None,
         token_clock: Callable[[], float] = time.time,
         entra_signing_key: str | None = None,
+        credit_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``listen_keys`` (name → key) are further shared access keys with Listen and Send rights but
         not Manage: AMQP accepts them, the management REST API answers them 401, as the service does.
 
         ``entra_signing_key`` (development only, at least 32 bytes) makes the namespace accept Entra
         ID tokens signed HS256 with it, on ``$cbs`` and as ``Bearer`` tokens on the management API
-        (``reconciler.emulator.auth``); without it, as by default, only SAS tokens are accepted."""
+        (``reconciler.emulator.auth``); without it, as by default, only SAS tokens are accepted.
+        ``credit_clock`` is the time the namespace's credits are counted by (``faults.credits_per_second``)."""
         self.host = host
         self.port = port
         self.key_name = key_name
@@ -92,6 +95,8 @@ class Emulator:
         self._listen_keys = dict(listen_keys or {})
         self.state_file = Path(state_file) if state_file is not None else None
         self.faults = faults or Faults()
+        #: The namespace's credits: every client's AMQP and REST work is charged to it.
+        self.credits = CreditMeter(self.faults, credit_clock)
         self.namespace = Namespace()
         #: Whether the namespace came from the state file; ``desired`` then only adds what it lacks.
         self.restored = self.state_file is not None and persistence.load(self.namespace, self.state_file)
@@ -106,8 +111,10 @@ class Emulator:
             )
         except ValueError as exc:
             raise EmulatorError(str(exc)) from None
-        self.handler = ServerHandler(self.namespace, self.broker, validator, self.faults, cbs_deadline, token_clock)
-        self._api = rest.ManagementApi(self.namespace, validator)
+        self.handler = ServerHandler(
+            self.namespace, self.broker, validator, self.faults, cbs_deadline, token_clock, self.credits
+        )
+        self._api = rest.ManagementApi(self.namespace, validator, self.credits)
         self._identity: certs.ServerIdentity | None = None
         self._tls: ssl.SSLContext | None = None
         self._tls_lock = threading.Lock()

@@ -1,4 +1,5 @@
-"""Injected faults for reliability tests: latency, server-busy answers, dropped connections, refused CBS.
+"""Injected faults for reliability tests: latency, server-busy answers, dropped connections, refused CBS,
+and the credit-based throttling of a Standard namespace (``throttling.py``).
 
 Off by default. Set them from a faults file (YAML or JSON, keys = the field names below) or at
 run time through ``Emulator.faults``; the server reads the current values on every request, so a
@@ -11,13 +12,16 @@ from __future__ import annotations
 import os
 import random
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
+from reconciler.credits import SERVICE_COSTS, THROTTLED_WAIT_SECONDS, CreditCosts
 from reconciler.errors import SbrulesError
+
+_COST_KINDS = tuple(f.name for f in fields(CreditCosts))
 
 
 class FaultsFileError(SbrulesError):
@@ -36,6 +40,14 @@ class Faults:
     close_after_ops: int | None = None
     #: Answer every CBS put-token with 401 (authentication outage).
     refuse_cbs: bool = False
+    #: Credit-based throttling: the namespace's credits per second (a Standard namespace has 1000);
+    #: None = none, as on Premium.
+    credits_per_second: float | None = None
+    #: What each kind of operation costs (management, message, filter_evaluation); unnamed kinds
+    #: cost what they cost at the service.
+    credit_costs: dict[str, int] = field(default_factory=dict)
+    #: The wait a throttled answer asks for ("Please wait 2 seconds and try again").
+    throttled_wait_seconds: float = THROTTLED_WAIT_SECONDS
     seed: int = 0
     _rng: random.Random = field(init=False, repr=False, compare=False)
     _lock: threading.Lock = field(init=False, repr=False, compare=False, default_factory=threading.Lock)
@@ -51,6 +63,25 @@ class Faults:
             raise FaultsFileError(f"latency must be >= 0 seconds, got {self.latency}")
         if self.close_after_ops is not None and int(self.close_after_ops) < 1:
             raise FaultsFileError(f"close_after_ops must be >= 1, got {self.close_after_ops}")
+        if self.credits_per_second is not None and float(self.credits_per_second) <= 0:
+            raise FaultsFileError(f"credits_per_second must be > 0 (or null: no throttling), got {self.credits_per_second}")
+        if float(self.throttled_wait_seconds) < 0:
+            raise FaultsFileError(f"throttled_wait_seconds must be >= 0, got {self.throttled_wait_seconds}")
+        if not isinstance(self.credit_costs, Mapping):
+            raise FaultsFileError(f"credit_costs must map operation kinds to credits, got {self.credit_costs!r}")
+        unknown = set(self.credit_costs) - set(_COST_KINDS)
+        if unknown:
+            raise FaultsFileError(
+                f"unknown credit_costs: {', '.join(sorted(map(str, unknown)))} (known: {', '.join(_COST_KINDS)})"
+            )
+        for kind, cost in self.credit_costs.items():
+            if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
+                raise FaultsFileError(f"credit_costs.{kind} must be a whole number of credits >= 0, got {cost!r}")
+
+    @property
+    def costs(self) -> CreditCosts:
+        """The price list the emulator charges by."""
+        return replace(SERVICE_COSTS, **self.credit_costs)
 
     def reseed(self, seed: int) -> None:
         with self._lock:
@@ -78,7 +109,10 @@ class Faults:
         self.validate()
 
     def clear(self) -> None:
-        self.update(latency=0.0, busy_fraction=0.0, close_after_ops=None, refuse_cbs=False)
+        self.update(
+            latency=0.0, busy_fraction=0.0, close_after_ops=None, refuse_cbs=False, credits_per_second=None,
+            credit_costs={}, throttled_wait_seconds=THROTTLED_WAIT_SECONDS,
+        )
 
     @classmethod
     def from_mapping(cls, doc: Mapping[str, Any]) -> "Faults":

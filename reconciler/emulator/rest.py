@@ -27,6 +27,7 @@ from typing import Callable
 from reconciler.amqp.sas import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
 from reconciler.emulator.auth import MANAGE, TokenRejected, TokenValidator
 from reconciler.emulator.namespace import Namespace, OperationError, Subscription, Topic, utcnow
+from reconciler.emulator.throttling import CreditMeter
 from reconciler.rest import atom
 
 log = logging.getLogger("reconciler.emulator")
@@ -48,9 +49,20 @@ class ApiError(Exception):
 class ManagementApi:
     """Request path → ATOM document over one namespace; pure, so it is easy to test and reason about."""
 
-    def __init__(self, namespace: Namespace, validator: TokenValidator) -> None:
+    def __init__(self, namespace: Namespace, validator: TokenValidator, meter: CreditMeter | None = None) -> None:
         self.namespace = namespace
         self.validator = validator
+        self.meter = meter
+        self.started = utcnow()
+
+    def admit(self) -> None:
+        """Charge a read of the namespace's entities as the management operation it is, or refuse
+        it as throttled when the namespace's credits are spent."""
+        if self.meter is None:
+            return
+        if not self.meter.admit():
+            raise ApiError(503, self.meter.refusal())
+        self.meter.charge(self.meter.costs.management)
 
     def authorize(self, header: str | None, path: str) -> None:
         """Refuse a request without a valid SAS token of a key with Manage rights for ``path``."""
@@ -72,6 +84,8 @@ class ManagementApi:
     def get(self, base: str, path: str, query: dict[str, str]) -> bytes:
         """The document for GET ``path``; raises ApiError (404, 400, 501) otherwise."""
         parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
+        if parts == ["$namespaceinfo"]:
+            return self._document(self._namespace_entry(base))
         with self.namespace.lock:
             if len(parts) == 2 and parts[0] == "$Resources":
                 if parts[1].lower() != "topics":
@@ -138,6 +152,13 @@ class ManagementApi:
         next_href = link.format(skip + top) if skip + top < len(items) else None
         return atom.feed(link.format(skip), title, [render(i) for i in chosen], utcnow(), next_href).encode("utf-8")
 
+    def _namespace_entry(self, base: str) -> str:
+        """A namespace with credit throttling is a Standard one; without, it has no credits, as Premium."""
+        sku = "Standard" if self.meter is not None and self.meter.on else "Premium"
+        name = urllib.parse.urlsplit(base).hostname or "localhost"
+        description = atom.namespace_description(name, sku, self.started)
+        return atom.entry(base, "$namespaceinfo", name, description, self.started, standalone=True)
+
     def _topic_entry(self, base: str, topic: Topic, standalone: bool) -> str:
         description = atom.topic_description(len(topic.subscriptions), topic.created_at)
         return atom.entry(base, topic.name, topic.name, description, topic.created_at, standalone=standalone)
@@ -176,6 +197,7 @@ class _Handler(BaseHTTPRequestHandler):
         base = f"{self.scheme}://{self.headers.get('Host', 'localhost')}"
         try:
             self.api.authorize(self.headers.get("Authorization"), path.split("?")[0])
+            self.api.admit()
             body = self.api.get(base, path, query)
         except ApiError as exc:
             self._send(exc.status, atom.error(exc.status, exc.detail).encode("utf-8"), "application/xml; charset=utf-8")

@@ -30,11 +30,12 @@ from proton.handlers import IncomingMessageHandler, MessagingHandler
 from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.sections import ManagementMessage
 from reconciler.amqp.wire.types import DecodeError
+from reconciler.credits import THROTTLED_CONDITION
 from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator, path_parts
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
 from reconciler.emulator.frontdoor import adopt_amqp
-from reconciler.emulator.management import ManagementNode, Response
+from reconciler.emulator.management import ManagementNode, Response, messages_touched
 from reconciler.emulator.namespace import (
     Address,
     MessageStore,
@@ -44,10 +45,12 @@ from reconciler.emulator.namespace import (
     Topic,
     parse_address,
 )
+from reconciler.emulator.throttling import CreditMeter
 
 log = logging.getLogger("reconciler.emulator")
 
 SESSION_FILTER = symbol("com.microsoft:session-filter")
+TRACKING_ID = symbol("com.microsoft:tracking-id")
 LOCKED_UNTIL = symbol("com.microsoft:locked-until-utc")
 DATETIMEOFFSET_EPOCH = 621355968000000000  # .NET ticks at the Unix epoch
 CBS_NODE = "$cbs"
@@ -151,6 +154,7 @@ class ServerHandler(MessagingHandler):
         faults: Faults,
         cbs_deadline: float = 20.0,
         token_clock: Callable[[], float] = time.time,
+        meter: CreditMeter | None = None,
     ) -> None:
         super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
         # Incoming transfers are decoded by on_delivery below, inside the guard.
@@ -160,6 +164,8 @@ class ServerHandler(MessagingHandler):
         self.management = ManagementNode(namespace, broker)
         self.validator = validator
         self.faults = faults
+        #: The namespace's credits (Standard throttling), charged for every client's work.
+        self.meter = meter or CreditMeter(faults)
         self.cbs_deadline = cbs_deadline
         self.token_clock = token_clock
         self.container: proton.reactor.Container | None = None
@@ -388,7 +394,8 @@ class ServerHandler(MessagingHandler):
             return
         store: MessageStore = link._sb_store
         session_id = link._sb_session
-        while link.credit > 0:
+        meter = self.meter
+        while link.credit > 0 and meter.available():  # a throttled receiver waits for the next second
             taken = self.broker.receive(
                 store, peek_lock=link._sb_peek_lock, session_id=session_id, sessionful=session_id is not None
             )
@@ -403,6 +410,7 @@ class ServerHandler(MessagingHandler):
                 delivery.settle()
             else:
                 delivery._sb_lock = (store, stored.lock_token)
+            meter.charge(meter.costs.message)
             self._count_operation(link)
         if link.drain_mode and link.credit > 0:
             link.drained()
@@ -506,7 +514,9 @@ class ServerHandler(MessagingHandler):
 
     @staticmethod
     def _reject(delivery: proton.Delivery, condition: str, description: str) -> None:
-        delivery.local.condition = Condition(condition, description)
+        # With an info map, as the service sends (a tracking id): Microsoft's SDK reads the error as
+        # a full (condition, description, info) triple, and proton leaves an empty map out.
+        delivery.local.condition = Condition(condition, description, {TRACKING_ID: str(uuid.uuid4())})
         delivery.update(Delivery.REJECTED)
         delivery.settle()
 
@@ -515,11 +525,16 @@ class ServerHandler(MessagingHandler):
         if not self._state(link).authorized(address.node):
             self._reject(delivery, "amqp:unauthorized-access", f"the token for '{address.node}' has expired")
             return
+        if not self.meter.admit():
+            self._reject(delivery, THROTTLED_CONDITION, self.meter.refusal())
+            return
         try:
-            self.broker.publish(address, payload)
+            published = self.broker.publish(address, payload)
         except OperationError as exc:
+            self.meter.charge(self.meter.costs.message)
             self._reject(delivery, exc.condition, exc.description)
             return
+        self.meter.charge(self.meter.costs.send(published.messages, published.filter_evaluations))
         self._accept(delivery)
         self.pump_all()
 
@@ -565,8 +580,13 @@ class ServerHandler(MessagingHandler):
             response = Response(503, None, "fault injection: the server is busy", "com.microsoft:server-busy")
         elif not self._state(link).authorized(address.node):
             response = Response(401, None, f"no valid token covers '{address.node}'", "amqp:unauthorized-access")
+        elif not self.meter.admit():
+            response = Response(503, None, self.meter.refusal(), THROTTLED_CONDITION)
         else:
-            response = self.management.handle(address, props.get("operation"), request.body)
+            operation = props.get("operation")
+            response = self.management.handle(address, operation, request.body)
+            if isinstance(operation, str):
+                self.meter.charge(self.meter.costs.operation(operation, messages_touched(request.body, response)))
         reply_properties = response.application_properties()
         tracking = props.get("com.microsoft:tracking-id")
         if tracking is not None:

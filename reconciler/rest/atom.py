@@ -164,6 +164,11 @@ def subscription_from_entry(topic: str, entry: Element) -> SubscriptionInfo:
     )
 
 
+def namespace_sku(entry: Element) -> str | None:
+    """The tier of the namespace a ``$namespaceinfo`` entry describes: Basic, Standard or Premium."""
+    return _text(_description(entry, "NamespaceInfo"), "MessagingSKU")
+
+
 def _local(name: str) -> str:
     return name.rsplit("}", 1)[-1]
 
@@ -360,6 +365,16 @@ def topic_description(subscription_count: int, created_at: _dt.datetime) -> str:
         "<EntityAvailabilityStatus>Available</EntityAvailabilityStatus>"
         "<EnableSubscriptionPartitioning>false</EnableSubscriptionPartitioning><EnableExpress>false</EnableExpress>"
         "</TopicDescription>"
+    )
+
+
+def namespace_description(name: str, sku: str, created_at: _dt.datetime) -> str:
+    """What ``GET /$namespaceinfo`` describes: the namespace's name and tier."""
+    when = timestamp(created_at)
+    return (
+        f'<NamespaceInfo xmlns="{SB_NS}" xmlns:i="{XSI_NS}">{_el("CreatedTime", when)}{_el("MessagingSKU", sku)}'
+        f"{_el('MessagingUnits', 1 if sku == 'Premium' else 0)}{_el('ModifiedTime', when)}{_el('Name', name)}"
+        "<NamespaceType>Messaging</NamespaceType></NamespaceInfo>"
     )
 
 

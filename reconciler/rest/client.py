@@ -161,6 +161,11 @@ class ManagementRestClient:
             )
         ]
 
+    def namespace_sku(self) -> str | None:
+        """The namespace's tier (``MessagingSKU``: Basic, Standard or Premium); needs Manage rights."""
+        page = atom.page(self._get("$namespaceinfo", {}, "read the namespace's properties"))
+        return atom.namespace_sku(page.entries[0]) if page.entries else None
+
     # -- transport -----------------------------------------------------------------------------
     def _pages(self, path: str, what: str) -> Iterator:
         """Every entry of a paged feed: pages of ``page_size`` until a short one."""

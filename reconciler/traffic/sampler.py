@@ -15,10 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import pyarrow.parquet as pq
 
@@ -35,9 +37,10 @@ class SampleError(SbrulesError):
 
 
 class Peeker(Protocol):
-    """What the sampler needs from a management client (``ManagementClient`` has it)."""
+    """What the sampler needs from a management client (``ManagementClient`` has it): pages of up to
+    ``count`` messages from each sequence number of ``starts``, pipelined, or an error per page."""
 
-    def peek_messages(self, topic: str, subscription: str, from_sequence_number: int, count: int) -> list[Any]:
+    def peek_pages(self, topic: str, subscription: str, starts: Sequence[int], count: int) -> list[Any]:
         ...
 
 
@@ -177,6 +180,20 @@ def _with_peek_fields(peeked: Any) -> Any:
     return type(message)(sys={**message.sys, **extra}, user=message.user, body=message.body)
 
 
+#: Pages asked for at once when nothing but the round trip limits peeking.
+PAGES_IN_FLIGHT = 8
+
+
+def pages_in_flight(credit_budget: float | None, page_size: int) -> int:
+    """Pages to ask for at once: ``PAGES_IN_FLIGHT``, but under a credit budget only one more than a
+    second of it pays for (two at least, so that decoding one page overlaps fetching the next). Under
+    a budget the rate, not the round trip, limits peeking, and a page asked for past the
+    subscription's end still waits its turn at the budget as if it were full."""
+    if credit_budget is None:
+        return PAGES_IN_FLIGHT
+    return max(2, min(PAGES_IN_FLIGHT, int(credit_budget // page_size) + 1))
+
+
 def sample(
     client: Peeker,
     topic: str,
@@ -185,63 +202,148 @@ def sample(
     *,
     max_messages: int | None = None,
     page_size: int = 250,
+    pages_in_flight: int = PAGES_IN_FLIGHT,
     batch_rows: int = 10_000,
     on_page: Callable[[str, int], None] | None = None,
 ) -> SampleStats:
     """Peek every subscription from its stored position onward and append new messages to ``dataset``.
 
-    ``max_messages`` bounds the messages peeked per subscription in this run. ``on_page`` is told
-    (subscription, messages in the page) after each page, for progress display.
+    ``max_messages`` bounds the messages peeked per subscription in this run; ``pages_in_flight``
+    pages are asked for at once (see ``_pages``). Peeking and decoding run on this thread, building
+    rows and writing Parquet on another, so neither waits for the other. ``on_page`` is told
+    (subscription, new messages in the page) after each page, for progress display.
 
-    Ctrl-C ends the run early rather than losing it: the rows peeked so far are written and the
-    state records the last page stored whole (a re-run peeks a partly stored page again and skips
-    its stored messages as duplicates), and the statistics say ``interrupted``.
+    Ctrl-C ends the run early rather than losing it: the pages handed over so far are written whole
+    and the state records the last of them (a re-run peeks on from there and skips stored messages
+    as duplicates), and the statistics say ``interrupted``.
     """
     if not subscriptions:
         raise SampleError("name at least one subscription to peek (a catch-all one sees all traffic)")
     store = Dataset(dataset, batch_rows=batch_rows)
-    seen = store.existing_keys(topic)
     stats = SampleStats(dataset=str(store.path))
     try:
-        for subscription in subscriptions:
-            sub_stats = SubscriptionStats(topic, subscription, start_sequence=store.position(topic, subscription) + 1)
-            stats.subscriptions.append(sub_stats)
-            for page in _pages(client, topic, subscription, sub_stats.start_sequence, max_messages, page_size):
-                for peeked in page:
-                    message = _with_peek_fields(peeked)
-                    row = message_to_row(message, topic=topic, subscription=subscription, body_size=peeked.body_size)
-                    key = _row_key(row)
-                    sub_stats.peeked += 1
-                    sub_stats.last_sequence = max(sub_stats.last_sequence or 0, peeked.sequence_number)
-                    if key in seen:
-                        sub_stats.duplicates += 1
-                        continue
-                    seen.add(key)
-                    store.add(row)
-                    sub_stats.written += 1
-                store.advance(topic, subscription, sub_stats.last_sequence)
-                if on_page is not None:
-                    on_page(subscription, len(page))
+        with _Writer(store, topic) as writer:
+            for subscription in subscriptions:
+                sub_stats = SubscriptionStats(topic, subscription, start_sequence=store.position(topic, subscription) + 1)
+                stats.subscriptions.append(sub_stats)
+                pages = _pages(
+                    client, topic, subscription, sub_stats.start_sequence, max_messages, page_size, pages_in_flight
+                )
+                for page in pages:
+                    writer.put(sub_stats, page)
+                    if on_page is not None:
+                        on_page(subscription, len(page))
     except KeyboardInterrupt:
         stats.interrupted = True
-    store.flush()
     stats.files = store.files
     return stats
 
 
+class _Writer:
+    """Rows, deduplication and Parquet for pages handed over by the peeking thread, on a thread of
+    its own; at most ``QUEUED`` pages wait, so memory stays bounded when writing is the slower side.
+    An error on this thread is raised on the peeking thread at its next hand-over or at the end."""
+
+    QUEUED = 16
+
+    def __init__(self, store: Dataset, topic: str) -> None:
+        self.store, self.topic = store, topic
+        self._queue: queue.Queue[tuple[SubscriptionStats, list[Any]] | None] = queue.Queue(self.QUEUED)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="sbrules-sample-writer", daemon=True)
+
+    def __enter__(self) -> "_Writer":
+        self._seen = self.store.existing_keys(self.topic)
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None and exc is None:
+            raise self._error
+
+    def put(self, stats: SubscriptionStats, page: list[Any]) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put((stats, page))
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            if self._error is not None:
+                continue  # drain: the peeking thread stops at its next hand-over
+            try:
+                self._write(*item)
+            except BaseException as exc:  # handed to the peeking thread, which raises it
+                self._error = exc
+        if self._error is None:
+            try:
+                self.store.flush()
+            except BaseException as exc:  # as above
+                self._error = exc
+
+    def _write(self, sub_stats: SubscriptionStats, page: list[Any]) -> None:
+        store, seen = self.store, self._seen
+        for peeked in page:
+            message = _with_peek_fields(peeked)
+            row = message_to_row(message, topic=self.topic, subscription=sub_stats.subscription, body_size=peeked.body_size)
+            key = _row_key(row)
+            sub_stats.peeked += 1
+            sub_stats.last_sequence = max(sub_stats.last_sequence or 0, peeked.sequence_number)
+            if key in seen:
+                sub_stats.duplicates += 1
+                continue
+            seen.add(key)
+            store.add(row)
+            sub_stats.written += 1
+        if sub_stats.last_sequence is not None:
+            store.advance(sub_stats.topic, sub_stats.subscription, sub_stats.last_sequence)
+
+
 def _pages(
-    client: Peeker, topic: str, subscription: str, start: int, max_messages: int | None, page_size: int
-) -> Iterable[list[Any]]:
-    """Pages of peeked messages until the subscription is exhausted (empty page / 204) or the cap."""
-    next_sequence = start
-    remaining = max_messages
+    client: Peeker, topic: str, subscription: str, start: int, max_messages: int | None, page_size: int,
+    in_flight: int,
+) -> Iterator[list[Any]]:
+    """Every message from sequence number ``start`` on, in order and each once, as pages.
+
+    Pages are asked for in rounds of ``in_flight`` at once, by sequence-number ranges: page k of a
+    round starts ``k * stride`` after the round's start. A peek of ``page_size`` from s returns the
+    first ``page_size`` messages numbered s or more, so it covers every message from s up to the last
+    one it returned; the pages of a round thus cover an unbroken range as long as each page starts
+    at most one past where the page before it ended. Messages a page shares with the one before
+    (numbers that are not contiguous, in a filtered subscription) are dropped; a page that starts
+    beyond the covered range is dropped too and asked for again in the next round, which begins
+    where the covered range ends. A page that comes back short is the end of the subscription. The
+    stride follows the numbers seen: in a subscription that gets one message in ten of the topic's,
+    a page of 250 spans about 2,500 numbers, and so does the stride (a little less, so that pages
+    overlap rather than leave holes). Rounds start at one page and double while every page comes
+    back full, up to ``in_flight``: a subscription's end is found after a few pages asked for in
+    vain, not ``in_flight`` of them, each reserving a page of credits.
+    """
+    base, stride, remaining, round_size = start, page_size, max_messages, 1
     while remaining is None or remaining > 0:
-        count = page_size if remaining is None else min(page_size, remaining)
-        page = client.peek_messages(topic, subscription, from_sequence_number=next_sequence, count=count)
-        if not page:
-            return
-        if remaining is not None:
-            page = page[:remaining]
-            remaining -= len(page)
-        next_sequence = max(p.sequence_number for p in page) + 1
-        yield page
+        wanted = round_size if remaining is None else min(round_size, -(-remaining // page_size))
+        starts = [base + k * stride for k in range(wanted)]
+        covered = base - 1  # every message up to here has been yielded
+        spans = []
+        for first, page in zip(starts, client.peek_pages(topic, subscription, starts, page_size)):
+            if isinstance(page, Exception):
+                raise page
+            if first > covered + 1:
+                break  # a hole before this page: the next round starts at it
+            if page:
+                spans.append(page[-1].sequence_number - first + 1)
+            new = [p for p in page if p.sequence_number > covered]
+            if remaining is not None:
+                new = new[:remaining]
+                remaining -= len(new)
+            if new:
+                covered = new[-1].sequence_number
+                yield new
+            if len(page) < page_size or remaining == 0:
+                return
+            covered = max(covered, page[-1].sequence_number)
+        base = covered + 1
+        if spans:
+            stride = max(page_size, int(min(spans) * 0.9))
+        round_size = min(in_flight, round_size * 2)

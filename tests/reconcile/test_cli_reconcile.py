@@ -50,8 +50,9 @@ def test_plan_apply_drift_exit_codes(drifted, run_cli, tmp_path, monkeypatch):
     code, out, _ = run_cli("apply", str(plan_file), "--journal", str(journal), "--parallel", "2")
     assert code == 0, out
     assert "Apply complete" in out
-    entries = [json.loads(line) for line in journal.read_text().splitlines()]
+    *entries, totals = [json.loads(line) for line in journal.read_text().splitlines()]
     assert entries and all("outcome" in e for e in entries)
+    assert totals["event"] == "pacing" and totals["requests"] > 0  # the pacer's totals end it
 
     code, out, _ = run_cli("drift", rules)
     assert code == 0 and "In sync" in out

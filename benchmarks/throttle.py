@@ -1,0 +1,281 @@
+"""Benchmark sbrules on a throttled namespace and sampling throughput; prints JSON.
+
+Every emulator runs in its own process (``sbrules emulator``), as a server would; so does the
+"production" sender (Microsoft's SDK), so that neither shares a GIL with sbrules.
+
+1. apply under Standard throttling (``--throttle standard``: 1,000 credits/s for the namespace):
+   ``--changes`` rule creations (10 credits each) with ``--credit-share 0.4``, while a production
+   sender sends to another topic of the namespace at half its credits. Reports the credits apply
+   spent per second as a share of its budget, its failed changes, the share of its requests that
+   were throttled, and the share of the production sends that were.
+2. sampling without throttling: ``sbrules sample`` (a process of its own: start-up, peek, decode,
+   Parquet) against a sequential loop of the SDK's ``peek_messages`` (250 per call) over the same
+   ``--messages``, at 0 ms and with a simulated 20 ms round trip (the emulator's latency fault).
+3. sampling under Standard throttling with ``--max-credits 400``: credits spent per second as a
+   share of the budget, and messages lost or stored twice.
+
+    python benchmarks/throttle.py [--changes 1000] [--messages 20000] [--throttled-messages 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow.parquet as pq
+import yaml
+
+STANDARD = 1000
+SHARE = 0.4
+PRODUCTION_SHARE = 0.5
+SAMPLE_BUDGET = 400
+PAGE = 250
+
+
+@contextlib.contextmanager
+def emulator(tmp: Path, rules: dict, *, throttle: bool = False, latency: float = 0.0,
+             state: Path | None = None) -> Iterator[str]:
+    """``sbrules emulator`` in a child process with ``rules`` (topic → subscription → rule names);
+    yields its connection string."""
+    rules_dir = tmp / "emulator-rules"
+    rules_dir.mkdir(exist_ok=True)
+    for topic, subs in rules.items():
+        doc = {"topic": topic, "subscriptions": {
+            sub: {"rules": [{"name": name, "sql": "1=1"} for name in names]} for sub, names in subs.items()
+        }}
+        (rules_dir / f"{topic}.yaml").write_text(yaml.safe_dump(doc))
+    faults = tmp / "faults.json"
+    faults.write_text(json.dumps({"latency": latency}))
+    cmd = [sys.executable, "-m", "reconciler", "emulator", "--port", "0", "--rules", str(rules_dir),
+           "--faults", str(faults), "--throttle", "standard" if throttle else "none"]
+    if state is not None:
+        cmd += ["--state", str(state)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        connection_string = proc.stdout.readline().strip()
+        if not connection_string:
+            raise RuntimeError("the emulator did not start")
+        yield connection_string
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def sbrules(*args: str, env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "reconciler", *args], capture_output=True, text=True, env=env)
+    return time.perf_counter() - started, done
+
+
+def seed(connection_string: str, topic: str, count: int) -> None:
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+    with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as sb:
+        with sb.get_topic_sender(topic) as sender:
+            for start in range(0, count, 500):
+                batch = sender.create_message_batch()
+                for i in range(start, min(count, start + 500)):
+                    batch.add_message(ServiceBusMessage(
+                        "x" * 64, message_id=f"m{i}",
+                        application_properties={"region": ["eu", "us", "apac"][i % 3], "amount": i * 1.5},
+                    ))
+                sender.send_messages(batch)
+
+
+# -- 1. apply under throttling -------------------------------------------------------------------
+def production_sender(connection_string: str, credits_per_second: float) -> None:
+    """Child process: send to topic 'production' at ``credits_per_second`` (each send is one message
+    and one filter evaluation) until stdin closes; print sends and throttled sends as JSON."""
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage
+    from azure.servicebus.exceptions import ServiceBusServerBusyError
+
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    interval = 2 / credits_per_second
+    sent = throttled = 0
+    with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as sb:
+        with sb.get_topic_sender("production") as sender:
+            sender.send_messages(ServiceBusMessage("warm-up"))
+            print("ready", flush=True)
+            due = time.monotonic()
+            while not stop.is_set():
+                try:
+                    sender.send_messages(ServiceBusMessage("order"))
+                except ServiceBusServerBusyError:
+                    throttled += 1
+                sent += 1
+                due += interval
+                stop.wait(max(0.0, due - time.monotonic()))
+    print(json.dumps({"sent": sent, "throttled": throttled}), flush=True)
+
+
+def bench_apply(tmp: Path, changes: int) -> dict:
+    subs = max(1, changes // 10)
+    per_sub = changes // subs
+    live = {"bench": {f"s{i:03d}": ["keep"] for i in range(subs)}, "production": {"all": ["all"]}}
+    desired = {"topic": "bench", "subscriptions": {
+        f"s{i:03d}": {"rules": [{"name": "keep", "sql": "1=1"}] + [
+            {"name": f"r{j:02d}", "sql": f"region = 'r{j}' AND amount > {j}"} for j in range(per_sub)
+        ]} for i in range(subs)
+    }}
+    (tmp / "desired").mkdir()
+    (tmp / "desired" / "bench.yaml").write_text(yaml.safe_dump(desired))
+    with emulator(tmp, live, throttle=True) as conn:
+        env = {**os.environ, "SERVICEBUS_CONNECTION_STRING": conn}
+        _, planned = sbrules("plan", str(tmp / "desired"), "--out", str(tmp / "plan.json"), "--max-credits", "500",
+                             env=env)
+        assert planned.returncode == 0, planned.stderr
+        time.sleep(1.0)  # the next second's credits for the measured run
+        producer = subprocess.Popen(
+            [sys.executable, __file__, "--production-sender", conn, str(PRODUCTION_SHARE * STANDARD)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert producer.stdout is not None and producer.stdin is not None
+        assert producer.stdout.readline().strip() == "ready"
+        journal = tmp / "journal.jsonl"
+        _, applied = sbrules("apply", str(tmp / "plan.json"), "--journal", str(journal),
+                             "--credit-share", str(SHARE), env=env)
+        producer.stdin.close()
+        production = json.loads(producer.stdout.read().strip().splitlines()[-1])
+        producer.wait(timeout=60)
+    done = re.search(r"(\d+) change\(s\) applied", applied.stdout)
+    entries = [json.loads(line) for line in journal.read_text().splitlines()]
+    attempts = [e for e in entries if "op" in e and "attempt" in e]
+    pacing = entries[-1]
+    times = [e["time"] for e in attempts]
+    import datetime as dt
+
+    span = (dt.datetime.fromisoformat(max(times)) - dt.datetime.fromisoformat(min(times))).total_seconds()
+    credits_per_s = pacing["credits"] / span
+    return {
+        "apply_changes": subs * per_sub,
+        "apply_seconds": round(span, 2),
+        "apply_budget_credits_per_s": SHARE * STANDARD,
+        "apply_credits_per_s": round(credits_per_s, 1),
+        "apply_credit_share_of_budget": round(credits_per_s / (SHARE * STANDARD), 3),
+        "apply_failed_changes": subs * per_sub - (int(done.group(1)) if done else 0),
+        "apply_requests": len(attempts),
+        "apply_throttled_fraction": round(sum(1 for e in attempts if e.get("throttled")) / max(1, len(attempts)), 4),
+        "production_sends": production["sent"],
+        "production_throttled_fraction": round(production["throttled"] / max(1, production["sent"]), 4),
+    }
+
+
+# -- 2. sampling without throttling ----------------------------------------------------------------
+def sdk_peek_loop(connection_string: str, expected: int) -> float:
+    from azure.servicebus import ServiceBusClient
+
+    with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as sb:
+        with sb.get_subscription_receiver("orders", "all") as receiver:
+            receiver.peek_messages(max_message_count=1, sequence_number=1)  # open the link, as sample's start-up does
+            started = time.perf_counter()
+            seen, sequence = 0, 1
+            while True:
+                page = receiver.peek_messages(max_message_count=PAGE, sequence_number=sequence)
+                if not page:
+                    break
+                seen += len(page)
+                sequence = page[-1].sequence_number + 1
+            elapsed = time.perf_counter() - started
+    assert seen == expected, (seen, expected)
+    return expected / elapsed
+
+
+def sample_cli(connection_string: str, out: Path, expected: int, *extra: str) -> float:
+    elapsed, done = sbrules("sample", "--topic", "orders", "--subscription", "all", "--out", str(out),
+                            "--format", "json", "--connection-string", connection_string, *extra)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["written"] == expected
+    return expected / elapsed
+
+
+def bench_sampling(tmp: Path, messages: int) -> dict:
+    out: dict = {}
+    for latency_ms in (0, 20):
+        run = tmp / f"sampling-{latency_ms}"
+        run.mkdir()
+        with emulator(run, {"orders": {"all": ["all"]}}, latency=latency_ms / 1000) as conn:
+            seed(conn, "orders", messages)
+            sdk = sdk_peek_loop(conn, messages)
+            ours = sample_cli(conn, run / "sample", messages)
+        suffix = "" if latency_ms == 0 else f"_{latency_ms}ms"
+        out[f"sample_msgs_per_s{suffix}"] = round(ours)
+        out[f"sdk_peek_msgs_per_s{suffix}"] = round(sdk)
+        out[f"sample_vs_sdk_{latency_ms}ms"] = round(ours / sdk, 2)
+    return out
+
+
+# -- 3. sampling under throttling ----------------------------------------------------------------
+def bench_throttled_sampling(tmp: Path, messages: int) -> dict:
+    from reconciler.cli.common import Namespace
+    from reconciler.traffic.sampler import pages_in_flight, sample
+
+    state = tmp / "state.json"
+    with emulator(tmp, {"orders": {"all": ["all"]}}, state=state) as conn:
+        seed(conn, "orders", messages)
+    with emulator(tmp, {"orders": {"all": ["all"]}}, throttle=True, state=state) as conn:
+        namespace = Namespace(conn, max_credits=SAMPLE_BUDGET)
+        pacer = namespace.pacer()
+        with namespace.amqp() as client:
+            started = time.perf_counter()
+            before = pacer.stats().credits
+            stats = sample(client, "orders", ["all"], tmp / "throttled-sample",
+                           pages_in_flight=pages_in_flight(pacer.budget, PAGE))
+            elapsed = time.perf_counter() - started
+            spent = pacer.stats().credits - before
+            throttled = pacer.stats().throttled
+    ids = [row["message_id"] for row in pq.read_table(tmp / "throttled-sample", columns=["message_id"]).to_pylist()]
+    wanted = {f"m{i}" for i in range(messages)}
+    return {
+        "throttled_sample_messages": messages,
+        "throttled_sample_budget_credits_per_s": SAMPLE_BUDGET,
+        "throttled_sample_credits_per_s": round(spent / elapsed, 1),
+        "throttled_sample_credit_share_of_budget": round(spent / elapsed / SAMPLE_BUDGET, 3),
+        "throttled_sample_throttled_requests": throttled,
+        "throttled_sample_lost": len(wanted - set(ids)),
+        "throttled_sample_duplicated": len(ids) - len(set(ids)) + stats.subscriptions[0].duplicates,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--changes", type=int, default=1000)
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--throttled-messages", type=int, default=5000)
+    parser.add_argument("--production-sender", nargs=2, metavar=("CONNECTION_STRING", "CREDITS_PER_S"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.production_sender:
+        production_sender(args.production_sender[0], float(args.production_sender[1]))
+        return
+    result: dict = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name, bench in (("apply", lambda d: bench_apply(d, args.changes)),
+                            ("sampling", lambda d: bench_sampling(d, args.messages)),
+                            ("throttled", lambda d: bench_throttled_sampling(d, args.throttled_messages))):
+            (root / name).mkdir()
+            result |= bench(root / name)
+    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Pipelined peeking: pages by sequence-number ranges, several in flight, each message once and in order."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import pytest
+
+from reconciler.traffic.sampler import _pages
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass(frozen=True)
+class Peeked:
+    sequence_number: int
+
+
+class Subscription:
+    """Peeks as the service answers them: the first ``count`` messages numbered ``start`` or more."""
+
+    def __init__(self, numbers: Sequence[int]) -> None:
+        self.numbers = sorted(numbers)
+        self.rounds: list[list[int]] = []
+
+    def peek_pages(self, topic: str, subscription: str, starts: Sequence[int], count: int) -> list:
+        self.rounds.append(list(starts))
+        return [[Peeked(n) for n in self.numbers if n >= start][:count] for start in starts]
+
+    def peeked(self, start: int = 1, max_messages: int | None = None, page: int = 10, in_flight: int = 4) -> list[int]:
+        pages = _pages(self, "t", "s", start, max_messages, page, in_flight)
+        return [p.sequence_number for pages_ in pages for p in pages_]
+
+
+def test_rounds_of_pages_grow_to_the_pages_in_flight():
+    sub = Subscription(range(1, 186))
+    assert sub.peeked() == list(range(1, 186))
+    assert sub.rounds == [[1], [11, 21], [31, 41, 51, 61], [71, 81, 91, 101], [111, 121, 131, 141], [151, 161, 171, 181]]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_message_once_whatever_the_gaps(seed):
+    rng = random.Random(seed)
+    density = rng.choice([1.0, 0.5, 0.1, 0.02])
+    numbers = [n for n in range(1, 5000) if rng.random() < density]
+    numbers += [6000 + n * 37 for n in range(40)]  # a sparse tail after a dense stretch
+    sub = Subscription(numbers)
+    assert sub.peeked(page=rng.choice([1, 7, 25]), in_flight=rng.choice([1, 3, 8])) == sorted(numbers)
+
+
+def test_the_stride_follows_a_sparse_subscription():
+    sub = Subscription(range(1, 100_000, 10))  # one message in ten of the topic's numbers
+    assert sub.peeked(page=10) == list(range(1, 100_000, 10))
+    assert sub.rounds[1][1] - sub.rounds[1][0] >= 80  # not 10: pages of a round barely overlap
+    assert len(sub.rounds) < 10_000 / 10 / 4 * 1.3 + 3
+
+
+def test_a_start_and_a_cap():
+    sub = Subscription(range(1, 200))
+    assert sub.peeked(start=50, max_messages=23) == list(range(50, 73))
+    assert all(len(r) <= 3 for r in sub.rounds)  # no more pages asked for than the cap needs
+
+
+def test_an_empty_subscription_takes_one_page():
+    sub = Subscription([])
+    assert sub.peeked() == [] and sub.rounds == [[1]]
+
+
+def test_a_failed_page_is_raised():
+    class Failing(Subscription):
+        def peek_pages(self, *args):
+            return [RuntimeError("peek-message on t/Subscriptions/s: gone")]
+
+    with pytest.raises(RuntimeError, match="gone"):
+        Failing([1, 2]).peeked()
