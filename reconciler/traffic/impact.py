@@ -162,14 +162,19 @@ def _sampled_topics_only(frame: Any, scopes: list[Scope]) -> tuple[list[Scope], 
 def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from reconciler.traffic.spark import PropertyCells, property_names, rule_columns
     from reconciler.traffic.property_types import property_types
+    from reconciler.traffic.session import is_connect
+    from reconciler.traffic.spark import PropertyCells, property_names, rule_columns
+    from reconciler.traffic.spark.depth import CONNECT_MAX_NESTING
+    from reconciler.traffic.tally import OUTCOME_NESTING
 
     # Each property the filters name is looked up in the props map once per message, and the
     # filters are translated for the types the sample's properties actually have.
     names = {n for s in scopes for r in s.desired + s.current for n in property_names(r.filter)}
     frame, cells = PropertyCells.over(frame, names, property_types(frame))
 
+    # Over Spark Connect a filter's columns must leave room for the grouping query above them.
+    max_nesting = CONNECT_MAX_NESTING - OUTCOME_NESTING if is_connect(frame.sparkSession) else None
     # One bit per distinct filter: unchanged rules cost nothing extra.
     filters: dict[Filter, int] = {}
     fallback: dict[int, str] = {}
@@ -179,7 +184,7 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
             if rule.filter in filters:
                 continue
             filters[rule.filter] = len(outcomes)
-            columns = rule_columns(rule, cells)
+            columns = rule_columns(rule, cells, max_nesting)
             outcomes.append((columns.matched, columns.error))
             if columns.fallback:
                 fallback[len(outcomes) - 1] = columns.fallback

@@ -66,3 +66,8 @@ def spark_session(
     if not connect:
         session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def is_connect(session: "SparkSession") -> bool:
+    """Whether ``session`` is a Spark Connect client: its plans travel as nested protobuf."""
+    return type(session).__module__.startswith("pyspark.sql.connect")

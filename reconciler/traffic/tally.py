@@ -12,12 +12,16 @@ first and last enqueued times; a second query fetches the few example messages b
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 BITS = 63
+#: Expression nodes the grouping query puts above a filter's matched or error column: the mask's
+#: alias, the balanced OR of its terms, the term's CASE, and the error's null test.
+OUTCOME_NESTING = 3 + math.ceil(math.log2(BITS))
 
 
 @dataclass(frozen=True)
@@ -48,10 +52,14 @@ class Tally:
 
 
 def _mask(F: Any, conditions: Sequence[Any]) -> Any:
-    out = F.lit(0).cast("bigint")
-    for offset, cond in enumerate(conditions):
-        out = out.bitwiseOR(F.when(cond, F.lit(1 << offset)).otherwise(F.lit(0).cast("bigint")))
-    return out
+    """One bit per condition, OR-ed as a balanced tree (shallow enough for Spark Connect)."""
+    from reconciler.traffic.spark.depth import balanced
+
+    zero = F.lit(0).cast("bigint")
+    if not conditions:
+        return zero
+    bits = (F.when(cond, F.lit(1 << offset)).otherwise(zero) for offset, cond in enumerate(conditions))
+    return balanced(lambda a, b: a.bitwiseOR(b), bits)
 
 
 def tally(

@@ -27,6 +27,7 @@ from reconciler.sql import SqlError, ast, parse_filter
 from reconciler.traffic.rows import SYS_COLUMNS, VALUE_FIELD
 from reconciler.traffic.spark.algebra import Untranslatable, as_column, literal
 from reconciler.traffic.spark.cells import Cells, user_property
+from reconciler.traffic.spark.depth import balanced, nesting
 from reconciler.traffic.spark.fallback import python_rule_columns
 from reconciler.traffic.spark.translate import to_spark
 
@@ -49,10 +50,7 @@ def correlation_match(flt: CorrelationFilter, cells: Cells | None = None) -> Col
         if tv.type is ValueType.DOUBLE:
             equal = equal & ~F.isnan(cell.d)  # Python's float ==: NaN is not NaN
         conds.append(as_column(same_type) & equal)
-    out = F.lit(True)
-    for cond in conds:
-        out = out & F.coalesce(cond, F.lit(False))
-    return out
+    return balanced(lambda a, b: a & b, (F.coalesce(cond, F.lit(False)) for cond in conds))
 
 
 @dataclass(frozen=True)
@@ -103,10 +101,17 @@ def filter_columns(
     raise TypeError(f"not a filter: {flt!r}")
 
 
-def rule_columns(rule: Rule, cells: Cells | None = None) -> RuleColumns:
-    """The rule's match/error columns: native when possible, otherwise a reported Python UDF."""
+def rule_columns(rule: Rule, cells: Cells | None = None, max_nesting: int | None = None) -> RuleColumns:
+    """The rule's match/error columns: native when possible, otherwise a reported Python UDF.
+
+    ``max_nesting``: for a Spark Connect session, the expression nodes a native column may nest
+    (:mod:`reconciler.traffic.spark.depth`); a filter nested deeper takes the Python UDF."""
     try:
         matched, error = filter_columns(rule.filter, cells=cells)
+        if max_nesting is not None:
+            deepest = max(nesting(matched), nesting(error))
+            if deepest > max_nesting:
+                raise Untranslatable(f"nested {deepest} expressions deep, more than Spark Connect carries ({max_nesting})")
         return RuleColumns(matched, error)
     except Untranslatable as exc:
         matched, error = python_rule_columns(rule)

@@ -26,6 +26,7 @@ from reconciler.traffic.spark.algebra import (
     literal,
 )
 from reconciler.traffic.spark.cells import Cells, cell_column, dynamic_property, system_property, user_property
+from reconciler.traffic.spark.depth import balanced
 from reconciler.traffic.spark.operators import arithmetic, compare, in_list, like, negate
 
 
@@ -128,10 +129,12 @@ class _Translator:
 
 def _junction(parts: list[Pred], is_and: bool) -> Pred:
     """n-ary AND / OR with Service Bus short-circuiting: operand k is evaluated (and its error
-    counts) only while no earlier operand decided the result; each operand is mentioned twice."""
-    v = parts[0].v
-    for part in parts[1:]:
-        v = (v & part.v) if is_and else (v | part.v)
+    counts) only while no earlier operand decided the result; each operand is mentioned twice.
+
+    The value is a balanced tree of Spark's three-valued AND / OR, which are associative, so the
+    grouping changes nothing but the depth (log2 n). The error is one flat ``CASE`` in operand order:
+    the first operand that fails before any operand decides the result is the error."""
+    v = balanced((lambda a, b: a & b) if is_and else (lambda a, b: a | b), (p.v for p in parts))
     if all(p.err is None for p in parts):
         return Pred(v)
     decided = F.lit(not is_and)
