@@ -33,6 +33,7 @@ from typing import Iterator
 from urllib.parse import urlsplit
 
 from reconciler.errors import InputError, SbrulesError
+from reconciler.traffic.location import is_url
 from reconciler.traffic.rows import SCHEMA
 
 #: The oldest Java that Spark 4 (the ``spark`` extra's PySpark) runs on.
@@ -80,7 +81,7 @@ def check_spark(master: str) -> None:
 def check_sample(dataset: str) -> None:
     """A local sample exists, every Parquet file's footer reads, has the sample's columns, and the
     files hold messages. A sample given as a URL is checked by Spark as it reads it."""
-    if "://" in dataset or dataset.startswith("file:"):
+    if is_url(dataset):
         return
     path = Path(dataset)
     make = f"create one with `sbrules sample --out {dataset}`"

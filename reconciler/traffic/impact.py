@@ -26,6 +26,7 @@ from reconciler.model import DesiredState, Filter, Rule
 from reconciler.observe import managed_subscriptions, observe_subscriptions
 from reconciler.plan import PlanError, plan_subscription
 from reconciler.traffic import failures
+from reconciler.traffic.location import for_spark
 from reconciler.traffic.report import render_report
 from reconciler.traffic.rows import SCHEMA, row_to_message
 from reconciler.traffic.tally import Tally, examples, resolve, tally
@@ -71,7 +72,7 @@ def impact_report(
 
     with failures.translated(dataset):
         spark = spark_session(spark_master)
-        frame = spark.read.parquet(str(dataset))
+        frame = spark.read.parquet(for_spark(dataset))
         scopes, unsampled = _sampled_topics_only(frame, scopes)
         skipped += unsampled
         report = _evaluate(frame, scopes)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any, Mapping
+from urllib.parse import unquote
 
 from reconciler.traffic.rows import PROPERTY_TAGS_KEY
 
@@ -31,22 +32,31 @@ def property_types(frame: Any) -> PropertyTypes:
 
 
 def _from_footers(files: list[str]) -> dict[str, frozenset[str]] | None:
-    """The union of the files' recorded tags; None if a file has none or cannot be read here."""
-    import pyarrow.fs
+    """The union of the files' recorded tags; None if a file has none or cannot be read here.
+
+    The files are read through the filesystem ``sbrules sample --out`` writes with
+    (:func:`reconciler.traffic.location.filesystem`), reached once per directory."""
     import pyarrow.parquet as pq
+
+    from reconciler.traffic.location import LocationError, filesystem
 
     if not files:
         return None
     seen: dict[str, set[str]] = {}
+    directories: dict[str, tuple[Any, str]] = {}
     try:
         for uri in files:
-            filesystem, path = pyarrow.fs.FileSystem.from_uri(uri)
-            recorded = (pq.read_metadata(path, filesystem=filesystem).metadata or {}).get(PROPERTY_TAGS_KEY)
+            parent, base = uri.rsplit("/", 1)
+            if parent not in directories:
+                directories[parent] = filesystem(parent)
+            fs, path = directories[parent]
+            footer = pq.read_metadata(f"{path}/{unquote(base)}", filesystem=fs)
+            recorded = (footer.metadata or {}).get(PROPERTY_TAGS_KEY)
             if recorded is None:
                 return None
             for name, tags in json.loads(recorded).items():
                 seen.setdefault(name, set()).update(tags)
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
+    except (LocationError, OSError, ValueError, TypeError, AttributeError) as exc:
         log.info("property types not read from the Parquet footers (%s); computing them with Spark", exc)
         return None
     return {name: frozenset(tags) for name, tags in seen.items()}

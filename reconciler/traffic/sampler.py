@@ -19,13 +19,14 @@ import queue
 import threading
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import pyarrow.parquet as pq
+from pyarrow.fs import FileSelector, FileType
 
 from reconciler.errors import SbrulesError
 from reconciler.model import TypedValue, ValueType
+from reconciler.traffic.location import filesystem
 from reconciler.traffic.rows import message_to_row, micros_since_epoch, rows_to_table
 
 STATE_FILE = "_sbrules_state.json"
@@ -86,13 +87,15 @@ def _dedupe_key(message_id: str | None, enqueued_micros: Any, sequence: int | No
 
 
 class Dataset:
-    """A sample directory: its state file, the keys already stored, and a batch writer."""
+    """A sample directory (a local path or a URL pyarrow reaches, see
+    :mod:`reconciler.traffic.location`): its state file, the keys already stored, a batch writer."""
 
-    def __init__(self, path: str | os.PathLike, *, batch_rows: int = 10_000):
-        self.path = Path(path)
-        if self.path.exists() and not self.path.is_dir():
-            raise SampleError(f"{self.path} exists and is not a directory")
-        self.path.mkdir(parents=True, exist_ok=True)
+    def __init__(self, location: str | os.PathLike, *, batch_rows: int = 10_000):
+        self.location = os.fspath(location)
+        self.fs, self.path = filesystem(self.location)
+        if self.fs.get_file_info(self.path).type == FileType.File:
+            raise SampleError(f"{self.location} exists and is not a directory")
+        self.fs.create_dir(self.path, recursive=True)
         self.batch_rows = batch_rows
         self.run_id = uuid.uuid4().hex[:12]
         self.files: list[str] = []
@@ -103,14 +106,15 @@ class Dataset:
 
     # -- state --------------------------------------------------------------------------------
     @property
-    def state_path(self) -> Path:
-        return self.path / STATE_FILE
+    def state_path(self) -> str:
+        return f"{self.path}/{STATE_FILE}"
 
     def _load_state(self) -> None:
-        if not self.state_path.exists():
+        if self.fs.get_file_info(self.state_path).type == FileType.NotFound:
             return
         try:
-            doc = json.loads(self.state_path.read_text())
+            with self.fs.open_input_stream(self.state_path) as stream:
+                doc = json.loads(stream.read())
             if doc.get("version") != STATE_VERSION:
                 raise ValueError(f"state version {doc.get('version')!r}")
             self._positions = {str(k): int(v) for k, v in doc["positions"].items()}
@@ -118,9 +122,11 @@ class Dataset:
             raise SampleError(f"{self.state_path} is not an sbrules sample state file ({exc})") from None
 
     def _save_state(self) -> None:
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": STATE_VERSION, "positions": self._positions}, indent=2, sort_keys=True))
-        os.replace(tmp, self.state_path)
+        text = json.dumps({"version": STATE_VERSION, "positions": self._positions}, indent=2, sort_keys=True)
+        tmp = f"{self.path}/.{STATE_FILE}.tmp"
+        with self.fs.open_output_stream(tmp) as stream:
+            stream.write(text.encode())
+        self.fs.move(tmp, self.state_path)
 
     def position(self, topic: str, subscription: str) -> int:
         """The last sequence number stored for this subscription (0 = none yet)."""
@@ -133,8 +139,13 @@ class Dataset:
     def existing_keys(self, topic: str) -> set[int]:
         """Dedupe keys of the rows of ``topic`` already in the dataset (reads three columns only)."""
         keys: set[int] = set()
-        for part in sorted(self.path.glob("part-*.parquet")):
-            table = pq.read_table(part, columns=["topic", "message_id", "enqueued_time", "sequence_number"])
+        parts = [
+            info.path
+            for info in self.fs.get_file_info(FileSelector(self.path))
+            if info.base_name.startswith("part-") and info.base_name.endswith(".parquet")
+        ]
+        for part in sorted(parts):
+            table = pq.read_table(part, columns=["topic", "message_id", "enqueued_time", "sequence_number"], filesystem=self.fs)
             for row in table.to_pylist():
                 if row["topic"] == topic:
                     keys.add(_row_key(row))
@@ -150,9 +161,9 @@ class Dataset:
         """Write pending rows as one complete Parquet file, then make the staged positions durable."""
         if self._pending:
             name = f"part-{self.run_id}-{len(self.files):05d}.parquet"
-            tmp = self.path / f".{name}.tmp"
-            pq.write_table(rows_to_table(self._pending), tmp, compression="zstd")
-            os.replace(tmp, self.path / name)
+            tmp = f"{self.path}/.{name}.tmp"
+            pq.write_table(rows_to_table(self._pending), tmp, compression="zstd", filesystem=self.fs)
+            self.fs.move(tmp, f"{self.path}/{name}")
             self.files.append(name)
             self._pending = []
         if self._staged:
@@ -220,7 +231,7 @@ def sample(
     if not subscriptions:
         raise SampleError("name at least one subscription to peek (a catch-all one sees all traffic)")
     store = Dataset(dataset, batch_rows=batch_rows)
-    stats = SampleStats(dataset=str(store.path))
+    stats = SampleStats(dataset=store.location)
     try:
         with _Writer(store, topic) as writer:
             for subscription in subscriptions:
