@@ -234,13 +234,17 @@ def pred_case(branches: list[tuple[Cond, Column | None, Column | None]]) -> Pred
     return Pred(v if v is not None else F.lit(None).cast("boolean"), e)
 
 
+def _struct(**fields: Column) -> Column:
+    """A struct of named fields: one ``named_struct`` node, not an alias node under each field
+    (nesting is what a Spark Connect plan is short of, see depth.py)."""
+    return F.named_struct(*(part for name, column in fields.items() for part in (F.lit(name), column)))
+
+
 def _pack(value: Val) -> Column:
     if value.packed is not None:
         return value.packed
-    return F.struct(
-        value.tag_col().alias("t"),
-        *(value.field(name).alias(name) for name in ("s", "l", "d", "b")),
-        value.field("err").alias("e"),
+    return _struct(
+        t=value.tag_col(), **{name: value.field(name) for name in ("s", "l", "d", "b")}, e=value.field("err")
     )
 
 
@@ -271,16 +275,23 @@ def let(operands: list[Val], body: Callable[..., Any]) -> Any:
             result = replace(result, depth=deepest + 1)
         return result
     bound = [i for i, o in enumerate(operands) if o.depth]
-    record = F.array(F.struct(*(_pack(operands[i]).alias(f"o{i}") for i in bound)))
+    # One bound operand is the array's element itself; several are the fields of one struct.
+    if len(bound) == 1:
+        record = F.array(_pack(operands[bound[0]]))
+    else:
+        record = F.array(_struct(**{f"o{i}": _pack(operands[i]) for i in bound}))
     results: list[Any] = []
 
     def inner(x: Column) -> Column:
-        args = [_unpack(o.tags, x.getField(f"o{i}"), o.err is not None, 0) if o.depth else o for i, o in enumerate(operands)]
+        args = [
+            _unpack(o.tags, x if len(bound) == 1 else x.getField(f"o{i}"), o.err is not None, 0) if o.depth else o
+            for i, o in enumerate(operands)
+        ]
         result = body(*args)
         results.append(result)
         if isinstance(result, Val):
             return _pack(result)
-        return F.struct(result.v.alias("v"), error_column(result.err).alias("e"))
+        return _struct(v=result.v, e=error_column(result.err))
 
     out = F.transform(record, inner)[0]
     (result,) = results
