@@ -163,6 +163,7 @@ def _sampled_topics_only(frame: Any, scopes: list[Scope]) -> tuple[list[Scope], 
 def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
+    from reconciler.traffic.executors import executor_imports
     from reconciler.traffic.property_types import property_types
     from reconciler.traffic.session import is_connect
     from reconciler.traffic.spark import PropertyCells, property_names, rule_columns
@@ -195,7 +196,8 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     message_id = F.coalesce(F.col("message_id"), F.concat(F.lit("seq:"), F.col("sequence_number").cast("string")))
     topic_of = F.lower(F.col("topic"))
     frame = frame.where(topic_of.isin(*topic_names))
-    counts = tally(frame, topic_of, message_id, outcomes, F.col("enqueued_time"))
+    with executor_imports():
+        counts = tally(frame, topic_of, message_id, outcomes, F.col("enqueued_time"))
     report, pending = shape(counts, scopes, filters, fallback)
     columns = [name for name in SCHEMA.names if name in frame.columns]
     found = resolve(frame, message_id, set().union(*(hashes for _, hashes in pending)), columns)

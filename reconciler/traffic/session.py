@@ -1,16 +1,27 @@
-"""The SparkSession sbrules evaluates traffic on: local by default, a cluster when asked.
+"""The SparkSession sbrules evaluates traffic on: local by default, a cluster or Spark Connect when asked.
 
-``--spark-master URL`` (or ``$SPARK_REMOTE`` for Spark Connect) selects the cluster. Settings that
-change results are pinned here: the translation never relies on ``spark.sql.ansi.enabled`` (it
-uses ``try_*`` functions and explicit guards), but the value is set explicitly so that a run does
-not depend on a cluster default; timestamps are read and shown in UTC. What is known wrong before
-Spark starts, and the JVM's console, are :mod:`reconciler.traffic.failures`' business. Generated methods too big
-for the JIT are avoided (``spark.sql.codegen.hugeMethodLimit``), and so is PySpark's recording of
-the Python call site of every Column operation (translation builds thousands of them).
+``--spark-master URL`` (or ``$SPARK_REMOTE``) selects it; the flag wins. Defaults differ by kind
+of master:
+
+- ``local[…]``: the driver binds to loopback and its Python workers run this interpreter
+  (``SPARK_LOCAL_IP``, ``PYSPARK_PYTHON``, unless already set);
+- a cluster (``spark://``, ``yarn``, ``k8s://``…): nothing of this machine's network or Python is
+  assumed; executors run their own ``python3`` (or ``PYSPARK_PYTHON``), and sbrules ships its
+  own code to them (:mod:`reconciler.traffic.executors`);
+- Spark Connect (``sc://host:port``): the same shipping, as session artifacts.
+
+Settings that change results are pinned here: the translation never relies on
+``spark.sql.ansi.enabled`` (it uses ``try_*`` functions and explicit guards), but the value is set
+explicitly so that a run does not depend on a cluster default; timestamps are read and shown in
+UTC. What is known wrong before Spark starts, and the JVM's console, are
+:mod:`reconciler.traffic.failures`' business. Generated methods too big for the JIT are avoided
+(``spark.sql.codegen.hugeMethodLimit``), and so is PySpark's recording of the Python call site of
+every Column operation (translation builds thousands of them).
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -28,24 +39,47 @@ HUGE_METHOD_LIMIT = 8000
 NO_CALL_SITES = "spark.python.sql.dataFrameDebugging.enabled"
 
 
+class MasterKind(enum.Enum):
+    LOCAL = "local"
+    CLUSTER = "cluster"
+    CONNECT = "connect"
+
+
+def master_kind(master: str) -> MasterKind:
+    """What kind of Spark a master URL names."""
+    if master.startswith("sc://"):
+        return MasterKind.CONNECT
+    if master == "local" or master.startswith(("local[", "local-cluster[")):
+        return MasterKind.LOCAL
+    return MasterKind.CLUSTER
+
+
+def prepare_environment(kind: MasterKind) -> None:
+    """The process environment pyspark reads when it starts a driver of this kind."""
+    if kind is not MasterKind.CONNECT:
+        # pyspark refuses a master while $SPARK_REMOTE is set; the explicit master wins.
+        os.environ.pop("SPARK_REMOTE", None)
+    if kind is MasterKind.LOCAL:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
 def spark_session(
     master: str | None = None, *, app_name: str = "sbrules", ansi: bool = True
 ) -> "SparkSession":
     """Get (or create) the session; ``master`` beats ``$SPARK_REMOTE`` beats ``local[*]``."""
-    # A local driver binds to loopback and runs workers on this interpreter, unless told otherwise.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    target = master or os.environ.get("SPARK_REMOTE")
-    failures.check_spark(target or DEFAULT_MASTER)
+    target = master or os.environ.get("SPARK_REMOTE") or DEFAULT_MASTER
+    kind = master_kind(target)
+    prepare_environment(kind)
+    failures.check_spark(target)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    connect = bool(target) and target.startswith("sc://")
-    if connect:
+    if kind is MasterKind.CONNECT:
         builder = builder.remote(target)
     else:
         builder = (
-            builder.master(target or DEFAULT_MASTER)
+            builder.master(target)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config(NO_CALL_SITES, "false")  # a Connect client records call sites without round trips
@@ -63,8 +97,12 @@ def spark_session(
     # which HotSpot never JIT-compiles (its limit is 8,000 bytes) and so runs interpreted, slower
     # than Spark's per-operator code, which splits into methods the JIT does compile.
     session.conf.set("spark.sql.codegen.hugeMethodLimit", str(HUGE_METHOD_LIMIT))
-    if not connect:
+    if kind is not MasterKind.CONNECT:
         session.sparkContext.setLogLevel("ERROR")
+    if kind is not MasterKind.LOCAL:
+        from reconciler.traffic.executors import ship
+
+        ship(session)
     return session
 
 

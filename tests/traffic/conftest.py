@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -32,6 +34,30 @@ def spark():
     session.conf.set("spark.sql.shuffle.partitions", "2")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def python_without(tmp_path_factory):
+    """python_without(*packages) -> an interpreter script like this one whose imports lack
+    ``packages`` and sbrules (as a cluster's executors do, unless sbrules ships itself)."""
+    purelib = Path(__import__("pyspark").__file__).parents[1]
+
+    def make(*packages: str) -> str:
+        directory = tmp_path_factory.mktemp("python-without")
+        site = directory / "site"
+        site.mkdir()
+        excluded = ("reconciler", "sbrules", "__editable__", *packages)
+        for entry in purelib.iterdir():
+            if not entry.name.startswith(excluded) and not entry.name.endswith(".pth"):
+                (site / entry.name).symlink_to(entry)
+        script = directory / "python"
+        script.write_text(f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site}" exec {sys.executable} -S -P "$@"\n')
+        script.chmod(0o755)
+        probe = subprocess.run([str(script), "-c", "import pyspark, reconciler"], capture_output=True, text=True, cwd=Path(__file__).parents[2])
+        assert "No module named 'reconciler'" in probe.stderr, probe.stderr
+        return str(script)
+
+    return make
 
 
 @pytest.fixture

@@ -1,15 +1,16 @@
 """The session sbrules creates behaves the same whatever the cluster's defaults, and runs fast code.
 
-Each test shows what a pinned setting makes Spark do, not the setting's value.
+Each test shows what a pinned setting makes Spark do, not the setting's value (the tests taking
+the ``spark`` fixture run Spark; the environment test does not).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
-
-pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
@@ -89,3 +90,24 @@ def test_a_stage_too_big_for_the_jit_runs_as_per_operator_code(spark):
     assert small_method < 8000 and small_time > 0  # whole-stage code ran
     assert wide_method > 8000  # HotSpot never JIT-compiles a method this large ...
     assert wide_time == 0  # ... so Spark ran the operators' own code instead of it
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "master, kind",
+    [("local", "local"), ("local[2]", "local"), ("local-cluster[2,1,1024]", "local"), ("spark://host:7077", "cluster"),
+     ("yarn", "cluster"), ("k8s://https://api:6443", "cluster"), ("sc://host:15002", "connect")],
+)
+def test_loopback_and_this_interpreter_are_assumed_for_local_masters_only(monkeypatch, master, kind):
+    """A cluster's executors must reach the driver at its own address and run their own Python; a
+    master given explicitly wins over $SPARK_REMOTE (pyspark refuses the two together)."""
+    from reconciler.traffic.session import master_kind, prepare_environment
+
+    for name in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SPARK_REMOTE", "sc://elsewhere:15002")
+    prepare_environment(master_kind(master))
+    local = kind == "local"
+    assert os.environ.get("SPARK_LOCAL_IP") == ("127.0.0.1" if local else None)
+    assert os.environ.get("PYSPARK_PYTHON") == (sys.executable if local else None)
+    assert ("SPARK_REMOTE" in os.environ) == (kind == "connect")
