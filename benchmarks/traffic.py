@@ -138,13 +138,15 @@ def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float
     from pyspark.sql.types import ArrayType, BooleanType, StringType, StructField, StructType
 
     from reconciler.traffic.spark.fallback import message_struct
-    from reconciler.traffic.impact import _evaluate
+    from reconciler.traffic.impact import _evaluate, questions
     from reconciler.traffic.session import spark_session
     from reconciler.traffic.tally import tally
 
     spark = spark_session(master, app_name="sbrules-bench")
     rule_list = rules(rule_count)
     plan = scopes(rule_list)
+    # The questions the report asks of the groups, for the floor and the UDF side to fold the same way.
+    asked = questions(plan, {rule.filter: i for i, rule in enumerate(rule_list)})
     rows = spark.read.parquet(path).count()
 
     def native():
@@ -164,7 +166,7 @@ def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float
         frame = spark.read.parquet(path)
         frame = frame.select("*", *(F.try_element_at("props", F.lit(p)).alias(f"p_{p}") for p in PROPERTIES))
         outcomes = [(F.coalesce(F.expr(plain), F.lit(False)), F.lit(None).cast("string")) for _, plain in rule_texts(rule_count)]
-        tally(frame, F.lower(F.col("topic")), F.col("message_id"), outcomes)
+        tally(frame, F.lower(F.col("topic")), F.col("message_id"), outcomes, asked)
 
     native_first_s, native_s = timed(native)
     scan_first_s, scan_s = timed(scan)
@@ -184,7 +186,7 @@ def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float
     results = F.udf(evaluate_all, result_type)(message_struct())
     outcomes = [(F.coalesce(results[i]["m"], F.lit(False)), results[i]["e"]) for i in range(len(rule_list))]
     started = time.perf_counter()
-    tally(udf_frame, F.lower(F.col("topic")), F.col("message_id"), outcomes)
+    tally(udf_frame, F.lower(F.col("topic")), F.col("message_id"), outcomes, asked)
     udf_s = time.perf_counter() - started
     spark.stop()
     return {

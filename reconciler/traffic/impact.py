@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState, Filter, Rule
 from reconciler.observe import managed_subscriptions, observe_subscriptions
@@ -29,7 +27,7 @@ from reconciler.traffic import failures
 from reconciler.traffic.location import for_spark
 from reconciler.traffic.report import render_report
 from reconciler.traffic.rows import SCHEMA, row_to_message
-from reconciler.traffic.tally import Tally, examples, resolve, tally
+from reconciler.traffic.tally import Answers, Question, resolve, tally
 
 __all__ = ["ImpactError", "impact_report", "render_report"]
 
@@ -197,8 +195,8 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     topic_of = F.lower(F.col("topic"))
     frame = frame.where(topic_of.isin(*topic_names))
     with executor_imports():
-        counts = tally(frame, topic_of, message_id, outcomes, F.col("enqueued_time"))
-    report, pending = shape(counts, scopes, filters, fallback)
+        answers = tally(frame, topic_of, message_id, outcomes, questions(scopes, filters), F.col("enqueued_time"))
+    report, pending = shape(answers, scopes, filters, fallback)
     columns = [name for name in SCHEMA.names if name in frame.columns]
     found = resolve(frame, message_id, set().union(*(hashes for _, hashes in pending)), columns)
     fill_examples(report, pending, found)
@@ -220,44 +218,76 @@ def _example(row: dict[str, Any]) -> dict[str, Any]:
     return {"topic": row.get("topic"), "body_size": row.get("body_size"), "message": row_to_message(row).to_json()}
 
 
+def questions(scopes: list[Scope], filters: dict[Filter, int]) -> list[Question]:
+    """Every question :func:`shape` asks of the outcome groups, once each."""
+    asked = [EVERY_MESSAGE]
+    for scope in scopes:
+        asked += _subscription_questions(scope, filters).values()
+        for rule in scope.desired + scope.current:
+            asked += _rule_questions(scope.topic, filters[rule.filter])
+    for pair in _topic_questions(scopes, filters).values():
+        asked += pair
+    return list(dict.fromkeys(asked))
+
+
+EVERY_MESSAGE = Question()
+
+
+def _rule_questions(topic: str, index: int) -> tuple[Question, Question]:
+    """A filter's messages of ``topic``: (matched, failed)."""
+    key, bit = topic.lower(), frozenset({index})
+    return Question(key, matched=bit), Question(key, failed=bit)
+
+
+def _subscription_questions(scope: Scope, filters: dict[Filter, int]) -> dict[str, Question]:
+    """A subscription's messages: delivered with the declared rules, delivered today, gained,
+    lost, and failing a declared filter (the last three with examples)."""
+    key = scope.topic.lower()
+    desired = frozenset(filters[r.filter] for r in scope.desired)
+    current = frozenset(filters[r.filter] for r in scope.current)
+    return {
+        "delivered": Question(key, matched=desired),
+        "delivered_before": Question(key, matched=current),
+        "gained": Question(key, matched=desired, unmatched=current, examples=True),
+        "lost": Question(key, matched=current, unmatched=desired, examples=True),
+        "errors": Question(key, failed=desired, examples=True),
+    }
+
+
+def _topic_questions(scopes: list[Scope], filters: dict[Filter, int]) -> dict[str, tuple[Question, Question]]:
+    """Per topic (lower case): its messages, and those no subscription's declared rules take (with examples)."""
+    taken: dict[str, set[int]] = {}
+    for scope in scopes:
+        taken.setdefault(scope.topic.lower(), set()).update(filters[r.filter] for r in scope.desired)
+    return {key: (Question(key), Question(key, unmatched=frozenset(bits), examples=True)) for key, bits in taken.items()}
+
+
 def shape(
-    counts: Tally, scopes: list[Scope], filters: dict[Filter, int], fallback: dict[int, str]
+    answers: Answers, scopes: list[Scope], filters: dict[Filter, int], fallback: dict[int, str]
 ) -> tuple[dict[str, Any], list[tuple[list[str], set[int]]]]:
-    """The report from grouped counts (no Spark needed past :func:`tally`); example lists come back
-    empty, paired with the id hashes that fill them (:func:`fill_examples`)."""
+    """The report from the answers to :func:`questions` (no Spark needed past :func:`tally`);
+    example lists come back empty, paired with the id hashes that fill them (:func:`fill_examples`)."""
     pending: list[tuple[list[str], set[int]]] = []
 
-    def total(groups: Any) -> int:
-        return int(counts.count[groups].sum())
-
-    def bucket(groups: Any) -> list[str]:
+    def bucket(*asked: Question) -> list[str]:
         out: list[str] = []
-        pending.append((out, examples(counts, groups)))
+        pending.append((out, answers.examples(*asked)))
         return out
+
+    def outcome(scope: Scope, rule: Rule | None) -> dict[str, int] | None:
+        if rule is None:
+            return None
+        matched, failed = _rule_questions(scope.topic, filters[rule.filter])
+        return {"matched": answers.total(matched), "errors": answers.total(failed)}
 
     subs = []
     never, python_rules = [], []
-    taken = np.zeros(len(counts.count), dtype=bool)
     for scope in scopes:
-        in_topic = counts.topic == scope.topic.lower()
-
-        def outcome(rule: Rule | None) -> dict[str, int] | None:
-            if rule is None:
-                return None
-            index = filters[rule.filter]
-            return {
-                "matched": total(in_topic & counts.bit(counts.matched, index)),
-                "errors": total(in_topic & counts.bit(counts.errors, index)),
-            }
-
-        desired = [filters[r.filter] for r in scope.desired]
-        new = in_topic & counts.any_bit(counts.matched, desired)
-        old = in_topic & counts.any_bit(counts.matched, [filters[r.filter] for r in scope.current])
-        failed = in_topic & counts.any_bit(counts.errors, desired)
-        taken |= new
+        asked = _subscription_questions(scope, filters)
         rules = []
-        for rule, index in zip(scope.desired, desired):
-            entry = {"name": rule.name, **outcome(rule), "evaluation": "python" if index in fallback else "native"}
+        for rule in scope.desired:
+            index = filters[rule.filter]
+            entry = {"name": rule.name, **outcome(scope, rule), "evaluation": "python" if index in fallback else "native"}
             rules.append(entry)
             where = {"topic": scope.topic, "subscription": scope.subscription, "rule": rule.name}
             if entry["matched"] == 0:
@@ -269,29 +299,31 @@ def shape(
                 "topic": scope.topic,
                 "subscription": scope.subscription,
                 "current_rules": scope.current_source,
-                "delivered": total(new),
-                "delivered_before": total(old),
-                "gained": total(new & ~old),
-                "lost": total(old & ~new),
-                "errors": total(failed),
-                "examples": {"gained": bucket(new & ~old), "lost": bucket(old & ~new), "errors": bucket(failed)},
+                **{name: answers.total(question) for name, question in asked.items()},
+                "examples": {name: bucket(asked[name]) for name in ("gained", "lost", "errors")},
                 "rules": rules,
                 "changes": [
-                    {**change.to_json(), "traffic": {"before": outcome(change.before), "after": outcome(change.after)}}
+                    {
+                        **change.to_json(),
+                        "traffic": {"before": outcome(scope, change.before), "after": outcome(scope, change.after)},
+                    }
                     for change in _changes(scope)
                 ],
             }
         )
-    topics = {s.topic.lower(): s.topic for s in reversed(scopes)}
+    names = {s.topic.lower(): s.topic for s in reversed(scopes)}
+    per_topic = _topic_questions(scopes, filters)
+    unrouted = [unrouted for _, unrouted in per_topic.values()]
+    first, last = answers.time_range()
     report = {
-        "messages": total(np.ones(len(counts.count), dtype=bool)),
-        "time_range": {"first": _iso(counts.first, np.min), "last": _iso(counts.last, np.max)},
+        "messages": answers.total(EVERY_MESSAGE),
+        "time_range": {"first": _iso(first), "last": _iso(last)},
         "topics": [
-            {"topic": name, "messages": total(counts.topic == key), "unrouted": total((counts.topic == key) & ~taken)}
-            for key, name in sorted(topics.items())
+            {"topic": names[key], "messages": answers.total(messages), "unrouted": answers.total(unrouted_here)}
+            for key, (messages, unrouted_here) in sorted(per_topic.items())
         ],
-        "unrouted": total(~taken),
-        "unrouted_examples": bucket(~taken),
+        "unrouted": sum(answers.total(question) for question in unrouted),
+        "unrouted_examples": bucket(*unrouted),
         "subscriptions": subs,
         "never_matching_rules": never,
         "python_fallback_rules": python_rules,
@@ -309,10 +341,9 @@ def _changes(scope: Scope) -> tuple[Any, ...]:
     return plan.changes
 
 
-def _iso(times: np.ndarray, pick: Any) -> str | None:
-    """The earliest or latest known time of ``times`` as ISO 8601 UTC, None when none is known."""
-    known = times[~np.isnat(times)]
-    if not len(known):
+def _iso(micros: int | None) -> str | None:
+    """A time in µs since the epoch as ISO 8601 UTC (milliseconds), None when none is known."""
+    if micros is None:
         return None
-    when = pick(known).astype("datetime64[us]").item().replace(tzinfo=dt.timezone.utc)
+    when = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")

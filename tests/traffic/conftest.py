@@ -184,8 +184,8 @@ def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: in
     (subscription ``i`` declares filter ``n = i`` where it had ``n = i OR legacy``), its examples
     filled as a Spark run fills them: the report every format renders, made without a JVM."""
     from reconciler.model import Rule, SqlFilter
-    from reconciler.traffic.impact import Scope, fill_examples, shape
-    from reconciler.traffic.tally import BITS, Tally
+    from reconciler.traffic.impact import Scope, fill_examples, questions, shape
+    from reconciler.traffic.tally import BITS, Answers, Tally
 
     scopes, filters = [], {}
     for i, _ in enumerate(traffic):
@@ -209,7 +209,8 @@ def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: in
         return out
 
     n = len(groups)
-    start = np.datetime64("2024-05-01T10:00:00", "us")
+    start = int(np.datetime64("2024-05-01T10:00:00", "us").astype(np.int64))
+    minute = 60_000_000
     counts = Tally(
         topic=np.array([topic.lower()] * n, dtype=object),
         matched=masks(lambda g: g[0]),
@@ -219,10 +220,10 @@ def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: in
         high=np.arange(n, dtype=np.int64) * 3 + 1,
         pick=np.arange(n, dtype=np.int64) * 3 + 2,
         pick_order=np.zeros(n, dtype=np.int64),
-        first=start + np.arange(n) * np.timedelta64(1, "m"),
-        last=start + np.arange(n) * np.timedelta64(1, "m") + np.timedelta64(90, "m"),
+        first=start + np.arange(n, dtype=np.int64) * minute,
+        last=start + np.arange(n, dtype=np.int64) * minute + 90 * minute,
     )
-    report, pending = shape(counts, scopes, filters, {})
+    report, pending = shape(Answers.of(questions(scopes, filters), counts), scopes, filters, {})
     found = {}
     for h in sorted(set().union(*(hashes for _, hashes in pending))):
         message = Message(
