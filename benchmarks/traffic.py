@@ -1,20 +1,28 @@
-"""Traffic validation benchmark (JSON on stdout).
+"""Traffic validation benchmark (JSON on stdout): every ratio issue 18's targets name, from one run.
 
-1. Impact report on Spark: N synthetic sampled messages × R rules (five subscriptions of ten).
-   ``native_report_s`` is the product's own path (``impact._evaluate``: translate the filters,
-   plan, run, group, resolve example ids) from the Parquet files to the finished report;
-   ``scan_and_count_s`` a plain full scan touching the same columns (the props map decoded).
-   Each is timed fresh three times: the first run (what one CLI invocation pays, JIT cold) and
-   the best of the other two. The Python-UDF side evaluates every rule with the Python evaluator
-   in one UDF per row and groups the outcomes with the same :func:`tally`; with
-   ``--udf-fraction`` < 1 it runs on that sample and the speed-up compares per-message cost.
-   ``plain_spark_filters_tally_s`` is a cost floor, not a result: the same rules written in Spark's
-   own SQL (wrong for Service Bus: implicit casts, no errors), evaluated and grouped by the same
-   :func:`tally` — what any native evaluation of these filters pays on this engine and layout.
-2. Sampling throughput: peek from the emulator through ``ManagementClient`` + decode + Parquet
+1. Impact report on Spark, for each ``--rules`` count: N synthetic sampled messages × R rules
+   (subscriptions of ten). ``native_report_s`` is the product's own path (``impact._evaluate``:
+   translate the filters, plan, run, group, fold, resolve example ids) from the Parquet files to the
+   finished report; ``scan_and_count_s`` a plain full scan touching the same columns (the props map
+   decoded). Each is timed fresh three times: the first run (JIT cold) and the best of the other
+   two. ``plain_spark_filters_tally_s`` is the cost floor: the same rules written in Spark's own SQL
+   (wrong for Service Bus: implicit casts, no errors), grouped and folded by the same
+   :func:`tally` — what any native evaluation of these filters pays on this engine and layout;
+   ``native_vs_plain_spark_filters`` is the report's warm time over it. The Python-UDF side
+   evaluates every rule with the Python evaluator in one UDF per row and groups the outcomes the
+   same way; with ``--udf-fraction`` < 1 it runs on that sample and the speed-up compares
+   per-message cost.
+2. Cold start, at ``--small-messages`` × 50 rules: ``sbrules validate --traffic`` in a fresh process
+   (JVM start included) against a plain PySpark scan of the same dataset in a fresh process.
+3. Spark Connect, with a server started from the installed pyspark on loopback: the same report at
+   ``--small-messages`` × 50 rules warm, against the local warm report on the same dataset; and a
+   report of ``--connect-filters`` distinct filters (subscriptions of ten) over Connect.
+4. Sampling throughput: peek from the emulator through ``ManagementClient`` + decode + Parquet
    write, in messages/s (and the decode-free row conversion + write alone).
 
-    python benchmarks/traffic.py [--messages 1000000] [--rules 50] [--master local[2]]
+``targets`` lists each target with its measured value and whether it is met.
+
+    python benchmarks/traffic.py [--messages 1000000] [--rules 50,200] [--master local[2]]
 """
 
 from __future__ import annotations
@@ -24,10 +32,17 @@ import datetime as dt
 import json
 import os
 import random
+import re
+import signal
+import socket
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -121,8 +136,8 @@ def timed(fn) -> tuple[float, float]:
 
 
 def scopes(rule_list: list[Rule]) -> list:
-    """Five subscriptions of ten rules; today each has its last rule swapped for a neighbour's first
-    (so there are gains, losses and errors to report) and the 50 filters stay distinct."""
+    """Subscriptions of ten rules; today each has its last rule swapped for a neighbour's first
+    (so there are gains, losses and errors to report) and the filters stay distinct."""
     from reconciler.traffic.impact import Scope
 
     out = []
@@ -203,6 +218,7 @@ def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float
         "native_vs_scan_first_run": round(native_first_s / scan_first_s, 2),
         "plain_spark_filters_tally_s": round(plain_s, 3),
         "plain_spark_filters_vs_scan": round(plain_s / scan_s, 2),
+        "native_vs_plain_spark_filters": round(native_s / plain_s, 2),
         "python_udf_messages": udf_rows,
         "python_udf_s": round(udf_s, 3),
         "python_udf_messages_per_s": round(udf_rows / udf_s),
@@ -247,22 +263,214 @@ def sampling_benchmark(messages: int) -> dict:
     return out
 
 
+# -- cold start: fresh processes ------------------------------------------------------------------
+
+#: A plain PySpark scan of the columns the report reads, as a fresh process runs it.
+COLD_SCAN = """
+import sys
+from pyspark.sql import SparkSession, functions as F
+spark = SparkSession.builder.master(sys.argv[1]).config("spark.ui.enabled", "false").getOrCreate()
+frame = spark.read.parquet(sys.argv[2])
+frame.agg(F.sum(F.size("props")), F.count("topic"), F.count("subject"), F.count("message_id"),
+          F.count("sequence_number")).collect()
+"""
+NO_CHANGES_PLAN = {"format_version": 2, "changes": [], "subscriptions": [], "skipped": [], "warnings": []}
+
+
+def write_rule_files(directory: Path, rule_list: list[Rule]) -> Path:
+    """The rules as a rule file (subscriptions of ten) and a plan that changes nothing, for the CLI."""
+    import yaml
+
+    rules_dir = directory / "rules"
+    rules_dir.mkdir(parents=True, exist_ok=True)
+    subs = {
+        f"s{k // 10}": {"rules": [{"name": r.name, "sql": r.filter.expression} for r in rule_list[k : k + 10]]}
+        for k in range(0, len(rule_list), 10)
+    }
+    (rules_dir / "orders.yaml").write_text(yaml.safe_dump({"topic": "orders", "subscriptions": subs}, sort_keys=False))
+    (directory / "plan.json").write_text(json.dumps(NO_CHANGES_PLAN))
+    return rules_dir
+
+
+def fresh_process_s(args: list[str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(args, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{args[:4]} failed:\n{done.stderr[-3000:]}")
+    return elapsed
+
+
+def cold_benchmark(path: str, work: Path, master: str, runs: int = 2) -> dict:
+    """``sbrules validate --traffic`` in a fresh process against a fresh-process PySpark scan."""
+    rules_dir = write_rule_files(work, rules(50))
+    cli = [sys.executable, "-m", "reconciler", "validate", str(rules_dir), "--traffic", path,
+           "--against", str(work / "plan.json"), "--format", "json", "--spark-master", master]
+    scan = [sys.executable, "-c", COLD_SCAN, master, path]
+    cli_s = [fresh_process_s(cli) for _ in range(runs)]
+    scan_s = [fresh_process_s(scan) for _ in range(runs)]
+    return {
+        "rules": 50,
+        "cold_cli_report_s": [round(t, 2) for t in cli_s],
+        "cold_pyspark_scan_s": [round(t, 2) for t in scan_s],
+        "cold_cli_vs_cold_scan": round(min(cli_s) / min(scan_s), 2),
+    }
+
+
+# -- Spark Connect ------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ConnectServer:
+    """A Spark Connect server (``local[2]`` inside) from the installed pyspark, on loopback, in its
+    own process group; ``url`` once it says it serves."""
+
+    def __init__(self, master: str = "local[2]"):
+        import pyspark
+
+        home = Path(pyspark.__file__).parent
+        port = _free_port()
+        env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+        self.url = f"sc://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+             "--master", master, "--conf", "spark.ui.enabled=false",
+             "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", f"spark.connect.grpc.binding.port={port}"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self.ready, self.output = threading.Event(), []
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self.ready.wait(600) or self.proc.poll() is not None:
+            self.stop()
+            raise RuntimeError("the Spark Connect server did not start:\n" + "".join(self.output[-40:]))
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            text = line.decode(errors="replace")
+            self.output.append(text)
+            if re.search(r"Spark Connect server started", text):
+                self.ready.set()
+        self.ready.set()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def report_session(master: str) -> Any:
+    from reconciler.traffic.session import spark_session
+
+    return spark_session(master, app_name="sbrules-bench")
+
+
+def report_s(spark: Any, path: str, rule_list: list[Rule], warm: bool = True) -> tuple[float, dict]:
+    """The report's time on ``spark``: the best of two runs after a first one (``warm``), or one run."""
+    from reconciler.traffic.impact import _evaluate
+
+    plan = scopes(rule_list)
+    report: dict = {}
+
+    def run() -> None:
+        report.update(_evaluate(spark.read.parquet(os.path.abspath(path)), plan))
+
+    if warm:
+        return timed(run)[1], report
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started, report
+
+
+def connect_benchmark(path: str, master: str, filters: int) -> dict:
+    """Local warm vs Connect warm (same dataset, 50 rules), and ``filters`` filters over Connect."""
+    spark = report_session(master)
+    local_s, local_report = report_s(spark, path, rules(50))
+    spark.stop()
+    server = ConnectServer()
+    try:
+        spark = report_session(server.url)
+        connect_s, connect_report = report_s(spark, path, rules(50))
+        many_s, many = report_s(spark, path, rules(filters), warm=False)
+        spark.stop()
+    finally:
+        server.stop()
+    return {
+        "rules": 50,
+        "local_warm_report_s": round(local_s, 3),
+        "connect_warm_report_s": round(connect_s, 3),
+        "connect_warm_vs_local_warm": round(connect_s / local_s, 2),
+        "connect_report_equals_local": connect_report == local_report,
+        "connect_many_filters": filters,
+        "connect_many_filters_report_s": round(many_s, 3),
+        "connect_many_filters_completed": len(many.get("subscriptions", ())) == len(scopes(rules(filters))),
+    }
+
+
+def targets(report: dict) -> list[dict]:
+    """Issue 18's targets, each with the value measured and whether it is met."""
+    out = []
+
+    def target(name: str, value: float | bool | None, limit: float | None, met: bool | None) -> None:
+        out.append({"target": name, "value": value, "limit": limit, "met": met})
+
+    for run in report.get("evaluation", []):
+        ratio = run["native_vs_plain_spark_filters"]
+        target(f"warm report / plain_spark_filters_tally_s at {run['messages']} x {run['rules']} rules", ratio, 2.0, ratio <= 2.0)
+        speedup = run["native_speedup_vs_python_udf"]
+        target(f"native vs Python UDF at {run['rules']} rules", speedup, 10.0, speedup >= 10.0)
+    if "cold" in report:
+        ratio = report["cold"]["cold_cli_vs_cold_scan"]
+        target("cold CLI report / cold PySpark scan", ratio, 1.2, ratio <= 1.2)
+    if "connect" in report:
+        c = report["connect"]
+        target("Spark Connect warm / local warm", c["connect_warm_vs_local_warm"], 2.0, c["connect_warm_vs_local_warm"] <= 2.0)
+        target(f"{c['connect_many_filters']} filters over Spark Connect complete", c["connect_many_filters_completed"], None,
+               c["connect_many_filters_completed"])
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
-    parser.add_argument("--rules", type=int, default=50)
+    parser.add_argument("--rules", default="50,200", help="Comma-separated rule counts for the report runs.")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--udf-fraction", type=float, default=1.0, help="Evaluate the Python UDF on this fraction only.")
+    parser.add_argument("--small-messages", type=int, default=100_000, help="Dataset of the cold-start and Connect runs.")
+    parser.add_argument("--connect-filters", type=int, default=2000)
+    parser.add_argument("--skip", default="", help="Comma-separated parts to skip: evaluation, cold, connect, sampling.")
     parser.add_argument("--sampling-messages", type=int, default=20_000)
     args = parser.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
     report: dict = {"benchmark": "traffic", "python": sys.version.split()[0]}
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "sample")
-        generate_s = write_dataset(path, args.messages)
-        report["dataset"] = {"messages": args.messages, "generate_and_write_s": round(generate_s, 1)}
-        report["evaluation"] = spark_benchmark(path, args.rules, args.master, args.udf_fraction)
-    if args.sampling_messages:
+        if "evaluation" not in skip:
+            path = os.path.join(tmp, "sample")
+            generate_s = write_dataset(path, args.messages)
+            report["dataset"] = {"messages": args.messages, "generate_and_write_s": round(generate_s, 1)}
+            report["evaluation"] = [
+                spark_benchmark(path, int(count), args.master, args.udf_fraction) for count in args.rules.split(",")
+            ]
+        small = os.path.join(tmp, "small")
+        if not {"cold", "connect"} <= skip:
+            write_dataset(small, args.small_messages)
+            report["small_dataset"] = {"messages": args.small_messages}
+        if "cold" not in skip:
+            report["cold"] = cold_benchmark(small, Path(tmp) / "cli", args.master)
+        if "connect" not in skip:
+            report["connect"] = connect_benchmark(small, args.master, args.connect_filters)
+    if args.sampling_messages and "sampling" not in skip:
         report["sampling"] = sampling_benchmark(args.sampling_messages)
+    report["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    report["targets"] = targets(report)
     print(json.dumps(report, indent=2))
 
 
