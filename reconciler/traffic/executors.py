@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import re
 import shutil
 import tempfile
@@ -30,7 +31,8 @@ SHIPPED = ("reconciler", "lark")
 #: pip's name for a module, where they differ.
 _PIP_NAMES = {"reconciler": "sbrules", "yaml": "pyyaml"}
 _MISSING = re.compile(
-    r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'|(?P<package>\w+) >= [\w.]+ must be installed; however, it was not found"
+    r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'"
+    r"|(?P<package>\w+) >= [\w.]+ must be installed; however, it was not found"
 )
 
 _shipped: "weakref.WeakSet[Any]" = weakref.WeakSet()
@@ -65,7 +67,7 @@ def _archive() -> Path:
         path = directory / f"sbrules-{__version__}.zip"
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
             for name in SHIPPED:
-                package = Path(__import__(name).__file__).parent
+                package = Path(importlib.import_module(name).__path__[0])
                 for file in sorted(package.rglob("*")):
                     if file.is_file() and "__pycache__" not in file.parts:
                         archive.write(file, file.relative_to(package.parent).as_posix())

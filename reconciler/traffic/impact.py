@@ -274,9 +274,7 @@ def shape(
         pending.append((out, answers.examples(*asked)))
         return out
 
-    def outcome(scope: Scope, rule: Rule | None) -> dict[str, int] | None:
-        if rule is None:
-            return None
+    def outcome(scope: Scope, rule: Rule) -> dict[str, int]:
         matched, failed = _rule_questions(scope.topic, filters[rule.filter])
         return {"matched": answers.total(matched), "errors": answers.total(failed)}
 
@@ -305,7 +303,10 @@ def shape(
                 "changes": [
                     {
                         **change.to_json(),
-                        "traffic": {"before": outcome(scope, change.before), "after": outcome(scope, change.after)},
+                        "traffic": {
+                            "before": None if change.before is None else outcome(scope, change.before),
+                            "after": None if change.after is None else outcome(scope, change.after),
+                        },
                     }
                     for change in _changes(scope)
                 ],

@@ -59,7 +59,7 @@ class Tally:
         """The grouping query's rows (an Arrow table or batch) as numpy columns."""
         import pyarrow.compute as pc
 
-        def column(name: str, missing: int = 0) -> np.ndarray:
+        def column(name: str, missing: Any = 0) -> np.ndarray:
             return pc.fill_null(table.column(name), missing).to_numpy(zero_copy_only=False)
 
         return cls(
@@ -239,7 +239,9 @@ class _Fold:
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        answers, pending, rows = None, [], 0
+        answers: Answers | None = None
+        pending: list[Any] = []
+        rows = 0
 
         def fold(answers: Answers | None) -> Answers:
             chunk = Answers.of(self.questions, Tally.from_arrow(pa.Table.from_batches(pending), self.words))

@@ -225,7 +225,7 @@ def _traffic(stdout: str) -> dict:
         doc, end = decoder.raw_decode(text)
         docs.append(doc)
         text = text[end:].lstrip()
-    (report,) = [d["traffic"] if "traffic" in d else d for d in docs if "traffic" in d or "subscriptions" in d]
+    (report,) = [d.get("traffic", d) for d in docs if "traffic" in d or "subscriptions" in d]
     return report
 
 
