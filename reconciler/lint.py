@@ -1,7 +1,8 @@
 """Offline checks of a DesiredState: what the broker would reject, and what is legal but risky.
 
 No network: these run on every pull request. SQL is checked by ``reconciler.sql`` (the same parser
-the emulator and planner use), so validate rejects exactly what rule creation would reject.
+the emulator and planner use) and names and sizes by ``reconciler.limits`` (the emulator's table
+too), so validate rejects exactly what rule creation would reject.
 """
 
 from __future__ import annotations
@@ -9,27 +10,21 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterator
 
+from reconciler import limits
 from reconciler.diagnostics import Diagnostic, SqlContext
+from reconciler.limits import EntityKind
 from reconciler.model import (
     DEFAULT_RULE_NAME,
     CorrelationFilter,
     DesiredState,
-    FalseFilter,
     Origin,
     Rule,
     SqlFilter,
     SqlRuleAction,
     Subscription,
     Topic,
-    TrueFilter,
 )
 from reconciler.sql import SqlError, parse_action, parse_filter
-
-RULE_NAME_MAX = 50
-RULE_NAME_FORBIDDEN = "/\\@?#*"
-SQL_TEXT_MAX = 1024
-SQL_FILTERS_PER_TOPIC = 2000
-CORRELATION_FILTERS_PER_TOPIC = 100_000
 
 
 def lint(state: DesiredState) -> list[Diagnostic]:
@@ -71,21 +66,18 @@ def _topic_limits(topic: Topic) -> Iterator[Diagnostic]:
     sql = corr = 0
     for sub in topic.subscriptions:
         for rule in sub.rules or ():
-            if isinstance(rule.filter, (SqlFilter, TrueFilter, FalseFilter)):
+            if limits.counts_as_sql_filter(rule.filter):
                 sql += 1
             else:
                 corr += 1
-    if sql > SQL_FILTERS_PER_TOPIC:
-        yield Diagnostic(
-            "error", "topic-limit", f"topic {topic.name} has {sql} SQL filters; Service Bus allows {SQL_FILTERS_PER_TOPIC}", topic.origin
-        )
-    if corr > CORRELATION_FILTERS_PER_TOPIC:
-        yield Diagnostic(
-            "error",
-            "topic-limit",
-            f"topic {topic.name} has {corr} correlation filters; Service Bus allows {CORRELATION_FILTERS_PER_TOPIC}",
-            topic.origin,
-        )
+    for count, kind, limit in (
+        (sql, "SQL", limits.SQL_FILTERS_PER_TOPIC),
+        (corr, "correlation", limits.CORRELATION_FILTERS_PER_TOPIC),
+    ):
+        if count > limit.value:
+            yield Diagnostic(
+                "error", "topic-limit", f"topic {topic.name} has {count} {kind} filters; Service Bus allows {limit.value}", topic.origin
+            )
 
 
 def _rule(rule: Rule) -> Iterator[Diagnostic]:
@@ -99,16 +91,9 @@ def _rule(rule: Rule) -> Iterator[Diagnostic]:
 
 
 def _rule_name(rule: Rule) -> Iterator[Diagnostic]:
-    name = rule.name
-    if not name.strip():
-        yield Diagnostic("error", "rule-name", "rule name is empty", rule.origin)
-    elif len(name) > RULE_NAME_MAX:
-        yield Diagnostic("error", "rule-name", f"rule name {name!r} is {len(name)} characters; the limit is {RULE_NAME_MAX}", rule.origin)
-    bad = sorted({c for c in name if c in RULE_NAME_FORBIDDEN})
-    if bad:
-        yield Diagnostic(
-            "error", "rule-name", f"rule name {name!r} contains {' '.join(bad)}; these are not allowed: / \\ @ ? # *", rule.origin
-        )
+    problem = limits.name_problem(EntityKind.RULE, rule.name)
+    if problem:
+        yield Diagnostic("error", "rule-name", problem, rule.origin)
 
 
 def _correlation(rule: Rule) -> Iterator[Diagnostic]:
@@ -121,13 +106,9 @@ def _sql_text(text: str, rule: Rule, origin: Origin | None, kind: str) -> Iterat
     if not text.strip():
         yield Diagnostic("error", "sql-syntax", f"rule {rule.name!r}: the {kind} is empty", origin or rule.origin)
         return
-    if len(text) > SQL_TEXT_MAX:
-        yield Diagnostic(
-            "error",
-            "sql-length",
-            f"rule {rule.name!r}: the {kind} is {len(text)} characters; Service Bus allows {SQL_TEXT_MAX}",
-            origin or rule.origin,
-        )
+    too_long = limits.sql_text_problem(text, kind)
+    if too_long:
+        yield Diagnostic("error", "sql-length", f"rule {rule.name!r}: {too_long}", origin or rule.origin)
         return
     try:
         (parse_filter if kind == "filter" else parse_action)(text)

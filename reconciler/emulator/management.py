@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 import proton
 from proton import Array, Data, symbol
 
-from reconciler import model, sql
+from reconciler import limits, model, sql
 from reconciler.amqp import codec
 from reconciler.amqp.wire import sections
 from reconciler.emulator.broker import Broker
@@ -32,9 +32,6 @@ from reconciler.emulator.namespace import (
 )
 
 OPERATION_PREFIX = "com.microsoft:"
-#: Service limits the emulator enforces (docs/protocol.md §8).
-MAX_RULE_NAME = 50
-MAX_SQL_FILTERS_PER_TOPIC = 2000
 MAX_PAGE = 2**31 - 1
 #: Descriptions quote request values; keep responses small however large the request was.
 MAX_DESCRIPTION = 1024
@@ -240,27 +237,37 @@ class ManagementNode:
 
     def add_rule(self, address: Address, body: Mapping[Any, Any]) -> Response:
         rule = codec.decode_add_rule_body(body)
-        _check_rule_name(rule.name)
+        problem = limits.name_problem(limits.EntityKind.RULE, rule.name)
+        if problem:
+            raise bad_request(problem)
         if isinstance(rule.filter, model.SqlFilter):
             _validate_sql(rule.name, "filter", rule.filter.expression, sql.parse_filter)
         if isinstance(rule.action, model.SqlRuleAction):
             _validate_sql(rule.name, "action", rule.action.expression, sql.parse_action)
         sub = self._subscription(address)
         with self.namespace.lock:
-            if isinstance(rule.filter, model.SqlFilter):
-                topic = self.namespace.topic(address.topic or "")
-                count = sum(
-                    isinstance(e.rule.filter, model.SqlFilter)
-                    for s in topic.subscriptions.values()
-                    for e in s.rules.values()
-                )
-                if count >= MAX_SQL_FILTERS_PER_TOPIC:
-                    raise OperationError(
-                        403, "amqp:resource-limit-exceeded",
-                        f"The maximum number of SQL filters per topic ({MAX_SQL_FILTERS_PER_TOPIC}) has been reached.",
-                    )
+            self._check_topic_quota(address.topic or "", rule.filter)
             self.namespace.add_rule(address.topic or "", sub.name, rule)
         return Response(200)
+
+    def _check_topic_quota(self, topic_name: str, flt: model.Filter) -> None:
+        """Refuse one more rule of ``flt``'s kind on a topic at its limit, as the service does."""
+        as_sql = limits.counts_as_sql_filter(flt)
+        limit, kind = (
+            (limits.SQL_FILTERS_PER_TOPIC, "SQL") if as_sql else (limits.CORRELATION_FILTERS_PER_TOPIC, "correlation")
+        )
+        topic = self.namespace.topic(topic_name)
+        count = sum(
+            limits.counts_as_sql_filter(e.rule.filter) is as_sql
+            for s in topic.subscriptions.values()
+            for e in s.rules.values()
+        )
+        if count >= limit.value:
+            raise OperationError(
+                403,
+                "amqp:resource-limit-exceeded",
+                f"The maximum number of {kind} filters per topic ({limit.value}) has been reached.",
+            )
 
     def remove_rule(self, address: Address, body: Mapping[Any, Any]) -> Response:
         name = _str(body, "rule-name", limit=1024)
@@ -345,17 +352,17 @@ class ManagementNode:
 
     # -- sessions ------------------------------------------------------------------------------
     def renew_session_lock(self, address: Address, body: Mapping[Any, Any]) -> Response:
-        until = self.broker.renew_session_lock(self._store(address), _str(body, "session-id", limit=128))
+        until = self.broker.renew_session_lock(self._store(address), _str(body, "session-id", limit=limits.SESSION_ID.value))
         return Response(200, {"expiration": codec.datetime_to_timestamp(until)})
 
     def set_session_state(self, address: Address, body: Mapping[Any, Any]) -> Response:
-        session_id = _str(body, "session-id", limit=128)
+        session_id = _str(body, "session-id", limit=limits.SESSION_ID.value)
         state = _binary(_get(body, "session-state", required=False), "session-state")
         self.broker.set_session_state(self._store(address), session_id, state)
         return Response(200)
 
     def get_session_state(self, address: Address, body: Mapping[Any, Any]) -> Response:
-        state = self.broker.get_session_state(self._store(address), _str(body, "session-id", limit=128))
+        state = self.broker.get_session_state(self._store(address), _str(body, "session-id", limit=limits.SESSION_ID.value))
         return Response(200, {"session-state": state})
 
     def get_message_sessions(self, address: Address, body: Mapping[Any, Any]) -> Response:
@@ -370,14 +377,6 @@ class ManagementNode:
         if not ids:
             return Response(204, None, "No Content", "com.microsoft:session-not-found")
         return Response(200, {"skip": proton.int32(skip + len(ids)), "sessions-ids": _array(Data.STRING, ids)})
-
-
-def _check_rule_name(name: str) -> None:
-    if not name.strip() or len(name) > MAX_RULE_NAME:
-        raise bad_request(f"rule name must be 1 to {MAX_RULE_NAME} characters, got {len(name)}")
-    bad = sorted({ch for ch in name if ch in "/\\@?#*"})
-    if bad:
-        raise bad_request(f"rule name {name!r} contains characters not allowed in a rule name: {' '.join(bad)}")
 
 
 def _validate_sql(rule: str, kind: str, text: str, parse: Callable[[str], Any]) -> None:

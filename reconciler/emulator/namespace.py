@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from reconciler import model
+from reconciler.limits import EntityKind, name_problem
 from reconciler.errors import SbrulesError
 from reconciler.model import DEFAULT_RULE_NAME, EmptyAction, Rule, TrueFilter
 
 #: Service Bus defaults: lock duration 60 s, max delivery count 10.
 LOCK_DURATION = _dt.timedelta(seconds=60)
 MAX_DELIVERY_COUNT = 10
-#: Entity and rule names are at most 50 characters in the service (docs/protocol.md §8); paths are longer.
-MAX_NAME_LENGTH = 260
 
 ACTIVE, DEFERRED, SCHEDULED = "active", "deferred", "scheduled"
 MESSAGE_STATE_CODES = {ACTIVE: 0, DEFERRED: 1, SCHEDULED: 2}
@@ -327,7 +326,7 @@ class Namespace:
 
     # -- entities ----------------------------------------------------------------------------
     def create_topic(self, name: str) -> Topic:
-        _check_name(name, "topic")
+        _check_name(name, EntityKind.TOPIC)
         with self.lock:
             key = name.lower()
             if key in self.queues:
@@ -337,7 +336,7 @@ class Namespace:
             return topic
 
     def create_queue(self, name: str) -> Queue:
-        _check_name(name, "queue")
+        _check_name(name, EntityKind.QUEUE)
         with self.lock:
             key = name.lower()
             if key in self.topics:
@@ -357,10 +356,10 @@ class Namespace:
         requires_session: bool = False,
     ) -> Subscription:
         """Create (or reset the rules and properties of) a subscription; with ``rules=None`` it gets ``$Default``."""
-        _check_name(name, "subscription")
+        _check_name(name, EntityKind.SUBSCRIPTION)
         for target in (forward_to, forward_dead_lettered_messages_to):
             if target is not None:
-                _check_name(target, "forwarding target")
+                _check_name(target, EntityKind.QUEUE)
         with self.lock:
             top = self.topics.get(topic.lower()) or self.create_topic(topic)
             sub = top.subscriptions.get(name.lower())
@@ -470,8 +469,7 @@ class Namespace:
             self.touch()
 
 
-def _check_name(name: str, kind: str) -> None:
-    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH:
-        raise bad_request(f"invalid {kind} name {name!r}")
-    if any(ch in name for ch in "@?#*") or name.startswith("$"):
-        raise bad_request(f"invalid {kind} name {name!r}: characters @ ? # * and a leading $ are not allowed")
+def _check_name(name: str, kind: EntityKind) -> None:
+    problem = name_problem(kind, name)
+    if problem:
+        raise bad_request(problem)

@@ -13,12 +13,12 @@ from enum import StrEnum
 from typing import Any, Mapping
 
 from reconciler.errors import SbrulesError
+from reconciler.limits import RULE_NAME
 from reconciler.model import Rule, rule_from_doc, rule_to_doc
 
 #: Version 2 names a change's kind ``change``; version 1 called it ``action``, the word a rule's SQL
 #: action uses. Apply still reads version 1 plans.
 PLAN_FORMAT_VERSION = 2
-RULE_NAME_MAX = 50
 
 #: Suffix of the temporary rule a gapless replacement adds; plan and apply treat any live rule
 #: carrying it as a leftover of an interrupted apply and remove it.
@@ -56,12 +56,12 @@ class DriftKind(StrEnum):
 
 
 def temp_rule_name(name: str) -> str:
-    """The temporary name used while replacing ``name`` without a gap (at most 50 characters)."""
+    """The temporary name used while replacing ``name`` without a gap (a legal rule name's length)."""
     candidate = name + TEMP_SUFFIX
-    if len(candidate) <= RULE_NAME_MAX:
+    if len(candidate) <= RULE_NAME.value:
         return candidate
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    keep = RULE_NAME_MAX - len(TEMP_SUFFIX) - len(digest) - 1
+    keep = RULE_NAME.value - len(TEMP_SUFFIX) - len(digest) - 1
     return f"{name[:keep]}-{digest}{TEMP_SUFFIX}"
 
 

@@ -18,13 +18,12 @@ from typing import Any, Callable, Mapping
 
 from lark import Lark, Transformer
 
+from reconciler import limits
 from reconciler.model import INT64_MAX, INT64_MIN, TypedValue, ValueType, system_property_name
 from reconciler.sql import ast
 from reconciler.sql.errors import SqlError
 from reconciler.sql.lalr import Driver, RuleError, Scanner, Tok, UnexpectedChar, UnexpectedTok, end_position
 
-MAX_TEXT_LENGTH = 1024
-MAX_ACTION_STATEMENTS = 32
 #: Deeper nesting is rejected (the reference engine already rejects LINQ trees deeper than 32).
 #: Nesting is what parentheses, NOT, unary minus, functions and operators of different precedence
 #: build; the left operand of a chain (``1 + 1 + 1``, ``a = 1 OR b = 2 OR …``) continues it at
@@ -329,10 +328,12 @@ def _convert_parse_error(exc: UnexpectedTok) -> SqlError:
 def _check_length(text: str, what: str) -> None:
     if not text.strip(" \t\n\r\x0b"):
         raise SqlError(f"empty {what}", 1, 1, None)
-    if len(text) > MAX_TEXT_LENGTH:
-        line = text.count("\n", 0, MAX_TEXT_LENGTH) + 1
-        column = MAX_TEXT_LENGTH - (text.rfind("\n", 0, MAX_TEXT_LENGTH) + 1) + 1
-        raise SqlError(f"{what} is {len(text)} characters long; the limit is {MAX_TEXT_LENGTH}", line, column, None)
+    too_long = limits.sql_text_problem(text, what)
+    if too_long:
+        limit = limits.SQL_TEXT.value
+        line = text.count("\n", 0, limit) + 1
+        column = limit - (text.rfind("\n", 0, limit) + 1) + 1
+        raise SqlError(too_long, line, column, None)
 
 
 def _parse(text: str, start: str, parameters: Mapping[str, TypedValue] | None) -> Any:
@@ -349,7 +350,7 @@ def _parse(text: str, start: str, parameters: Mapping[str, TypedValue] | None) -
         raise _convert_scan_error(exc, text) from None
     except UnexpectedTok as exc:
         raise _convert_parse_error(exc) from None
-    if start == "action" and len(node.statements) > MAX_ACTION_STATEMENTS:
+    if start == "action" and len(node.statements) > limits.ACTION_STATEMENTS.value:
         _too_many_statements(text, len(node.statements))
     if len(text) >= MAX_DEPTH:
         _check_depth(node)
@@ -362,9 +363,9 @@ def _parse(text: str, start: str, parameters: Mapping[str, TypedValue] | None) -
 
 def _too_many_statements(text: str, count: int) -> None:
     starts = [t for t in _SCANNER.scan(text) if t.type in ("SET", "REMOVE")]
-    first_extra = starts[MAX_ACTION_STATEMENTS]
+    first_extra = starts[limits.ACTION_STATEMENTS.value]
     raise SqlError(
-        f"an action may have at most {MAX_ACTION_STATEMENTS} statements (this one has {count})",
+        f"an action may have at most {limits.ACTION_STATEMENTS.value} statements (this one has {count})",
         first_extra.line,
         first_extra.column,
         first_extra.value,

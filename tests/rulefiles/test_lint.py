@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from reconciler import lint as lint_mod
+from reconciler import limits
 from reconciler.lint import lint
 from reconciler.model import (
     CorrelationFilter,
@@ -63,8 +65,8 @@ def test_default_left_out_and_unmanaged_are_notes():
 
 
 def test_per_topic_filter_limits(monkeypatch):
-    monkeypatch.setattr(lint_mod, "SQL_FILTERS_PER_TOPIC", 3)
-    monkeypatch.setattr(lint_mod, "CORRELATION_FILTERS_PER_TOPIC", 2)
+    monkeypatch.setattr(limits, "SQL_FILTERS_PER_TOPIC", replace(limits.SQL_FILTERS_PER_TOPIC, value=3))
+    monkeypatch.setattr(limits, "CORRELATION_FILTERS_PER_TOPIC", replace(limits.CORRELATION_FILTERS_PER_TOPIC, value=2))
     rules = tuple(Rule(f"s{i}", SqlFilter("a = 1")) for i in range(2))
     corr = tuple(Rule(f"c{i}", CorrelationFilter(subject="x")) for i in range(3))
     subs = (

@@ -14,7 +14,8 @@ import reconciler.sql as sql_package
 from reconciler.sql import SqlError, SqlEvalError, canonical, parse_action, parse_filter
 from reconciler.sql.actions import CompiledAction
 from reconciler.sql.evaluator import CompiledFilter, MessageView
-from reconciler.sql.parser import MAX_TEXT_LENGTH, parse_filter_uncached
+from reconciler.limits import SQL_TEXT
+from reconciler.sql.parser import parse_filter_uncached
 
 from .strategies import actions, messages, predicates
 
@@ -66,7 +67,7 @@ def test_token_soup_raises_only_sql_error(tokens: list[str], separator: str) -> 
 @given(predicates)
 def test_generated_filters_round_trip(tree) -> None:
     text = canonical(tree)
-    assume(len(text) <= MAX_TEXT_LENGTH)
+    assume(len(text) <= SQL_TEXT.value)
     parsed = parse_filter(text)
     assert parsed == tree
     assert canonical(parsed) == text
@@ -76,7 +77,7 @@ def test_generated_filters_round_trip(tree) -> None:
 @given(actions)
 def test_generated_actions_round_trip(tree) -> None:
     text = canonical(tree)
-    assume(len(text) <= MAX_TEXT_LENGTH)
+    assume(len(text) <= SQL_TEXT.value)
     parsed = parse_action(text)
     assert parsed == tree
     assert canonical(parsed) == text

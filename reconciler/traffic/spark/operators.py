@@ -17,7 +17,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from reconciler.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
-from reconciler.sql.values import MAX_STRING_LENGTH
+from reconciler.limits import SQL_STRING_RESULT
 from reconciler.traffic.rows import micros_since_epoch
 from reconciler.traffic.spark.algebra import (
     INTEGRAL,
@@ -126,7 +126,7 @@ def _arithmetic(op: str, a: Val, b: Val) -> Val:
 
         def concat() -> Any:
             text = F.concat(text_of(a), text_of(b))
-            too_long = F.when(F.length(text) > MAX_STRING_LENGTH, F.lit(f"string longer than {MAX_STRING_LENGTH}"))
+            too_long = F.when(F.length(text) > SQL_STRING_RESULT.value, F.lit(f"string longer than {SQL_STRING_RESULT.value}"))
             return frozenset({"string"}), {"s": text, "err": too_long}
 
         cases.append((lambda x, y: any_of(x.is_({"string"}), y.is_({"string"})), concat))

@@ -1,0 +1,111 @@
+"""Service Bus limits and naming rules: the one table lint, plan, the SQL parser and the emulator use.
+
+Each limit says what the broker counts and where the fact is written down (docs/protocol.md §8,
+docs/sql-language.md §8). Name checks return the reason a name is refused, or None, so a caller
+words the finding its own way (a located diagnostic, a 400 response, a validation error) without
+restating the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from reconciler.model import FalseFilter, Filter, SqlFilter, TrueFilter
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One service limit: its value, what the broker counts against it, and the doc that says so."""
+
+    value: int
+    counts: str
+    source: str
+
+
+SQL_TEXT = Limit(
+    1024,
+    "characters of one SQL filter's or SQL action's text (exactly 1,024 is accepted)",
+    "docs/sql-language.md §8",
+)
+ACTION_STATEMENTS = Limit(32, "SET and REMOVE statements in one SQL action", "docs/sql-language.md §8")
+SQL_STRING_RESULT = Limit(
+    32_767, "characters of a string that an expression builds with +", "docs/sql-language.md §5, §8"
+)
+SQL_FILTERS_PER_TOPIC = Limit(
+    2_000,
+    "rules with a SQL, true or false filter, over all subscriptions of one topic",
+    "docs/sql-language.md §8",
+)
+CORRELATION_FILTERS_PER_TOPIC = Limit(
+    100_000, "rules with a correlation filter, over all subscriptions of one topic", "docs/sql-language.md §8"
+)
+RULE_NAME = Limit(50, "characters of a rule name", "docs/protocol.md §8")
+SUBSCRIPTION_NAME = Limit(50, "characters of a subscription name", "docs/protocol.md §8")
+TOPIC_NAME = Limit(260, "characters of a topic name (its whole path)", "docs/protocol.md §8")
+QUEUE_NAME = Limit(260, "characters of a queue name (its whole path)", "docs/protocol.md §8")
+SESSION_ID = Limit(128, "characters of a session id", "docs/protocol.md §8")
+
+
+def sql_text_problem(text: str, what: str) -> str | None:
+    """Why the service refuses ``text`` as a SQL ``what`` (filter or action) for its length, or None."""
+    if len(text) > SQL_TEXT.value:
+        return f"{what} is {len(text)} characters long; the limit is {SQL_TEXT.value}"
+    return None
+
+
+def counts_as_sql_filter(flt: Filter) -> bool:
+    """Whether a rule with ``flt`` counts against :data:`SQL_FILTERS_PER_TOPIC` (true and false filters
+    are SQL filters to the broker), rather than against :data:`CORRELATION_FILTERS_PER_TOPIC`."""
+    return isinstance(flt, (SqlFilter, TrueFilter, FalseFilter))
+
+
+class EntityKind(StrEnum):
+    """What a name names; each kind has its own length limit and characters."""
+
+    TOPIC = "topic"
+    QUEUE = "queue"
+    SUBSCRIPTION = "subscription"
+    RULE = "rule"
+
+
+_NAME_LIMITS = {
+    EntityKind.TOPIC: TOPIC_NAME,
+    EntityKind.QUEUE: QUEUE_NAME,
+    EntityKind.SUBSCRIPTION: SUBSCRIPTION_NAME,
+    EntityKind.RULE: RULE_NAME,
+}
+#: Characters no name may contain: ``@ ? #`` are reserved in the URIs entities are addressed by, and
+#: ``*`` is refused by the service. Rule and subscription names are single path segments, so ``/``
+#: and ``\`` (which the clients turn into ``/``) are refused there too.
+_FORBIDDEN = "@?#*"
+_SEGMENT_FORBIDDEN = "/\\" + _FORBIDDEN
+
+
+def name_problem(kind: EntityKind, name: str) -> str | None:
+    """Why the service refuses ``name`` for a ``kind`` of entity, or None when it accepts it.
+
+    Letters, digits, ``.``, ``_`` and ``-`` are always accepted. Topic and queue names are paths:
+    ``/`` separates segments but may not start or end the name, and a leading ``$`` is reserved
+    for the service's own nodes (``$management``, ``$cbs``, ``$DeadLetterQueue``). Rule names may
+    start with ``$`` (``$Default``).
+    """
+    label = f"{kind.value} name"
+    if not isinstance(name, str) or not name.strip():
+        return f"{label} is empty"
+    limit = _NAME_LIMITS[kind].value
+    if len(name) > limit:
+        return f"{label} {name!r} is {len(name)} characters; the limit is {limit}"
+    forbidden = _FORBIDDEN if kind in (EntityKind.TOPIC, EntityKind.QUEUE) else _SEGMENT_FORBIDDEN
+    bad = sorted({ch for ch in name if ch in forbidden})
+    if bad:
+        allowed = " ".join(forbidden)
+        return f"{label} {name!r} contains {' '.join(bad)}; these are not allowed: {allowed}"
+    if kind is EntityKind.RULE:
+        return None
+    path = name.replace("\\", "/")
+    if path.startswith("/") or path.endswith("/"):
+        return f"{label} {name!r} starts or ends with /"
+    if name.startswith("$"):
+        return f"{label} {name!r} starts with $, which the service reserves for its own nodes"
+    return None
