@@ -16,7 +16,7 @@ import math
 import uuid as _uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -455,43 +455,77 @@ def rule_from_doc(doc: Mapping[str, Any]) -> Rule:
 # Messages (what filters are evaluated against)
 # ------------------------------------------------------------------------------------------------
 
-#: System properties by their SQL (BrokeredMessage) name and the type each carries.
-SYSTEM_PROPERTIES: dict[str, ValueType] = {
-    "MessageId": ValueType.STRING,
-    "CorrelationId": ValueType.STRING,
-    "To": ValueType.STRING,
-    "ReplyTo": ValueType.STRING,
-    "Label": ValueType.STRING,
-    "SessionId": ValueType.STRING,
-    "ReplyToSessionId": ValueType.STRING,
-    "ContentType": ValueType.STRING,
-    "PartitionKey": ValueType.STRING,
-    "ViaPartitionKey": ValueType.STRING,
-    "DeadLetterSource": ValueType.STRING,
-    "SequenceNumber": ValueType.LONG,
-    "EnqueuedSequenceNumber": ValueType.LONG,
-    "Size": ValueType.LONG,
-    "DeliveryCount": ValueType.INT,
-    "EnqueuedTimeUtc": ValueType.TIMESTAMP,
-    "ExpiresAtUtc": ValueType.TIMESTAMP,
-    "ScheduledEnqueueTimeUtc": ValueType.TIMESTAMP,
-    "LockedUntilUtc": ValueType.TIMESTAMP,
-    "LockToken": ValueType.UUID,
-    "ForcePersistence": ValueType.BOOL,
-    "TimeToLive": ValueType.DOUBLE,  # seconds; the broker's TimeSpan
-}
+class WireSection(StrEnum):
+    """The part of an AMQP message a system property travels in (docs/protocol.md §6, §7)."""
+
+    HEADER = "header"
+    PROPERTIES = "properties"
+    ANNOTATIONS = "message-annotations"
+
+
+@dataclass(frozen=True)
+class SystemProperty:
+    """One ``sys.`` property: its SQL (BrokeredMessage) name, type, sample column and AMQP field.
+
+    ``field`` is the field's name within ``section`` (an annotation key for annotations); both are
+    None for properties the broker computes and never sends. ``settable`` properties may be SET by
+    a rule action. ``correlation`` is the CorrelationFilter field that matches the property.
+    """
+
+    name: str
+    type: ValueType
+    column: str
+    section: WireSection | None
+    field: str | None
+    settable: bool = False
+    correlation: str | None = None
+
+
+_S, _H, _A = WireSection.PROPERTIES, WireSection.HEADER, WireSection.ANNOTATIONS
+
+#: The one table of system properties; every other view of them is derived from it.
+SYSTEM_PROPERTY_TABLE: tuple[SystemProperty, ...] = (
+    SystemProperty("MessageId", ValueType.STRING, "message_id", _S, "message-id", True, "message_id"),
+    SystemProperty("CorrelationId", ValueType.STRING, "correlation_id", _S, "correlation-id", True, "correlation_id"),
+    SystemProperty("To", ValueType.STRING, "to", _S, "to", True, "to"),
+    SystemProperty("ReplyTo", ValueType.STRING, "reply_to", _S, "reply-to", True, "reply_to"),
+    SystemProperty("Label", ValueType.STRING, "subject", _S, "subject", True, "subject"),
+    SystemProperty("SessionId", ValueType.STRING, "session_id", _S, "group-id", True, "session_id"),
+    SystemProperty(
+        "ReplyToSessionId", ValueType.STRING, "reply_to_session_id", _S, "reply-to-group-id", True, "reply_to_session_id"
+    ),
+    SystemProperty("ContentType", ValueType.STRING, "content_type", _S, "content-type", True, "content_type"),
+    SystemProperty("PartitionKey", ValueType.STRING, "partition_key", _A, "x-opt-partition-key", True),
+    SystemProperty("ViaPartitionKey", ValueType.STRING, "via_partition_key", _A, "x-opt-via-partition-key", True),
+    SystemProperty("DeadLetterSource", ValueType.STRING, "dead_letter_source", _A, "x-opt-deadletter-source"),
+    SystemProperty("SequenceNumber", ValueType.LONG, "sequence_number", _A, "x-opt-sequence-number"),
+    SystemProperty(
+        "EnqueuedSequenceNumber", ValueType.LONG, "enqueued_sequence_number", _A, "x-opt-enqueue-sequence-number"
+    ),
+    SystemProperty("Size", ValueType.LONG, "size", None, None),
+    SystemProperty("DeliveryCount", ValueType.INT, "delivery_count", _H, "delivery-count"),
+    SystemProperty("EnqueuedTimeUtc", ValueType.TIMESTAMP, "enqueued_time", _A, "x-opt-enqueued-time"),
+    SystemProperty("ExpiresAtUtc", ValueType.TIMESTAMP, "expires_at", _S, "absolute-expiry-time"),
+    SystemProperty(
+        "ScheduledEnqueueTimeUtc", ValueType.TIMESTAMP, "scheduled_enqueue_time", _A, "x-opt-scheduled-enqueue-time", True
+    ),
+    SystemProperty("LockedUntilUtc", ValueType.TIMESTAMP, "locked_until", _A, "x-opt-locked-until"),
+    SystemProperty("LockToken", ValueType.UUID, "lock_token", _A, "x-opt-lock-token"),
+    SystemProperty("ForcePersistence", ValueType.BOOL, "force_persistence", None, None, True),
+    # seconds, the broker's TimeSpan; milliseconds in the header's ttl
+    SystemProperty("TimeToLive", ValueType.DOUBLE, "time_to_live", _H, "ttl", True),
+)
+
+#: System property name → its entry.
+SYSTEM_PROPERTY: dict[str, SystemProperty] = {prop.name: prop for prop in SYSTEM_PROPERTY_TABLE}
+#: System property name → the type it carries.
+SYSTEM_PROPERTIES: dict[str, ValueType] = {prop.name: prop.type for prop in SYSTEM_PROPERTY_TABLE}
+#: The system properties a rule action may SET (BrokeredMessage properties with a public setter).
+SETTABLE_SYSTEM_PROPERTIES = frozenset(prop.name for prop in SYSTEM_PROPERTY_TABLE if prop.settable)
 
 #: Correlation-filter model field → system property name.
-CORRELATION_SYS_NAMES = {
-    "correlation_id": "CorrelationId",
-    "message_id": "MessageId",
-    "to": "To",
-    "reply_to": "ReplyTo",
-    "subject": "Label",
-    "session_id": "SessionId",
-    "reply_to_session_id": "ReplyToSessionId",
-    "content_type": "ContentType",
-}
+CORRELATION_SYS_NAMES = {prop.correlation: prop.name for prop in SYSTEM_PROPERTY_TABLE if prop.correlation}
+assert set(CORRELATION_SYS_NAMES) == set(CORRELATION_FIELDS), "every correlation field matches a system property"
 
 _SYS_BY_LOWER = {name.lower(): name for name in SYSTEM_PROPERTIES}
 _SYS_BY_LOWER["subject"] = "Label"

@@ -21,32 +21,18 @@ from reconciler.amqp.codec import CodecError, datetime_to_timestamp, from_amqp, 
 from reconciler.amqp.wire.encode import encode_value
 from reconciler.amqp.wire.sections import DATA, Sections
 from reconciler.amqp.wire.types import DecodeError, EncodeError
-from reconciler.model import TypedValue, ValueType
+from reconciler.model import TypedValue, ValueType, WireSection
 
-#: System property → its field in the properties section.
-PROPERTY_FIELDS = {
-    "MessageId": "message-id",
-    "To": "to",
-    "Label": "subject",
-    "ReplyTo": "reply-to",
-    "CorrelationId": "correlation-id",
-    "ContentType": "content-type",
-    "SessionId": "group-id",
-    "ReplyToSessionId": "reply-to-group-id",
-}
+def _fields(section: WireSection) -> dict[str, str]:
+    return {p.name: p.field for p in model.SYSTEM_PROPERTY_TABLE if p.section is section and p.field}
 
-#: System property → message annotation (docs/protocol.md §6, §7).
-ANNOTATIONS = {
-    "SequenceNumber": "x-opt-sequence-number",
-    "EnqueuedTimeUtc": "x-opt-enqueued-time",
-    "ScheduledEnqueueTimeUtc": "x-opt-scheduled-enqueue-time",
-    "EnqueuedSequenceNumber": "x-opt-enqueue-sequence-number",
-    "LockedUntilUtc": "x-opt-locked-until",
-    "PartitionKey": "x-opt-partition-key",
-    "ViaPartitionKey": "x-opt-via-partition-key",
-    "DeadLetterSource": "x-opt-deadletter-source",
-    "LockToken": "x-opt-lock-token",
-}
+
+#: System property → its field in the properties section (from the model's system-property table).
+PROPERTY_FIELDS = _fields(WireSection.PROPERTIES)
+#: System property → its field in the header.
+HEADER_FIELDS = _fields(WireSection.HEADER)
+#: System property → its message annotation (docs/protocol.md §6, §7).
+ANNOTATIONS = _fields(WireSection.ANNOTATIONS)
 _ANNOTATION_TO_SYS = {v: k for k, v in ANNOTATIONS.items()}
 #: Fields that receivers built on proton keep as C strings, which a NUL would silently cut short.
 _C_STRING_FIELDS = {"To", "ReplyTo", "Label", "SessionId", "ReplyToSessionId", "ContentType"}
@@ -89,17 +75,18 @@ def to_sections(message: model.Message, annotations: Mapping[str, Any] | None = 
             if not str(value).isascii():
                 raise CodecError("ContentType is an AMQP symbol and must be ASCII")
             value = symbol(value)
-        if name in PROPERTY_FIELDS:
-            sections.set_properties_field(PROPERTY_FIELDS[name], value)
-        elif name in ANNOTATIONS:
-            ann[symbol(ANNOTATIONS[name])] = to_amqp(typed)
+        prop = model.SYSTEM_PROPERTY[name]
+        if prop.section is WireSection.PROPERTIES:
+            if prop.type is ValueType.TIMESTAMP:
+                value = datetime_to_timestamp(value)
+            sections.set_properties_field(prop.field, value)
+        elif prop.section is WireSection.ANNOTATIONS:
+            ann[symbol(prop.field)] = to_amqp(typed)
         elif name == "TimeToLive":
             if value:
-                sections.set_header_field("ttl", _uint(name, round(value * 1000)))
-        elif name == "ExpiresAtUtc":
-            sections.set_properties_field("absolute-expiry-time", datetime_to_timestamp(value))
-        elif name == "DeliveryCount":
-            sections.set_header_field("delivery-count", _uint(name, value))
+                sections.set_header_field(prop.field, _uint(name, round(value * 1000)))
+        elif prop.section is WireSection.HEADER:
+            sections.set_header_field(prop.field, _uint(name, value))
     for key, value in (annotations or {}).items():
         ann[symbol(key)] = value
     if ann:
@@ -138,17 +125,19 @@ def _model_view(payload: bytes, sections: Sections) -> DecodedMessage:
     sys_props: dict[str, TypedValue] = {}
     for name, field_name in PROPERTY_FIELDS.items():
         value = sections.properties_field(field_name)
+        if model.SYSTEM_PROPERTIES[name] is ValueType.TIMESTAMP:
+            if value:
+                sys_props[name] = TypedValue(ValueType.TIMESTAMP, timestamp_to_datetime(value))
+            continue
         if isinstance(value, bytes):
             value = value.hex()  # a binary message-id / correlation-id
         if value is not None:
             sys_props[name] = TypedValue(ValueType.STRING, str(value))
-    ttl = sections.header_field("ttl")
+    ttl = sections.header_field(HEADER_FIELDS["TimeToLive"])
     if ttl:
         sys_props["TimeToLive"] = TypedValue(ValueType.DOUBLE, int(ttl) / 1000)
-    expiry = sections.properties_field("absolute-expiry-time")
-    if expiry:
-        sys_props["ExpiresAtUtc"] = TypedValue(ValueType.TIMESTAMP, timestamp_to_datetime(expiry))
-    sys_props["DeliveryCount"] = TypedValue(ValueType.INT, int(sections.header_field("delivery-count") or 0))
+    delivery_count = sections.header_field(HEADER_FIELDS["DeliveryCount"])
+    sys_props["DeliveryCount"] = TypedValue(ValueType.INT, int(delivery_count or 0))
     annotations = {str(k): v for k, v in (sections.message_annotations or {}).items()}
     for key, value in annotations.items():
         sys_name = _ANNOTATION_TO_SYS.get(key)

@@ -46,7 +46,13 @@ from reconciler.model import TypedValue, ValueType
 
 FILTER_ERROR_REASON = "FilterEvaluationException"
 MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
-_SCHEDULED_ANNOTATION = symbol("x-opt-scheduled-enqueue-time")
+#: The annotations the broker writes, keyed by system property (the model's system-property table).
+_SEQUENCE_NUMBER, _ENQUEUED_TIME, _LOCKED_UNTIL, _SCHEDULED_ANNOTATION, _DEAD_LETTER_SOURCE = (
+    symbol(messages.ANNOTATIONS[name])
+    for name in ("SequenceNumber", "EnqueuedTimeUtc", "LockedUntilUtc", "ScheduledEnqueueTimeUtc", "DeadLetterSource")
+)
+#: Not a system property: the SDKs read it as the message's state (active, deferred, scheduled).
+_MESSAGE_STATE = symbol("x-opt-message-state")
 #: The priority a message without one has (AMQP 1.0 §3.2.1).
 _DEFAULT_PRIORITY = ubyte(4)
 
@@ -77,7 +83,7 @@ def _sys_text(message: model.Message, name: str) -> str | None:
 
 
 def _ttl_seconds(sections: Sections) -> float | None:
-    ttl = sections.header_field("ttl")
+    ttl = sections.header_field(messages.HEADER_FIELDS["TimeToLive"])
     return int(ttl) / 1000 if ttl else None
 
 
@@ -179,7 +185,8 @@ class Broker:
         result = dataclasses.replace(sections, application_properties=patched.application_properties)
         for field_name in messages.PROPERTY_FIELDS.values():
             result.set_properties_field(field_name, patched.properties_field(field_name))
-        result.set_header_field("ttl", patched.header_field("ttl"))
+        ttl = messages.HEADER_FIELDS["TimeToLive"]
+        result.set_header_field(ttl, patched.header_field(ttl))
         return result.encode()
 
     def _dead_letter_new(
@@ -279,16 +286,16 @@ class Broker:
         """The message as it leaves the broker, with broker annotations (docs/protocol.md §6)."""
         sections = Sections.decode(stored.payload)
         ann = dict(sections.message_annotations or {})
-        ann[symbol("x-opt-sequence-number")] = int(stored.sequence_number)
-        ann[symbol("x-opt-enqueued-time")] = codec.datetime_to_timestamp(stored.enqueued_time)
+        ann[_SEQUENCE_NUMBER] = int(stored.sequence_number)
+        ann[_ENQUEUED_TIME] = codec.datetime_to_timestamp(stored.enqueued_time)
         if stored.locked_until is not None:
-            ann[symbol("x-opt-locked-until")] = codec.datetime_to_timestamp(stored.locked_until)
+            ann[_LOCKED_UNTIL] = codec.datetime_to_timestamp(stored.locked_until)
         if stored.scheduled_time is not None:
             ann[_SCHEDULED_ANNOTATION] = codec.datetime_to_timestamp(stored.scheduled_time)
         if stored.state != ACTIVE:
-            ann[symbol("x-opt-message-state")] = proton.int32(MESSAGE_STATE_CODES[stored.state])
+            ann[_MESSAGE_STATE] = proton.int32(MESSAGE_STATE_CODES[stored.state])
         if stored.dead_letter_source is not None:
-            ann[symbol("x-opt-deadletter-source")] = stored.dead_letter_source
+            ann[_DEAD_LETTER_SOURCE] = stored.dead_letter_source
         sections.message_annotations = ann
         props = dict(sections.application_properties or {})
         if stored.dead_letter_reason is not None:

@@ -19,7 +19,14 @@ from typing import Any, Callable, Mapping
 from lark import Lark, Transformer
 
 from reconciler import limits
-from reconciler.model import INT64_MAX, INT64_MIN, TypedValue, ValueType, system_property_name
+from reconciler.model import (
+    INT64_MAX,
+    INT64_MIN,
+    SETTABLE_SYSTEM_PROPERTIES,
+    TypedValue,
+    ValueType,
+    system_property_name,
+)
 from reconciler.sql import ast
 from reconciler.sql.errors import SqlError
 from reconciler.sql.lalr import Driver, RuleError, Scanner, Tok, UnexpectedChar, UnexpectedTok, end_position
@@ -32,11 +39,6 @@ MAX_DEPTH = 256
 
 RESERVED_WORDS = frozenset(
     "BEGIN END BREAK CONTINUE GOTO IF ELSE WHILE TRY CATCH AS BETWEEN COALESCE CONVERT DECLARE NULLIF".split()
-)
-#: System properties an action may SET (BrokeredMessage properties with a public setter).
-SETTABLE_SYSTEM_PROPERTIES = frozenset(
-    "MessageId CorrelationId To ReplyTo Label SessionId ReplyToSessionId ContentType PartitionKey "
-    "ViaPartitionKey TimeToLive ScheduledEnqueueTimeUtc ForcePersistence".split()
 )
 _FUNCTION_ARITY = {"newid": ("newid", 0), "property": ("property", 1), "p": ("property", 1)}
 _OVERFLOW_VALUE = INT64_MAX + 1  # only legal directly after a unary minus

@@ -15,7 +15,7 @@ import logging
 from typing import Any, Mapping
 from urllib.parse import unquote
 
-from reconciler.traffic.rows import PROPERTY_TAGS_KEY
+from reconciler.traffic.rows import PROPERTY_TAGS_KEY, PROPS
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def _from_footers(files: list[str]) -> dict[str, frozenset[str]] | None:
 def _from_rows(frame: Any) -> dict[str, frozenset[str]]:
     from pyspark.sql import functions as F
 
-    pairs = frame.select(F.explode("props")).select("key", F.col("value.t").alias("t")).distinct().collect()
+    pairs = frame.select(F.explode(PROPS)).select("key", F.col("value.t").alias("t")).distinct().collect()
     seen: dict[str, set[str]] = {}
     for row in pairs:
         seen.setdefault(row["key"], set()).add(row["t"])

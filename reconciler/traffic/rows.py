@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 
-from reconciler.model import SYSTEM_PROPERTIES, Message, TypedValue, ValueType
+from reconciler.model import SYSTEM_PROPERTIES, SYSTEM_PROPERTY_TABLE, Message, TypedValue, ValueType
 from reconciler.sql import values
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
@@ -43,32 +43,10 @@ _ARROW_TYPES = {
     ValueType.TIMESTAMP: _TIMESTAMP,
 }
 
-#: System property (BrokeredMessage name) → column name in the sample.
-SYS_COLUMNS: dict[str, str] = {
-    "MessageId": "message_id",
-    "CorrelationId": "correlation_id",
-    "To": "to",
-    "ReplyTo": "reply_to",
-    "Label": "subject",
-    "SessionId": "session_id",
-    "ReplyToSessionId": "reply_to_session_id",
-    "ContentType": "content_type",
-    "PartitionKey": "partition_key",
-    "ViaPartitionKey": "via_partition_key",
-    "DeadLetterSource": "dead_letter_source",
-    "SequenceNumber": "sequence_number",
-    "EnqueuedSequenceNumber": "enqueued_sequence_number",
-    "Size": "size",
-    "DeliveryCount": "delivery_count",
-    "EnqueuedTimeUtc": "enqueued_time",
-    "ExpiresAtUtc": "expires_at",
-    "ScheduledEnqueueTimeUtc": "scheduled_enqueue_time",
-    "LockedUntilUtc": "locked_until",
-    "LockToken": "lock_token",
-    "ForcePersistence": "force_persistence",
-    "TimeToLive": "time_to_live",
-}
-assert set(SYS_COLUMNS) == set(SYSTEM_PROPERTIES), "every system property needs a column"
+#: System property (BrokeredMessage name) → column name in the sample (from the model's table).
+SYS_COLUMNS: dict[str, str] = {prop.name: prop.column for prop in SYSTEM_PROPERTY_TABLE}
+#: The column holding a message's application properties (the tagged map above).
+PROPS = "props"
 
 PROP_STRUCT = pa.struct(
     [
@@ -84,8 +62,8 @@ PROP_STRUCT = pa.struct(
 #: The Parquet schema of every sample file.
 SCHEMA = pa.schema(
     [("topic", pa.string()), ("subscription", pa.string())]
-    + [(col, _ARROW_TYPES[SYSTEM_PROPERTIES[name]]) for name, col in SYS_COLUMNS.items()]
-    + [("body_size", pa.int64()), ("props", pa.map_(pa.string(), PROP_STRUCT))]
+    + [(prop.column, _ARROW_TYPES[prop.type]) for prop in SYSTEM_PROPERTY_TABLE]
+    + [("body_size", pa.int64()), (PROPS, pa.map_(pa.string(), PROP_STRUCT))]
 )
 
 
@@ -138,7 +116,7 @@ def struct_to_prop(cell: Mapping[str, Any]) -> TypedValue:
 
 
 def props_to_map(user: Mapping[str, TypedValue]) -> list[tuple[str, dict[str, Any]]]:
-    """The ``props`` map entries; on a case-only key clash the first published key wins."""
+    """The :data:`PROPS` map entries; on a case-only key clash the first published key wins."""
     entries: dict[str, dict[str, Any]] = {}
     for name, value in user.items():
         entries.setdefault(name.lower(), prop_to_struct(name, value))
@@ -163,7 +141,7 @@ def message_to_row(
         else:
             row[column] = value.value
     row["body_size"] = len(message.body) if body_size is None else body_size
-    row["props"] = props_to_map(message.user)
+    row[PROPS] = props_to_map(message.user)
     return row
 
 
@@ -182,7 +160,7 @@ def row_to_message(row: Mapping[str, Any]) -> Message:
         if vtype is ValueType.TIMESTAMP and isinstance(raw, int):
             raw = _EPOCH + _dt.timedelta(microseconds=raw)
         sys_props[name] = TypedValue(vtype, raw)
-    entries = row.get("props") or ()
+    entries = row.get(PROPS) or ()
     if isinstance(entries, Mapping):
         entries = entries.items()
     user = {}
@@ -202,7 +180,7 @@ def property_tags(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
     """Lower-cased property name → the sorted type tags its values have in ``rows``."""
     seen: dict[str, set[str]] = {}
     for row in rows:
-        for key, cell in row.get("props") or ():
+        for key, cell in row.get(PROPS) or ():
             seen.setdefault(key, set()).add(cell["t"])
     return {key: sorted(tags) for key, tags in sorted(seen.items())}
 

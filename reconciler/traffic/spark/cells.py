@@ -17,11 +17,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from reconciler.model import SYSTEM_PROPERTIES
-from reconciler.traffic.rows import SYS_COLUMNS, VALUE_FIELD
+from reconciler.traffic.rows import PROPS, SYS_COLUMNS, VALUE_FIELD
 from reconciler.traffic.spark.algebra import MISSING_TAG, USER_TAGS, Val, first_error, only_when
-
-#: The sample column holding the application properties.
-PROPS = "props"
 
 #: Pre-computed ``props[name]`` cells by lower-cased name
 #: (see :func:`reconciler.traffic.spark.rules.property_names`).

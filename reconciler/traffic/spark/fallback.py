@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 
 from reconciler.model import SYSTEM_PROPERTIES, Rule, ValueType
-from reconciler.traffic.rows import SYS_COLUMNS, row_to_message
+from reconciler.traffic.rows import PROPS, SYS_COLUMNS, row_to_message
 
 _RESULT = StructType([StructField("matched", BooleanType()), StructField("error", StringType())])
 
@@ -24,7 +24,7 @@ def message_struct() -> Column:
         if SYSTEM_PROPERTIES[name] is ValueType.TIMESTAMP:
             col = F.unix_micros(col)
         columns.append(col.alias(column))
-    return F.struct(*columns, F.col("props").alias("props"))
+    return F.struct(*columns, F.col(PROPS).alias(PROPS))
 
 
 def python_rule_columns(rule: Rule) -> tuple[Column, Column]:
