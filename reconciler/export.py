@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from reconciler.atomic_file import write_atomically
 from reconciler.errors import SbrulesError
 from reconciler.model import Rule, rule_to_doc
 from reconciler.discovery import EntityLister, discover_namespace
@@ -116,5 +117,5 @@ def write_export(doc: dict[str, Any], out_dir: str | Path) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / file_name(doc["topic"])
-    path.write_text(to_yaml(doc), encoding="utf-8")
+    write_atomically(path, to_yaml(doc))
     return path

@@ -12,6 +12,7 @@ import click
 
 from reconciler.apply import DIRECT, GAPLESS, ApplyOptions, apply_plan, render_report
 from reconciler.amqp.pacing import Pacer
+from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import (
     Namespace,
     Rules,
@@ -68,7 +69,7 @@ def plan(
     with namespace_clients(namespace) as clients:
         the_plan = current_plan(clients, rules, namespace)
     if out:
-        out.write_text(render_json(the_plan) + "\n", encoding="utf-8")
+        write_atomically(out, render_json(the_plan) + "\n")
     click.echo(RENDERERS[fmt](the_plan))
     if out and fmt == "text":
         click.echo(f"Saved the plan to {out}; apply it with `sbrules apply {out}`.", err=True)

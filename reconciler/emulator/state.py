@@ -1,7 +1,7 @@
 """The emulator's state file: rules, messages and session state survive a restart.
 
-Written atomically (temp file in the same directory, fsync, rename, fsync of the directory) so a
-crash leaves either the old or the new file, never half of one. Locks are not saved: after a
+Written atomically (``reconciler.atomic_file``) so a crash leaves either the old or the new file,
+never half of one. Locks are not saved: after a
 restart every locked message is visible again, as after a lock expiry.
 """
 
@@ -11,12 +11,12 @@ import base64
 import datetime as _dt
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from reconciler import model
 from reconciler.emulator.namespace import SCHEDULED, MessageStore, Namespace, RuleEntry, SessionInfo, StoredMessage
+from reconciler.atomic_file import write_atomically
 from reconciler.errors import SbrulesError
 
 FORMAT_VERSION = 1
@@ -153,26 +153,8 @@ def restore(namespace: Namespace, doc: dict[str, Any]) -> None:
 
 
 def save(namespace: Namespace, path: str | os.PathLike[str]) -> None:
-    """Write the state file atomically: temp file, fsync, rename, fsync the directory."""
-    target = Path(path)
-    data = json.dumps(snapshot(namespace), separators=(",", ":")).encode()
-    directory = target.parent if str(target.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Write the state file atomically."""
+    write_atomically(path, json.dumps(snapshot(namespace), separators=(",", ":")))
 
 
 def load(namespace: Namespace, path: str | os.PathLike[str]) -> bool:

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import pyarrow.parquet as pq
-from pyarrow.fs import FileSelector, FileType
+from pyarrow.fs import FileSelector, FileType, LocalFileSystem
 
+from reconciler.atomic_file import replacing, write_atomically
 from reconciler.errors import SbrulesError
 from reconciler.model import TypedValue, ValueType
 from reconciler.traffic.location import filesystem
@@ -88,11 +89,15 @@ def _dedupe_key(message_id: str | None, enqueued_micros: Any, sequence: int | No
 
 class Dataset:
     """A sample directory (a local path or a URL pyarrow reaches, see
-    :mod:`reconciler.traffic.location`): its state file, the keys already stored, a batch writer."""
+    :mod:`reconciler.traffic.location`): its state file, the keys already stored, a batch writer.
+
+    Each file is replaced whole: on a local disk through :mod:`reconciler.atomic_file`; in an
+    object store (s3, gs, abfs) by one upload, which readers see complete or not at all."""
 
     def __init__(self, location: str | os.PathLike, *, batch_rows: int = 10_000):
         self.location = os.fspath(location)
         self.fs, self.path = filesystem(self.location)
+        self._local = isinstance(self.fs, LocalFileSystem)
         if self.fs.get_file_info(self.path).type == FileType.File:
             raise SampleError(f"{self.location} exists and is not a directory")
         self.fs.create_dir(self.path, recursive=True)
@@ -123,10 +128,11 @@ class Dataset:
 
     def _save_state(self) -> None:
         text = json.dumps({"version": STATE_VERSION, "positions": self._positions}, indent=2, sort_keys=True)
-        tmp = f"{self.path}/.{STATE_FILE}.tmp"
-        with self.fs.open_output_stream(tmp) as stream:
-            stream.write(text.encode())
-        self.fs.move(tmp, self.state_path)
+        if self._local:
+            write_atomically(self.state_path, text)
+        else:
+            with self.fs.open_output_stream(self.state_path) as stream:
+                stream.write(text.encode())
 
     def position(self, topic: str, subscription: str) -> int:
         """The last sequence number stored for this subscription (0 = none yet)."""
@@ -161,9 +167,12 @@ class Dataset:
         """Write pending rows as one complete Parquet file, then make the staged positions durable."""
         if self._pending:
             name = f"part-{self.run_id}-{len(self.files):05d}.parquet"
-            tmp = f"{self.path}/.{name}.tmp"
-            pq.write_table(rows_to_table(self._pending), tmp, compression="zstd", filesystem=self.fs)
-            self.fs.move(tmp, f"{self.path}/{name}")
+            table, target = rows_to_table(self._pending), f"{self.path}/{name}"
+            if self._local:
+                with replacing(target) as tmp:
+                    pq.write_table(table, tmp, compression="zstd")
+            else:
+                pq.write_table(table, target, compression="zstd", filesystem=self.fs)
             self.files.append(name)
             self._pending = []
         if self._staged:
