@@ -5,7 +5,7 @@ event loop, so a failure is logged and answered with an error response, a reject
 a closed connection, and the loop keeps serving other clients. Messages are decoded here (not
 by proton's stock handler) so an undecodable transfer becomes a rejected delivery.
 
-Link kinds, by the address the client attaches to:
+Link roles (``links.py``), by the address the client attaches to:
 - ``$cbs``: put-token requests in, responses out (``status-code`` / ``status-description``).
 - ``<entity>/$management``: management requests in, responses out (camelCase status fields).
 - ``<topic>``, ``<queue>``: publishing. ``<queue>``, ``<topic>/Subscriptions/<sub>`` (and their
@@ -19,7 +19,6 @@ import datetime as _dt
 import functools
 import itertools
 import logging
-import time
 import uuid
 from typing import Any, Callable
 
@@ -31,7 +30,7 @@ from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.sections import ManagementMessage
 from reconciler.amqp.wire.types import DecodeError
 from reconciler.credits import THROTTLED_CONDITION
-from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator, path_parts
+from reconciler.emulator.auth import TokenRejected, TokenValidator
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
 from reconciler.emulator.frontdoor import adopt_amqp
@@ -45,6 +44,17 @@ from reconciler.emulator.namespace import (
     Topic,
     parse_address,
 )
+from reconciler.emulator.server.links import (
+    CBS_NODE,
+    CbsRequests,
+    ConnectionState,
+    LinkRole,
+    ManagementRequests,
+    Publish,
+    Receive,
+    Refused,
+    Responses,
+)
 from reconciler.emulator.throttling import CreditMeter
 
 log = logging.getLogger("reconciler.emulator")
@@ -53,7 +63,6 @@ SESSION_FILTER = symbol("com.microsoft:session-filter")
 TRACKING_ID = symbol("com.microsoft:tracking-id")
 LOCKED_UNTIL = symbol("com.microsoft:locked-until-utc")
 DATETIMEOFFSET_EPOCH = 621355968000000000  # .NET ticks at the Unix epoch
-CBS_NODE = "$cbs"
 #: Credit granted to client senders, replenished as transfers arrive.
 INCOMING_WINDOW = 500
 MAX_MESSAGE_SIZE = 1024 * 1024
@@ -112,37 +121,6 @@ class _Timer:
         self.callback(event)
 
 
-class ConnectionState:
-    """Per-connection bookkeeping: CBS grants and the operation counter for the close-after fault."""
-
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        #: Unix time that grants are judged by.
-        self.clock = clock
-        #: audience path segments → latest expiry granted for it (one entry per entity token).
-        self.grants: dict[tuple[str, ...], float] = {}
-        #: node path → the latest expiry of a grant covering it (cleared when a token is put).
-        self._covered_until: dict[str, float] = {}
-        self.operations = 0
-        #: (node, reply-to) → the client's receiver link that gets those responses.
-        self.reply_links: dict[tuple[str, str | None], proton.Link] = {}
-        #: lower-cased node → response links attached from it, in attach order.
-        self.response_links: dict[str, list[proton.Link]] = {}
-
-    def grant(self, grant: Grant) -> None:
-        key = path_parts(grant.path)
-        self.grants[key] = max(grant.expires, self.grants.get(key, 0.0))
-        self._covered_until.clear()
-
-    def authorized(self, node_path: str) -> bool:
-        """Whether a live token covers the node: a lookup per path prefix, remembered per node."""
-        until = self._covered_until.get(node_path)
-        if until is None:
-            wanted = path_parts(node_path)
-            until = max(self.grants.get(wanted[:n], 0.0) for n in range(len(wanted) + 1))
-            self._covered_until[node_path] = until
-        return until > self.clock()
-
-
 class ServerHandler(MessagingHandler):
     """The emulator's proton handler (one per emulator, shared by all connections)."""
 
@@ -170,7 +148,10 @@ class ServerHandler(MessagingHandler):
         self.token_clock = token_clock
         self.container: proton.reactor.Container | None = None
         self.acceptor: proton.reactor.Acceptor | None = None
-        self.connections: set[proton.Connection] = set()
+        self.connections: dict[proton.Connection, ConnectionState] = {}
+        #: the role of every link attached and not yet closed
+        self.links: dict[proton.Link, LinkRole] = {}
+        #: receivers that messages may be pumped to
         self.message_links: set[proton.Link] = set()
         #: Callbacks that failed inside the guard (tests assert this stays 0).
         self.errors = 0
@@ -228,14 +209,13 @@ class ServerHandler(MessagingHandler):
     @_guarded
     def on_connection_opening(self, event: proton.Event) -> None:
         connection = event.connection
-        connection._sb_state = ConnectionState(self.token_clock)
-        self.connections.add(connection)
+        self.connections[connection] = ConnectionState(self.token_clock)
         event.container.schedule(self.cbs_deadline, _Timer(functools.partial(self._cbs_deadline, connection)))
 
     @_guarded
     def _cbs_deadline(self, connection: proton.Connection, event: proton.Event) -> None:
-        state = getattr(connection, "_sb_state", None)
-        if connection in self.connections and state is not None and not state.grants:
+        state = self.connections.get(connection)
+        if state is not None and not state.grants:
             _close_connection(connection, "amqp:unauthorized-access", "no valid token was put on $cbs in time")
 
     @_guarded
@@ -252,8 +232,10 @@ class ServerHandler(MessagingHandler):
             self._forget(event.connection)
 
     def _forget(self, connection: proton.Connection) -> None:
-        self.connections.discard(connection)
-        for link in [lk for lk in self.message_links if lk.connection == connection]:
+        state = self.connections.pop(connection, None)
+        if state is None:
+            return
+        for link in [lk for lk, role in self.links.items() if role.state is state]:
             self._release_link(link)
 
     # -- links ------------------------------------------------------------------------------------
@@ -264,96 +246,74 @@ class ServerHandler(MessagingHandler):
         link.target.copy(link.remote_target)
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
+        state = self.connections.get(link.connection) or ConnectionState(self.token_clock)
         try:
-            if link.is_receiver:
-                self._open_incoming(link)
-            else:
-                self._open_outgoing(link)
+            role = self._open_incoming(link, state) if link.is_receiver else self._open_outgoing(link, state)
         except OperationError as exc:
             # A refused link is attached with a null terminus, then detached with the error (AMQP 2.6.3).
-            link._sb_refusal = (exc.condition, exc.description)
+            role = Refused(state, exc.condition, exc.description)
             if link.is_sender:
                 link.source.type = proton.Terminus.UNSPECIFIED
             else:
                 link.target.type = proton.Terminus.UNSPECIFIED
+        self.links[link] = role
 
-    def _state(self, link: proton.Link) -> ConnectionState:
-        """The link's connection state, remembered on the link: every ``link.connection`` builds a
-        new Python wrapper, which was a large share of the cost of a request."""
-        state = getattr(link, "_sb_state", None)
-        if state is None:
-            connection = link.connection
-            state = getattr(connection, "_sb_state", None)
-            if state is None:
-                state = connection._sb_state = ConnectionState(self.token_clock)
-            link._sb_state = state
-        return state
-
-    def _require_token(self, link: proton.Link, address: Address) -> None:
-        if not self._state(link).authorized(address.node):
+    @staticmethod
+    def _require_token(state: ConnectionState, address: Address) -> None:
+        if not state.authorized(address.node):
             raise OperationError(401, "amqp:unauthorized-access", f"no valid token covers '{address.node}'")
 
-    def _open_incoming(self, link: proton.Link) -> None:
+    def _open_incoming(self, link: proton.Link, state: ConnectionState) -> LinkRole:
         target = link.remote_target.address or ""
         link.max_message_size = MAX_MESSAGE_SIZE
         if target == CBS_NODE:
-            link._sb_kind = "cbs"
-            return
+            return CbsRequests(state)
         address = parse_address(target)
-        self._require_token(link, address)
-        link._sb_address = address
+        self._require_token(state, address)
         if address.management:
             self.namespace.entity(address)
-            link._sb_kind = "management"
-            return
+            return ManagementRequests(state, address)
         entity = self.namespace.entity(address)
         if not isinstance(entity, (Topic, Queue)) or address.dead_letter:
             raise OperationError(400, "amqp:not-allowed", f"cannot send to '{address.node}'")
-        link._sb_kind = "publish"
+        return Publish(state, address)
 
-    def _open_outgoing(self, link: proton.Link) -> None:
+    def _open_outgoing(self, link: proton.Link, state: ConnectionState) -> LinkRole:
         source = link.remote_source.address or ""
         if source == CBS_NODE:
-            link._sb_kind = "cbs-reply"
-            self._state(link).response_links.setdefault(CBS_NODE.lower(), []).append(link)
-            return
+            state.response_links.setdefault(CBS_NODE.lower(), []).append(link)
+            return Responses(state, CBS_NODE)
         address = parse_address(source)
-        self._require_token(link, address)
-        link._sb_address = address
+        self._require_token(state, address)
         if address.management:
             self.namespace.entity(address)
-            link._sb_kind = "management-reply"
-            self._state(link).response_links.setdefault(address.node.lower(), []).append(link)
-            return
+            state.response_links.setdefault(address.node.lower(), []).append(link)
+            return Responses(state, address.node)
         store = self.namespace.store(address)
-        link._sb_kind = "messages"
-        link._sb_store = store
-        link._sb_peek_lock = link.remote_snd_settle_mode != Link.SND_SETTLED
-        link._sb_session = None
+        role = Receive(state, address, store, peek_lock=link.remote_snd_settle_mode != Link.SND_SETTLED)
         filters = _filter_map(link.remote_source)
         if SESSION_FILTER in filters:
             requested = _unwrap(filters[SESSION_FILTER])
             accepted = self.broker.accept_session(store, None if requested is None else str(requested), link)
             if accepted is None:
                 raise OperationError(408, "com.microsoft:timeout", "no session is available to accept")
-            session_id, until = accepted
-            link._sb_session = session_id
+            role.session_id, until = accepted
             link.source.filter.clear()
-            link.source.filter.put_object({SESSION_FILTER: session_id})
+            link.source.filter.put_object({SESSION_FILTER: role.session_id})
             link.properties = {LOCKED_UNTIL: _ticks(until)}
+        return role
 
     @_guarded
     def on_link_opened(self, event: proton.Event) -> None:
         link = event.link
-        refusal = getattr(link, "_sb_refusal", None)
-        if refusal is not None:
-            link.condition = Condition(*refusal)
+        role = self.links.get(link)
+        if isinstance(role, Refused):
+            link.condition = Condition(role.condition, role.description)
             link.close()
             return
-        kind = getattr(link, "_sb_kind", None)
         if link.is_receiver:
             link.flow(INCOMING_WINDOW)
-        elif kind == "messages":
+        elif isinstance(role, Receive):
             self.message_links.add(link)
             self.pump(link)
 
@@ -367,15 +327,14 @@ class ServerHandler(MessagingHandler):
 
     def _release_link(self, link: proton.Link) -> None:
         self.message_links.discard(link)
-        session_id = getattr(link, "_sb_session", None)
-        if session_id is not None:
-            self.broker.release_session(link._sb_store, session_id, link)
-            link._sb_session = None
+        role = self.links.pop(link, None)
+        if isinstance(role, Receive) and role.session_id is not None:
+            self.broker.release_session(role.store, role.session_id, link)
 
     # -- outgoing messages ------------------------------------------------------------------------
     @_guarded
     def on_sendable(self, event: proton.Event) -> None:
-        if getattr(event.link, "_sb_kind", None) == "messages":
+        if isinstance(self.links.get(event.link), Receive):
             self.pump(event.link)
 
     def pump_all(self) -> None:
@@ -384,20 +343,22 @@ class ServerHandler(MessagingHandler):
 
     def pump(self, link: proton.Link) -> None:
         """Send stored messages while the receiver has credit."""
+        role = self.links.get(link)
+        if not isinstance(role, Receive):
+            return
         if not (link.state & Endpoint.LOCAL_ACTIVE and link.state & Endpoint.REMOTE_ACTIVE):
             return
-        if not self._state(link).authorized(link._sb_address.node):
+        if not role.state.authorized(role.address.node):
             # The service detaches links whose token expired without being renewed.
-            link.condition = Condition("amqp:unauthorized-access", f"the token for '{link._sb_address.node}' expired")
+            link.condition = Condition("amqp:unauthorized-access", f"the token for '{role.address.node}' expired")
             link.close()
             self._release_link(link)
             return
-        store: MessageStore = link._sb_store
-        session_id = link._sb_session
+        session_id = role.session_id
         meter = self.meter
         while link.credit > 0 and meter.available():  # a throttled receiver waits for the next second
             taken = self.broker.receive(
-                store, peek_lock=link._sb_peek_lock, session_id=session_id, sessionful=session_id is not None
+                role.store, peek_lock=role.peek_lock, session_id=session_id, sessionful=session_id is not None
             )
             if taken is None:
                 break
@@ -409,9 +370,9 @@ class ServerHandler(MessagingHandler):
             if stored.lock_token is None:
                 delivery.settle()
             else:
-                delivery._sb_lock = (store, stored.lock_token)
+                role.locks[delivery] = stored.lock_token
             meter.charge(meter.costs.message)
-            self._count_operation(link)
+            self._count_operation(link, role.state)
         if link.drain_mode and link.credit > 0:
             link.drained()
 
@@ -448,18 +409,25 @@ class ServerHandler(MessagingHandler):
     @_guarded
     def on_settled(self, event: proton.Event) -> None:
         delivery = event.delivery
-        if getattr(delivery, "_sb_lock", None) is not None:
-            delivery._sb_lock = None
+        if self._take_lock(delivery) is not None:
             delivery.settle()
 
+    def _take_lock(self, delivery: proton.Delivery) -> tuple[Receive, uuid.UUID] | None:
+        """The receiver role and lock token of a delivery not settled yet, forgotten from now on."""
+        role = self.links.get(delivery.link)
+        if not isinstance(role, Receive):
+            return None
+        token = role.locks.pop(delivery, None)
+        return None if token is None else (role, token)
+
     def _settle(self, delivery: proton.Delivery, action: Callable[[MessageStore, uuid.UUID], None]) -> None:
-        lock = getattr(delivery, "_sb_lock", None)
+        lock = self._take_lock(delivery)
         if lock is None:
             return
         link = delivery.link
-        delivery._sb_lock = None
+        role, token = lock
         try:
-            action(*lock)
+            action(role.store, token)
         except OperationError as exc:
             delivery.local.condition = Condition(exc.condition, exc.description)
             delivery.update(Delivery.REJECTED)
@@ -480,31 +448,31 @@ class ServerHandler(MessagingHandler):
         link.advance()
         if link.credit < INCOMING_WINDOW // 2:
             link.flow(INCOMING_WINDOW - link.credit)
+        role = self.links.get(link)
+        if role is None:
+            self._reject(delivery, "amqp:not-allowed", "this link does not accept messages")
+            return
         if len(payload) > MAX_MESSAGE_SIZE:
             self._reject(
                 delivery, "amqp:link:message-size-exceeded",
                 f"message of {len(payload)} bytes exceeds the {MAX_MESSAGE_SIZE} byte limit",
             )
-            self._count_operation(link)
-            return
-        kind = getattr(link, "_sb_kind", None)
-        if kind in ("cbs", "management"):
+        elif isinstance(role, (CbsRequests, ManagementRequests)):
             try:
                 message = sections.decode_management_message(payload)
             except DecodeError as exc:
                 self._reject(delivery, "amqp:decode-error", f"undecodable message: {exc}")
                 return
-        if kind == "cbs":
             self._accept(delivery)
-            self._put_token(link, message)
-        elif kind == "management":
-            self._accept(delivery)
-            self._management_request(link, message)
-        elif kind == "publish":
-            self._publish(delivery, link, payload)
+            if isinstance(role, CbsRequests):
+                self._put_token(link, role, message)
+            else:
+                self._management_request(link, role, message)
+        elif isinstance(role, Publish):
+            self._publish(delivery, role, payload)
         else:
             self._reject(delivery, "amqp:not-allowed", "this link does not accept messages")
-        self._count_operation(link)
+        self._count_operation(link, role.state)
 
     @staticmethod
     def _accept(delivery: proton.Delivery) -> None:
@@ -520,9 +488,9 @@ class ServerHandler(MessagingHandler):
         delivery.update(Delivery.REJECTED)
         delivery.settle()
 
-    def _publish(self, delivery: proton.Delivery, link: proton.Link, payload: bytes) -> None:
-        address: Address = link._sb_address
-        if not self._state(link).authorized(address.node):
+    def _publish(self, delivery: proton.Delivery, role: Publish, payload: bytes) -> None:
+        address = role.address
+        if not role.state.authorized(address.node):
             self._reject(delivery, "amqp:unauthorized-access", f"the token for '{address.node}' has expired")
             return
         if not self.meter.admit():
@@ -538,8 +506,7 @@ class ServerHandler(MessagingHandler):
         self._accept(delivery)
         self.pump_all()
 
-    def _count_operation(self, link: proton.Link) -> None:
-        state = self._state(link)
+    def _count_operation(self, link: proton.Link, state: ConnectionState) -> None:
         state.operations += 1
         limit = self.faults.close_after_ops
         if limit is not None and state.operations >= limit:
@@ -548,7 +515,7 @@ class ServerHandler(MessagingHandler):
             )
 
     # -- $cbs -------------------------------------------------------------------------------------
-    def _put_token(self, link: proton.Link, request: ManagementMessage) -> None:
+    def _put_token(self, link: proton.Link, role: CbsRequests, request: ManagementMessage) -> None:
         props = request.properties
         if str(props.get("operation")) != "put-token":
             status, description = 400, "unsupported $cbs operation"
@@ -562,23 +529,23 @@ class ServerHandler(MessagingHandler):
             except TokenRejected as exc:
                 status, description = 401, f"Unauthorized: {exc}"
             else:
-                self._state(link).grant(grant)
+                role.state.grant(grant)
                 status, description = 202, "Accepted"
         reply = sections.encode_management_message(
             to=request.reply_to,
             correlation_id=request.message_id,
             application_properties={"status-code": proton.int32(status), "status-description": description},
         )
-        self._respond(link, CBS_NODE, request.reply_to, reply)
+        self._respond(role.state, CBS_NODE, request.reply_to, reply)
 
     # -- $management ---------------------------------------------------------------------------------
-    def _management_request(self, link: proton.Link, request: ManagementMessage) -> None:
+    def _management_request(self, link: proton.Link, role: ManagementRequests, request: ManagementMessage) -> None:
         self.requests += 1
-        address: Address = link._sb_address
+        address = role.address
         props = request.properties
         if self.faults.server_busy():
             response = Response(503, None, "fault injection: the server is busy", "com.microsoft:server-busy")
-        elif not self._state(link).authorized(address.node):
+        elif not role.state.authorized(address.node):
             response = Response(401, None, f"no valid token covers '{address.node}'", "amqp:unauthorized-access")
         elif not self.meter.admit():
             response = Response(503, None, self.meter.refusal(), THROTTLED_CONDITION)
@@ -597,7 +564,7 @@ class ServerHandler(MessagingHandler):
             application_properties=reply_properties,
             body=response.body,
         ) + (response.encoded_body or b"")
-        send = functools.partial(self._respond, link, address.node, request.reply_to, reply)
+        send = functools.partial(self._respond, role.state, address.node, request.reply_to, reply)
         if self.faults.latency > 0 and self.container is not None:
             self.container.schedule(self.faults.latency, _Timer(functools.partial(self._send_later, send)))
         else:
@@ -607,12 +574,12 @@ class ServerHandler(MessagingHandler):
     def _send_later(self, send: Callable[[], None], event: proton.Event) -> None:
         send()
 
-    def _respond(self, request_link: proton.Link, node: str, reply_to: str | None, reply: bytes) -> None:
+    def _respond(self, state: ConnectionState, node: str, reply_to: str | None, reply: bytes) -> None:
         """Send an encoded response on the client's receiver link for ``node`` (matching reply-to when given)."""
-        cache = self._state(request_link).reply_links
+        cache = state.reply_links
         target = cache.get((node, reply_to))
         if target is None or not target.state & Endpoint.LOCAL_ACTIVE:
-            target = self._find_reply_link(request_link, node, reply_to)
+            target = self._find_reply_link(state, node, reply_to)
             if target is None:
                 log.info("emulator: no response link for %s; response dropped", node)
                 return
@@ -622,9 +589,10 @@ class ServerHandler(MessagingHandler):
         target.advance()
         delivery.settle()
 
-    def _find_reply_link(self, request_link: proton.Link, node: str, reply_to: str | None) -> proton.Link | None:
+    @staticmethod
+    def _find_reply_link(state: ConnectionState, node: str, reply_to: str | None) -> proton.Link | None:
         """The client's response link for ``node``: found in the per-connection index, not by a scan."""
-        links = self._state(request_link).response_links.get(node.lower(), [])
+        links = state.response_links.get(node.lower(), [])
         links[:] = [lk for lk in links if not lk.state & Endpoint.LOCAL_CLOSED]
         candidates = [lk for lk in links if lk.state & Endpoint.LOCAL_ACTIVE]
         if reply_to:
