@@ -48,8 +48,6 @@ from reconciler.plan import (
     temp_rule_name,
 )
 
-GAPLESS, DIRECT = "gapless", "direct"
-STRATEGIES = (GAPLESS, DIRECT)
 
 
 class RuleWriter(Protocol):
@@ -60,13 +58,22 @@ class RuleWriter(Protocol):
     def remove_rule(self, topic: str, subscription: str, name: str, *, on_attempt: OnAttempt | None = None) -> None: ...
 
 
+class ReplaceStrategy(StrEnum):
+    """How a changed rule is replaced."""
+
+    #: the new version under a temporary name first, so the subscription never lacks the rule
+    GAPLESS = "gapless"
+    #: remove, then add (a moment without the rule)
+    DIRECT = "direct"
+
+
 class StepFailed(SbrulesError):
     """A request of a change failed for good; the subscription stops there."""
 
 
 @dataclass
 class ApplyOptions:
-    strategy: str = GAPLESS
+    strategy: ReplaceStrategy = ReplaceStrategy.GAPLESS
     parallel: int = 4
     fail_fast: bool = False
     journal: TextIO | None = None
@@ -296,7 +303,7 @@ class _Runner:
         elif change.kind is ChangeKind.DELETE:
             assert change.before is not None
             self._remove("delete", change, change.before.name)
-        elif self.options.strategy == DIRECT and self.live - {change.rule.casefold()}:
+        elif self.options.strategy is ReplaceStrategy.DIRECT and self.live - {change.rule.casefold()}:
             assert change.before is not None and change.after is not None
             self._remove("replace:remove", change, change.before.name)
             self._add("replace:add", change, change.after)
@@ -371,8 +378,11 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
     """Apply every subscription of ``plan`` (``options.parallel`` at a time); never raises for a
     failed request — the report says what was and was not applied."""
     options = options or ApplyOptions()
-    if options.strategy not in STRATEGIES:
-        raise SbrulesError(f"unknown replace strategy {options.strategy!r} (use {' or '.join(STRATEGIES)})")
+    try:
+        options = replace(options, strategy=ReplaceStrategy(options.strategy))
+    except ValueError:
+        choices = " or ".join(ReplaceStrategy)
+        raise SbrulesError(f"unknown replace strategy {options.strategy!r} (use {choices})") from None
     journal = Journal(options.journal)
     signals = _Signals()
     results = [SubscriptionResult(sp) for sp in plan.subscriptions]

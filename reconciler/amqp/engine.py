@@ -35,6 +35,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Callable
 
 import proton
@@ -83,12 +84,19 @@ class _Attributes(LinkOption):
         link.properties = self._props
 
 
+class _EntityState(StrEnum):
+    """An entity's link pair: waiting for its CBS token, then ready for requests."""
+
+    AUTH = "auth"
+    READY = "ready"
+
+
 @dataclass(eq=False)
 class _Entity:
     """Link pair and auth state of one ``<entity>/$management`` node."""
 
     name: str
-    state: str = "auth"  # auth → ready
+    state: _EntityState = _EntityState.AUTH
     reply_to: str = field(default_factory=lambda: f"sbrules-reply-{uuid.uuid4().hex}")
     sender: proton.Sender | None = None
     receiver: proton.Receiver | None = None
@@ -284,7 +292,7 @@ class Engine(Handler):
             entity = _Entity(request.entity)
             self._entities[request.entity] = entity
             self._put_token(entity)
-        if entity.state == "ready":
+        if entity.state is _EntityState.READY:
             self._send(entity, request)
         else:
             entity.backlog.append(request)
@@ -419,7 +427,7 @@ class Engine(Handler):
         )
         entity.receiver.flow(CREDIT)
         self._link_entities[entity.sender_name] = self._link_entities[entity.receiver_name] = entity
-        entity.state = "ready"
+        entity.state = _EntityState.READY
         while entity.backlog:
             request = entity.backlog.popleft()
             with self._lock:
@@ -525,7 +533,7 @@ class Engine(Handler):
             return
         status, description, condition = response_status(message.properties)
         if status in (200, 202):
-            if entity.state == "auth":
+            if entity.state is _EntityState.AUTH:
                 self._attach(entity)
             self._schedule_refresh(entity)
             return

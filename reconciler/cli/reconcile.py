@@ -10,8 +10,8 @@ from typing import Iterator
 
 import click
 
-from reconciler.apply import DIRECT, GAPLESS, ApplyOptions, apply_plan, render_report
 from reconciler.amqp.pacing import Pacer
+from reconciler.apply import ApplyOptions, ReplaceStrategy, apply_plan, render_report
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import (
     Namespace,
@@ -91,8 +91,8 @@ def _read_plan_file(path: Path) -> Plan:
 @click.option("--auto-approve", is_flag=True, help="Apply changes computed from rule files without asking.")
 @click.option(
     "--replace-strategy",
-    type=click.Choice([GAPLESS, DIRECT]),
-    default=GAPLESS,
+    type=click.Choice([s.value for s in ReplaceStrategy]),
+    default=ReplaceStrategy.GAPLESS.value,
     show_default=True,
     help="gapless: new version under a temporary name first (no moment without the rule); direct: remove, then add.",
 )
@@ -140,14 +140,14 @@ def apply(
             if not the_plan.has_changes:
                 return
             _confirm(auto_approve)
-        if replace_strategy == GAPLESS:
+        if replace_strategy == ReplaceStrategy.GAPLESS:
             for warning in the_plan.warnings:
                 click.echo(f"warning: {warning}", err=True)
         with contextlib.ExitStack() as stack:
             journal_file = stack.enter_context(journal.open("a", encoding="utf-8")) if journal else None
             on_change = stack.enter_context(_progress(len(the_plan.changes), client.pacer))
             options = ApplyOptions(
-                strategy=replace_strategy,
+                strategy=ReplaceStrategy(replace_strategy),
                 parallel=parallel,
                 fail_fast=fail_fast,
                 journal=journal_file,

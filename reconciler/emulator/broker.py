@@ -25,14 +25,11 @@ from reconciler.amqp import codec, messages
 from reconciler.amqp.messages import DecodedMessage
 from reconciler.amqp.wire.sections import Sections
 from reconciler.emulator.namespace import (
-    ACTIVE,
-    DEFERRED,
     LOCK_DURATION,
     MAX_DELIVERY_COUNT,
-    MESSAGE_STATE_CODES,
-    SCHEDULED,
     Address,
     MessageStore,
+    MessageState,
     Namespace,
     OperationError,
     SessionInfo,
@@ -227,7 +224,7 @@ class Broker:
             store = self.namespace.entity(address).store
             for number in numbers:
                 stored = store.messages.get(int(number))
-                if stored is None or stored.state != SCHEDULED:
+                if stored is None or stored.state is not MessageState.SCHEDULED:
                     raise OperationError(
                         404, "com.microsoft:message-not-found", f"scheduled message {number} was not found"
                     )
@@ -292,8 +289,8 @@ class Broker:
             ann[_LOCKED_UNTIL] = codec.datetime_to_timestamp(stored.locked_until)
         if stored.scheduled_time is not None:
             ann[_SCHEDULED_ANNOTATION] = codec.datetime_to_timestamp(stored.scheduled_time)
-        if stored.state != ACTIVE:
-            ann[_MESSAGE_STATE] = proton.int32(MESSAGE_STATE_CODES[stored.state])
+        if stored.state is not MessageState.ACTIVE:
+            ann[_MESSAGE_STATE] = proton.int32(stored.state.code)
         if stored.dead_letter_source is not None:
             ann[_DEAD_LETTER_SOURCE] = stored.dead_letter_source
         sections.message_annotations = ann
@@ -353,7 +350,7 @@ class Broker:
             stored = store.locked_message(token)
             stored.modified_properties.update(properties or {})
             store.unlock(stored)
-            stored.state = DEFERRED
+            stored.state = MessageState.DEFERRED
             self.namespace.touch()
 
     def dead_letter(
@@ -400,7 +397,7 @@ class Broker:
             for number in numbers:
                 stored = store.messages.get(int(number))
                 wrong_session = session_id is not None and stored is not None and stored.session_id != session_id
-                if stored is None or stored.state != DEFERRED or wrong_session:
+                if stored is None or stored.state is not MessageState.DEFERRED or wrong_session:
                     raise OperationError(
                         404, "com.microsoft:message-not-found", f"deferred message {number} was not found"
                     )

@@ -13,6 +13,7 @@ import datetime as _dt
 import threading
 import uuid
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Callable, Iterable, Iterator
 
 from reconciler import model
@@ -24,8 +25,20 @@ from reconciler.model import DEFAULT_RULE_NAME, EmptyAction, Rule, TrueFilter
 LOCK_DURATION = _dt.timedelta(seconds=60)
 MAX_DELIVERY_COUNT = 10
 
-ACTIVE, DEFERRED, SCHEDULED = "active", "deferred", "scheduled"
-MESSAGE_STATE_CODES = {ACTIVE: 0, DEFERRED: 1, SCHEDULED: 2}
+class MessageState(StrEnum):
+    """Where a stored message is in its life (the state file keeps these names)."""
+
+    ACTIVE = "active"
+    DEFERRED = "deferred"
+    SCHEDULED = "scheduled"
+
+    @property
+    def code(self) -> int:
+        """The value of the ``x-opt-message-state`` annotation (docs/protocol.md §6)."""
+        return _STATE_CODES[self]
+
+
+_STATE_CODES = {MessageState.ACTIVE: 0, MessageState.DEFERRED: 1, MessageState.SCHEDULED: 2}
 
 
 def utcnow() -> _dt.datetime:
@@ -63,7 +76,7 @@ class StoredMessage:
     payload: bytes
     session_id: str | None = None
     message_id: str | None = None
-    state: str = ACTIVE
+    state: MessageState = MessageState.ACTIVE
     scheduled_time: _dt.datetime | None = None
     delivery_count: int = 0
     lock_token: uuid.UUID | None = None
@@ -78,7 +91,7 @@ class StoredMessage:
 
     def visible(self, now: _dt.datetime) -> bool:
         """Receivable now: active, not expired and not locked by anyone."""
-        if self.state != ACTIVE or (self.expires_at is not None and self.expires_at <= now):
+        if self.state is not MessageState.ACTIVE or (self.expires_at is not None and self.expires_at <= now):
             return False
         return self.locked_until is None or self.locked_until <= now
 
@@ -131,7 +144,7 @@ class MessageStore:
             expires_at=now + _dt.timedelta(seconds=ttl) if ttl else None,
         )
         if scheduled_time is not None and scheduled_time > now:
-            stored.state = SCHEDULED
+            stored.state = MessageState.SCHEDULED
             stored.scheduled_time = scheduled_time
             self.scheduled.add(stored.sequence_number)
         self.next_sequence += 1
@@ -149,7 +162,7 @@ class MessageStore:
     def activate(self, stored: StoredMessage, now: _dt.datetime, ttl: float | None) -> None:
         """A scheduled message whose time has come becomes an ordinary active message, enqueued now."""
         self.scheduled.discard(stored.sequence_number)
-        stored.state = ACTIVE
+        stored.state = MessageState.ACTIVE
         stored.scheduled_time = None
         stored.enqueued_time = now
         stored.expires_at = now + _dt.timedelta(seconds=ttl) if ttl else None
@@ -162,7 +175,7 @@ class MessageStore:
         candidates = (self.messages[n] for n in sorted(self.expiring) if n in self.messages)
         expired = [
             m.sequence_number for m in candidates
-            if m.expires_at is not None and m.expires_at <= now and m.state == ACTIVE and m.lock_token is None
+            if m.expires_at is not None and m.expires_at <= now and m.state is MessageState.ACTIVE and m.lock_token is None
         ]
         for number in expired:
             self.remove(number)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler import model
-from reconciler.emulator.namespace import SCHEDULED, MessageStore, Namespace, RuleEntry, SessionInfo, StoredMessage
+from reconciler.emulator.namespace import MessageState, MessageStore, Namespace, RuleEntry, SessionInfo, StoredMessage
 from reconciler.atomic_file import write_atomically
 from reconciler.errors import SbrulesError
 
@@ -75,7 +75,7 @@ def _load_store(store: MessageStore, doc: dict[str, Any]) -> None:
             payload=_unb64(m["payload"]) or b"",
             session_id=m.get("session_id"),
             message_id=m.get("message_id"),
-            state=m.get("state", "active"),
+            state=MessageState(m.get("state", MessageState.ACTIVE)),
             scheduled_time=_untime(m.get("scheduled_time")),
             delivery_count=int(m.get("delivery_count", 0)),
             dead_letter_source=m.get("dead_letter_source"),
@@ -84,7 +84,7 @@ def _load_store(store: MessageStore, doc: dict[str, Any]) -> None:
             expires_at=_untime(m.get("expires_at")),
         )
         store.messages[stored.sequence_number] = stored
-        if stored.state == SCHEDULED:
+        if stored.state is MessageState.SCHEDULED:
             store.scheduled.add(stored.sequence_number)
         if stored.expires_at is not None:
             store.expiring.add(stored.sequence_number)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -37,6 +38,17 @@ class ImpactError(SbrulesError):
     """The impact report cannot be computed (no sample, bad plan file, no connection string)."""
 
 
+class CurrentSource(StrEnum):
+    """Where a subscription's current rules came from (the report's ``current_rules``)."""
+
+    LIVE = "live"
+    PLAN = "plan"
+    #: declared but not in the namespace yet: every message it gets is new
+    NEW = "new"
+    #: not in the plan: the declared rules, which the plan leaves as they are
+    UNCHANGED = "unchanged"
+
+
 @dataclass(frozen=True)
 class Scope:
     """One subscription to report on: the rules it will have and the rules it has now."""
@@ -45,8 +57,7 @@ class Scope:
     subscription: str
     desired: tuple[Rule, ...]
     current: tuple[Rule, ...]
-    #: Where ``current`` came from: live | plan | new (not in the namespace yet) | unchanged.
-    current_source: str
+    current_source: CurrentSource
 
 
 def impact_report(
@@ -96,14 +107,14 @@ def _scopes(desired: DesiredState, against: str, open_client: Callable[[], Any] 
         current = _plan_rules(desired, against)
     scopes = []
     for topic, sub in managed:
-        rules, source = current.get((topic.name, sub.name), (tuple(sub.rules or ()), "unchanged"))
+        rules, source = current.get((topic.name, sub.name), (tuple(sub.rules or ()), CurrentSource.UNCHANGED))
         scopes.append(Scope(topic.name, sub.name, tuple(sub.rules or ()), tuple(rules), source))
     return scopes, skipped
 
 
 def _observe_live(
     subscriptions: Sequence[tuple[str, str]], open_client: Callable[[], Any] | None
-) -> dict[tuple[str, str], tuple[tuple[Rule, ...], str]]:
+) -> dict[tuple[str, str], tuple[tuple[Rule, ...], CurrentSource]]:
     if open_client is None:
         raise ImpactError(
             "--against live needs a connection string (--connection-string or $SERVICEBUS_CONNECTION_STRING); "
@@ -112,10 +123,12 @@ def _observe_live(
     with open_client() as client:
         # A declared subscription that does not exist yet has no current rules: everything it gets is new.
         live = observe_subscriptions(client, subscriptions, missing_ok=True)
-    return {key: (live[key], "live") if key in live else ((), "new") for key in subscriptions}
+    return {
+        key: (live[key], CurrentSource.LIVE) if key in live else ((), CurrentSource.NEW) for key in subscriptions
+    }
 
 
-def _plan_rules(desired: DesiredState, path: str) -> dict[tuple[str, str], tuple[tuple[Rule, ...], str]]:
+def _plan_rules(desired: DesiredState, path: str) -> dict[tuple[str, str], tuple[tuple[Rule, ...], CurrentSource]]:
     """Current rules from a plan: the declared rules the plan leaves alone plus every ``before``."""
     from reconciler.plan import Plan
 
@@ -125,7 +138,7 @@ def _plan_rules(desired: DesiredState, path: str) -> dict[tuple[str, str], tuple
         raise ImpactError(f"--against: no such plan file {path!r} (use 'live' or a PLAN.json)") from None
     except (json.JSONDecodeError, PlanError) as exc:
         raise ImpactError(f"--against {path}: {exc}") from None
-    out: dict[tuple[str, str], tuple[tuple[Rule, ...], str]] = {}
+    out: dict[tuple[str, str], tuple[tuple[Rule, ...], CurrentSource]] = {}
     for sp in plan.subscriptions:
         topic = desired.topic(sp.topic)
         sub = topic.subscription(sp.subscription) if topic else None
@@ -134,7 +147,7 @@ def _plan_rules(desired: DesiredState, path: str) -> dict[tuple[str, str], tuple
         rules = [r for r in declared if r.name not in touched]
         rules += [c.before for c in sp.changes if c.before is not None]
         key = (topic.name if topic else sp.topic, sub.name if sub else sp.subscription)
-        out[key] = (tuple(rules), "plan")
+        out[key] = (tuple(rules), CurrentSource.PLAN)
     return out
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from reconciler.amqp.errors import BadRequestError, ServerBusyError
-from reconciler.apply import DIRECT, ApplyOptions, apply_plan, render_report
+from reconciler.apply import ApplyOptions, ReplaceStrategy, apply_plan, render_report
 from reconciler.plan import Plan, compute_plan, is_temp_rule_name
 
 pytestmark = pytest.mark.unit
@@ -79,7 +79,7 @@ def test_stale_plan_is_refused_naming_the_subscription(kit):
 
 def test_direct_replace_of_only_rule_stays_gapless(kit):
     client, desired = _setup(kit, {"s": [kit.corr("only", "A")]}, {"s": [kit.corr("only", "B")]})
-    report = apply_plan(client, _plan(client, desired), ApplyOptions(strategy=DIRECT))
+    report = apply_plan(client, _plan(client, desired), ApplyOptions(strategy=ReplaceStrategy.DIRECT))
     assert report.ok
     assert client.min_rules[(T, "s")] == 1
     assert client.rules(T, "s")["only"].filter.subject == "B"
@@ -88,7 +88,7 @@ def test_direct_replace_of_only_rule_stays_gapless(kit):
 def test_direct_replace_removes_then_adds(kit):
     keep = kit.corr("k", "K")
     client, desired = _setup(kit, {"s": [kit.corr("a", "A"), keep]}, {"s": [kit.corr("a", "A2"), keep]})
-    assert apply_plan(client, _plan(client, desired), ApplyOptions(strategy=DIRECT)).ok
+    assert apply_plan(client, _plan(client, desired), ApplyOptions(strategy=ReplaceStrategy.DIRECT)).ok
     assert client.ops == [("remove", T, "s", "a"), ("add", T, "s", "a")]
 
 
