@@ -31,7 +31,7 @@ from reconcile import best_of, emulator_process, rule  # the sibling benchmark's
 from reconciler.amqp.client import ManagementClient
 from reconciler.export import discovered_targets, export_rules, export_topic, write_export
 from reconciler.model import DesiredState, Subscription, Topic
-from reconciler.rest import ManagementRestClient
+from reconciler.rest.client import ManagementRestClient
 
 
 def namespace(n_topics: int, n_subs: int, n_rules: int) -> DesiredState:

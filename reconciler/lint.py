@@ -83,7 +83,7 @@ def _topic_limits(topic: Topic) -> Iterator[Diagnostic]:
 def _rule(rule: Rule) -> Iterator[Diagnostic]:
     yield from _rule_name(rule)
     if isinstance(rule.filter, CorrelationFilter):
-        yield from _correlation(rule)
+        yield from _correlation(rule, rule.filter)
     if isinstance(rule.filter, SqlFilter):
         yield from _sql_text(rule.filter.expression, rule, rule.filter_origin, "filter")
     if isinstance(rule.action, SqlRuleAction):
@@ -96,8 +96,7 @@ def _rule_name(rule: Rule) -> Iterator[Diagnostic]:
         yield Diagnostic("error", "rule-name", problem, rule.origin)
 
 
-def _correlation(rule: Rule) -> Iterator[Diagnostic]:
-    flt = rule.filter
+def _correlation(rule: Rule, flt: CorrelationFilter) -> Iterator[Diagnostic]:
     if flt.is_empty():
         yield Diagnostic("error", "empty-correlation", f"rule {rule.name!r}: a correlation filter needs at least one field", rule.origin)
 

@@ -464,56 +464,71 @@ class WireSection(StrEnum):
 
 
 @dataclass(frozen=True)
+class WireField:
+    """A field of an AMQP message: its section and its name there (an annotation's key)."""
+
+    section: WireSection
+    name: str
+
+
+@dataclass(frozen=True)
 class SystemProperty:
     """One ``sys.`` property: its SQL (BrokeredMessage) name, type, sample column and AMQP field.
 
-    ``field`` is the field's name within ``section`` (an annotation key for annotations); both are
-    None for properties the broker computes and never sends. ``settable`` properties may be SET by
-    a rule action. ``correlation`` is the CorrelationFilter field that matches the property.
+    ``wire`` is None for properties the broker computes and never sends. ``settable`` properties
+    may be SET by a rule action. ``correlation`` is the CorrelationFilter field that matches it.
     """
 
     name: str
     type: ValueType
     column: str
-    section: WireSection | None
-    field: str | None
+    wire: WireField | None
     settable: bool = False
     correlation: str | None = None
 
 
-_S, _H, _A = WireSection.PROPERTIES, WireSection.HEADER, WireSection.ANNOTATIONS
+def _s(name: str) -> WireField:
+    return WireField(WireSection.PROPERTIES, name)
+
+
+def _h(name: str) -> WireField:
+    return WireField(WireSection.HEADER, name)
+
+
+def _a(name: str) -> WireField:
+    return WireField(WireSection.ANNOTATIONS, name)
 
 #: The one table of system properties; every other view of them is derived from it.
 SYSTEM_PROPERTY_TABLE: tuple[SystemProperty, ...] = (
-    SystemProperty("MessageId", ValueType.STRING, "message_id", _S, "message-id", True, "message_id"),
-    SystemProperty("CorrelationId", ValueType.STRING, "correlation_id", _S, "correlation-id", True, "correlation_id"),
-    SystemProperty("To", ValueType.STRING, "to", _S, "to", True, "to"),
-    SystemProperty("ReplyTo", ValueType.STRING, "reply_to", _S, "reply-to", True, "reply_to"),
-    SystemProperty("Label", ValueType.STRING, "subject", _S, "subject", True, "subject"),
-    SystemProperty("SessionId", ValueType.STRING, "session_id", _S, "group-id", True, "session_id"),
+    SystemProperty("MessageId", ValueType.STRING, "message_id", _s("message-id"), True, "message_id"),
+    SystemProperty("CorrelationId", ValueType.STRING, "correlation_id", _s("correlation-id"), True, "correlation_id"),
+    SystemProperty("To", ValueType.STRING, "to", _s("to"), True, "to"),
+    SystemProperty("ReplyTo", ValueType.STRING, "reply_to", _s("reply-to"), True, "reply_to"),
+    SystemProperty("Label", ValueType.STRING, "subject", _s("subject"), True, "subject"),
+    SystemProperty("SessionId", ValueType.STRING, "session_id", _s("group-id"), True, "session_id"),
     SystemProperty(
-        "ReplyToSessionId", ValueType.STRING, "reply_to_session_id", _S, "reply-to-group-id", True, "reply_to_session_id"
+        "ReplyToSessionId", ValueType.STRING, "reply_to_session_id", _s("reply-to-group-id"), True, "reply_to_session_id"
     ),
-    SystemProperty("ContentType", ValueType.STRING, "content_type", _S, "content-type", True, "content_type"),
-    SystemProperty("PartitionKey", ValueType.STRING, "partition_key", _A, "x-opt-partition-key", True),
-    SystemProperty("ViaPartitionKey", ValueType.STRING, "via_partition_key", _A, "x-opt-via-partition-key", True),
-    SystemProperty("DeadLetterSource", ValueType.STRING, "dead_letter_source", _A, "x-opt-deadletter-source"),
-    SystemProperty("SequenceNumber", ValueType.LONG, "sequence_number", _A, "x-opt-sequence-number"),
+    SystemProperty("ContentType", ValueType.STRING, "content_type", _s("content-type"), True, "content_type"),
+    SystemProperty("PartitionKey", ValueType.STRING, "partition_key", _a("x-opt-partition-key"), True),
+    SystemProperty("ViaPartitionKey", ValueType.STRING, "via_partition_key", _a("x-opt-via-partition-key"), True),
+    SystemProperty("DeadLetterSource", ValueType.STRING, "dead_letter_source", _a("x-opt-deadletter-source")),
+    SystemProperty("SequenceNumber", ValueType.LONG, "sequence_number", _a("x-opt-sequence-number")),
     SystemProperty(
-        "EnqueuedSequenceNumber", ValueType.LONG, "enqueued_sequence_number", _A, "x-opt-enqueue-sequence-number"
+        "EnqueuedSequenceNumber", ValueType.LONG, "enqueued_sequence_number", _a("x-opt-enqueue-sequence-number")
     ),
-    SystemProperty("Size", ValueType.LONG, "size", None, None),
-    SystemProperty("DeliveryCount", ValueType.INT, "delivery_count", _H, "delivery-count"),
-    SystemProperty("EnqueuedTimeUtc", ValueType.TIMESTAMP, "enqueued_time", _A, "x-opt-enqueued-time"),
-    SystemProperty("ExpiresAtUtc", ValueType.TIMESTAMP, "expires_at", _S, "absolute-expiry-time"),
+    SystemProperty("Size", ValueType.LONG, "size", None),
+    SystemProperty("DeliveryCount", ValueType.INT, "delivery_count", _h("delivery-count")),
+    SystemProperty("EnqueuedTimeUtc", ValueType.TIMESTAMP, "enqueued_time", _a("x-opt-enqueued-time")),
+    SystemProperty("ExpiresAtUtc", ValueType.TIMESTAMP, "expires_at", _s("absolute-expiry-time")),
     SystemProperty(
-        "ScheduledEnqueueTimeUtc", ValueType.TIMESTAMP, "scheduled_enqueue_time", _A, "x-opt-scheduled-enqueue-time", True
+        "ScheduledEnqueueTimeUtc", ValueType.TIMESTAMP, "scheduled_enqueue_time", _a("x-opt-scheduled-enqueue-time"), True
     ),
-    SystemProperty("LockedUntilUtc", ValueType.TIMESTAMP, "locked_until", _A, "x-opt-locked-until"),
-    SystemProperty("LockToken", ValueType.UUID, "lock_token", _A, "x-opt-lock-token"),
-    SystemProperty("ForcePersistence", ValueType.BOOL, "force_persistence", None, None, True),
+    SystemProperty("LockedUntilUtc", ValueType.TIMESTAMP, "locked_until", _a("x-opt-locked-until")),
+    SystemProperty("LockToken", ValueType.UUID, "lock_token", _a("x-opt-lock-token")),
+    SystemProperty("ForcePersistence", ValueType.BOOL, "force_persistence", None, True),
     # seconds, the broker's TimeSpan; milliseconds in the header's ttl
-    SystemProperty("TimeToLive", ValueType.DOUBLE, "time_to_live", _H, "ttl", True),
+    SystemProperty("TimeToLive", ValueType.DOUBLE, "time_to_live", _h("ttl"), True),
 )
 
 #: System property name → its entry.

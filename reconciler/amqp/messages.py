@@ -24,7 +24,7 @@ from reconciler.amqp.wire.types import DecodeError, EncodeError
 from reconciler.model import TypedValue, ValueType, WireSection
 
 def _fields(section: WireSection) -> dict[str, str]:
-    return {p.name: p.field for p in model.SYSTEM_PROPERTY_TABLE if p.section is section and p.field}
+    return {p.name: p.wire.name for p in model.SYSTEM_PROPERTY_TABLE if p.wire and p.wire.section is section}
 
 
 #: System property → its field in the properties section (from the model's system-property table).
@@ -76,17 +76,20 @@ def to_sections(message: model.Message, annotations: Mapping[str, Any] | None = 
                 raise CodecError("ContentType is an AMQP symbol and must be ASCII")
             value = symbol(value)
         prop = model.SYSTEM_PROPERTY[name]
-        if prop.section is WireSection.PROPERTIES:
+        wire = prop.wire
+        if wire is None:
+            continue
+        if wire.section is WireSection.PROPERTIES:
             if prop.type is ValueType.TIMESTAMP:
                 value = datetime_to_timestamp(value)
-            sections.set_properties_field(prop.field, value)
-        elif prop.section is WireSection.ANNOTATIONS:
-            ann[symbol(prop.field)] = to_amqp(typed)
+            sections.set_properties_field(wire.name, value)
+        elif wire.section is WireSection.ANNOTATIONS:
+            ann[symbol(wire.name)] = to_amqp(typed)
         elif name == "TimeToLive":
             if value:
-                sections.set_header_field(prop.field, _uint(name, round(value * 1000)))
-        elif prop.section is WireSection.HEADER:
-            sections.set_header_field(prop.field, _uint(name, value))
+                sections.set_header_field(wire.name, _uint(name, round(value * 1000)))
+        else:
+            sections.set_header_field(wire.name, _uint(name, value))
     for key, value in (annotations or {}).items():
         ann[symbol(key)] = value
     if ann:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from reconciler.amqp.client import ManagementClient
     from reconciler.amqp.pacing import Pacer, PacingStats
     from reconciler.model import DesiredState
-    from reconciler.rest import ManagementRestClient
+    from reconciler.rest.client import ManagementRestClient
     from reconciler.rulefiles.project import Environment
 
 log = logging.getLogger("reconciler.cli")
@@ -132,7 +132,7 @@ class Namespace:
         )
 
     def rest(self) -> "ManagementRestClient":
-        from reconciler.rest import ManagementRestClient
+        from reconciler.rest.client import ManagementRestClient
 
         return ManagementRestClient(
             require_connection_string(self.connection_string), auth=self.auth, timeout=self.timeout,

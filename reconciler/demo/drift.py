@@ -85,6 +85,7 @@ def drifted_namespace(desired: DesiredState) -> tuple[DesiredState, list[Drift]]
     if found := pick(is_sql):
         key, i = found
         rule = rules[key][i]
+        assert isinstance(rule.filter, SqlFilter)
         rules[key][i] = replace(rule, filter=SqlFilter(retype_cosmetically(rule.filter.expression)))
         what = f"rule {rule.name!r} re-typed with other spacing and keyword case — must NOT show"
         drifts.append(Drift(path(key), what, cosmetic_rule=rule.name))
@@ -94,15 +95,21 @@ def drifted_namespace(desired: DesiredState) -> tuple[DesiredState, list[Drift]]
     if found := pick(retypable):
         key, i = found
         rule = rules[key][i]
+        assert isinstance(rule.filter, CorrelationFilter)
         name, value = next((k, v) for k, v in rule.filter.properties if _retype_property(v))
-        props = dict(rule.filter.properties) | {name: _retype_property(value)}
+        retyped = _retype_property(value)
+        assert retyped is not None
+        props = dict(rule.filter.properties) | {name: retyped}
         rules[key][i] = replace(rule, filter=replace(rule.filter, properties=tuple(props.items())))
         what = f"rule {rule.name!r}: property {name!r} is {props[name].describe()} live → replace"
         drifts.append(Drift(path(key), what))
     if found := pick(lambda r, _: isinstance(r.filter, SqlFilter) and _QUOTED.search(r.filter.expression) is not None):
         key, i = found
         rule = rules[key][i]
-        literal = _QUOTED.search(rule.filter.expression).group(0)
+        assert isinstance(rule.filter, SqlFilter)
+        quoted = _QUOTED.search(rule.filter.expression)
+        assert quoted is not None
+        literal = quoted.group(0)
         changed = rule.filter.expression.replace(literal, literal[:-1] + "-old'", 1)
         rules[key][i] = replace(rule, filter=SqlFilter(changed))
         drifts.append(Drift(path(key), f"rule {rule.name!r} edited by hand in the portal → replace, with a SQL diff"))

@@ -402,7 +402,7 @@ class Broker:
                         404, "com.microsoft:message-not-found", f"deferred message {number} was not found"
                     )
                 found.append(stored)
-            out = []
+            out: list[tuple[bytes, uuid.UUID | None]] = []
             for stored in found:
                 if peek_lock:
                     token = store.lock(stored, now, self.lock_duration)

@@ -17,7 +17,7 @@ import socket
 import ssl
 import threading
 import time
-from typing import Callable
+from typing import Callable, cast
 
 import proton
 from proton.handlers import IOHandler
@@ -114,7 +114,7 @@ class FrontDoor:
                     elif key.data == "wake":
                         self._waker_r.recv(64)
                     else:
-                        self._route(key.fileobj)
+                        self._route(cast(socket.socket, key.fileobj))
                 self._expire(time.monotonic())
         except Exception:  # noqa: BLE001 - report, never die silently
             log.exception("emulator: the listener stopped with an error")

@@ -79,20 +79,29 @@ def _get(body: Mapping[Any, Any], key: str, required: bool = True) -> Any:
     return None
 
 
-def _int(body: Mapping[Any, Any], key: str, required: bool = True, default: int | None = None) -> int | None:
-    value = _get(body, key, required)
+def _int(body: Mapping[Any, Any], key: str, default: int | None = None) -> int:
+    """The integer ``key`` holds; required unless there is a ``default``."""
+    value = _get(body, key, required=default is None)
     if value is None:
+        if default is None:
+            raise bad_request(f"'{key}' must not be null")
         return default
     if isinstance(value, bool) or not isinstance(value, int):
         raise bad_request(f"'{key}' must be an integer, got {type(value).__name__}")
     return int(value)
 
 
-def _str(body: Mapping[Any, Any], key: str, required: bool = True, limit: int = 4096) -> str | None:
-    value = _get(body, key, required)
+def _str(body: Mapping[Any, Any], key: str, limit: int = 4096) -> str:
+    """The string ``key`` holds (required)."""
+    value = _optional_str(body, key, limit)
     if value is None:
-        if required:
-            raise bad_request(f"'{key}' must not be null")
+        raise bad_request(f"request body lacks '{key}'" if key not in body else f"'{key}' must not be null")
+    return value
+
+
+def _optional_str(body: Mapping[Any, Any], key: str, limit: int = 4096) -> str | None:
+    value = _get(body, key, required=False)
+    if value is None:
         return None
     if not isinstance(value, str):
         raise bad_request(f"'{key}' must be a string, got {type(value).__name__}")
@@ -279,7 +288,7 @@ class ManagementNode:
     def peek_message(self, address: Address, body: Mapping[Any, Any]) -> Response:
         start = _int(body, "from-sequence-number")
         count = _int(body, "message-count")
-        session_id = _str(body, "session-id", required=False)
+        session_id = _optional_str(body, "session-id")
         if count <= 0:
             raise bad_request("'message-count' must be positive")
         if address.subscription is not None and not address.dead_letter:
@@ -302,7 +311,10 @@ class ManagementNode:
         for entry in entries:
             if not isinstance(entry, Mapping):
                 raise bad_request("each scheduled message must be a map")
-            payloads.append(_binary(_get(entry, "message"), "message"))
+            payload = _binary(_get(entry, "message"), "message")
+            if payload is None:
+                raise bad_request("'message' must not be null")
+            payloads.append(payload)
         numbers = self.broker.schedule(address, payloads)
         return Response(200, {"sequence-numbers": _array(Data.LONG, numbers)})
 
@@ -312,8 +324,8 @@ class ManagementNode:
 
     def receive_by_sequence_number(self, address: Address, body: Mapping[Any, Any]) -> Response:
         numbers = _longs(body, "sequence-numbers")
-        mode = _int(body, "receiver-settle-mode", required=False, default=1)
-        session_id = _str(body, "session-id", required=False)
+        mode = _int(body, "receiver-settle-mode", default=1)
+        session_id = _optional_str(body, "session-id")
         found = self.broker.receive_by_sequence(self._store(address), numbers, mode != 0, session_id)
         messages = []
         for payload, token in found:
@@ -326,8 +338,8 @@ class ManagementNode:
     def update_disposition(self, address: Address, body: Mapping[Any, Any]) -> Response:
         tokens = _uuids(body, "lock-tokens")
         status = _str(body, "disposition-status")
-        reason = _str(body, "deadletter-reason", required=False)
-        description = _str(body, "deadletter-description", required=False)
+        reason = _optional_str(body, "deadletter-reason")
+        description = _optional_str(body, "deadletter-description")
         modify = _get(body, "properties-to-modify", required=False)
         if modify is not None and not isinstance(modify, Mapping):
             raise bad_request("'properties-to-modify' must be a map")
@@ -344,7 +356,7 @@ class ManagementNode:
             raise bad_request("'message-count' must be positive")
         cutoff = before if isinstance(before, _dt.datetime) else codec.timestamp_to_datetime(int(before))
         deleted = self.broker.delete_messages(
-            self._store(address), count, cutoff, _str(body, "session-id", required=False)
+            self._store(address), count, cutoff, _optional_str(body, "session-id")
         )
         if not deleted:
             return Response(204, None, "No Content", "com.microsoft:message-not-found")
@@ -366,8 +378,8 @@ class ManagementNode:
         return Response(200, {"session-state": state})
 
     def get_message_sessions(self, address: Address, body: Mapping[Any, Any]) -> Response:
-        skip = _int(body, "skip", required=False, default=0)
-        top = _int(body, "top", required=False, default=MAX_PAGE)
+        skip = _int(body, "skip", default=0)
+        top = _int(body, "top", default=MAX_PAGE)
         updated = _get(body, "last-updated-time", required=False)
         if updated is not None and not isinstance(updated, (int, _dt.datetime)):
             raise bad_request("'last-updated-time' must be a timestamp")

@@ -156,8 +156,7 @@ class MessageStore:
         return stored
 
     def due_scheduled(self, now: _dt.datetime) -> list[StoredMessage]:
-        due = [self.messages[n] for n in sorted(self.scheduled) if self.messages[n].scheduled_time <= now]
-        return due
+        return [m for m in (self.messages[n] for n in sorted(self.scheduled)) if (m.scheduled_time or now) <= now]
 
     def activate(self, stored: StoredMessage, now: _dt.datetime, ttl: float | None) -> None:
         """A scheduled message whose time has come becomes an ordinary active message, enqueued now."""

@@ -22,7 +22,7 @@ import logging
 import socketserver
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
-from typing import Callable
+from typing import Any, Callable
 
 from reconciler.amqp.sas import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
 from reconciler.emulator.auth import MANAGE, TokenRejected, TokenValidator
@@ -138,7 +138,7 @@ class ManagementApi:
         return ('<?xml version="1.0" encoding="utf-8"?>' + text).encode("utf-8")
 
     def _feed(self, base: str, path: str, query: dict[str, str], title: str, items: list,
-              render: Callable[[object], str]) -> bytes:
+              render: Callable[[Any], str]) -> bytes:
         try:
             skip = int(query.get("$skip", 0))
             top = int(query.get("$top", DEFAULT_TOP))

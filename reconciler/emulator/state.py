@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from reconciler import model
-from reconciler.emulator.namespace import MessageState, MessageStore, Namespace, RuleEntry, SessionInfo, StoredMessage
+from reconciler.emulator.namespace import (
+    MessageState,
+    MessageStore,
+    Namespace,
+    RuleEntry,
+    SessionInfo,
+    StoredMessage,
+    utcnow,
+)
 from reconciler.atomic_file import write_atomically
 from reconciler.errors import SbrulesError
 
@@ -71,7 +79,7 @@ def _load_store(store: MessageStore, doc: dict[str, Any]) -> None:
     for m in doc.get("messages", []):
         stored = StoredMessage(
             sequence_number=int(m["sequence_number"]),
-            enqueued_time=_untime(m["enqueued_time"]),
+            enqueued_time=_dt.datetime.fromisoformat(m["enqueued_time"]),
             payload=_unb64(m["payload"]) or b"",
             session_id=m.get("session_id"),
             message_id=m.get("message_id"),
@@ -143,7 +151,7 @@ def restore(namespace: Namespace, doc: dict[str, Any]) -> None:
                 )
                 for rdoc in sdoc.get("rules", []):
                     rule = model.rule_from_doc(rdoc["rule"])
-                    sub.rules[rule.name.lower()] = RuleEntry(rule, _untime(rdoc.get("created_at")))
+                    sub.rules[rule.name.lower()] = RuleEntry(rule, _untime(rdoc.get("created_at")) or utcnow())
                 _load_store(sub.store, sdoc.get("messages", {}))
                 _load_store(sub.dead_letters, sdoc.get("dead_letters", {}))
         for qdoc in doc.get("queues", []):

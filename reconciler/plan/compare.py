@@ -104,12 +104,12 @@ def plan_subscription(
         if key in want:
             continue
         if is_temp_rule_name(rule.name):
-            reason = "leftover temporary rule of an interrupted apply"
+            why = "leftover temporary rule of an interrupted apply"
         elif rule.name == DEFAULT_RULE_NAME:
-            reason = "$Default (the service's catch-all) is not declared"
+            why = "$Default (the service's catch-all) is not declared"
         else:
-            reason = "not declared (the declared rule set is authoritative)"
-        deletes.append(Change(topic, subscription, rule.name, ChangeKind.DELETE, (reason,), before=rule))
+            why = "not declared (the declared rule set is authoritative)"
+        deletes.append(Change(topic, subscription, rule.name, ChangeKind.DELETE, (why,), before=rule))
     target = fingerprint(declared)
     return SubscriptionPlan(
         topic=topic,

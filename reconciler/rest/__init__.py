@@ -1,6 +1,5 @@
-"""The Service Bus management REST API (ATOM over HTTPS): entity discovery, and rules where AMQP is refused."""
+"""The Service Bus management REST API (ATOM over HTTPS): entity discovery, and rules where AMQP is refused.
 
-from reconciler.rest.atom import AtomError, SubscriptionInfo
-from reconciler.rest.client import ManagementRestClient
-
-__all__ = ["AtomError", "ManagementRestClient", "SubscriptionInfo"]
+``atom`` is the document codec (the emulator's REST server shares it); ``client`` is the HTTPS
+client. Importing the package loads neither, so the emulator does not load the client.
+"""

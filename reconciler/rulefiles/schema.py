@@ -107,7 +107,7 @@ def _explain(err: jsonschema.ValidationError, loc: Located) -> list[Diagnostic]:
         return [Diagnostic("error", "missing-key", f"{where} needs a {missing!r} key", origin)]
     if err.validator == "type":
         wanted = err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
-        words = " or ".join(_TYPE_WORDS.get(w, w) for w in wanted)
+        words = " or ".join(_TYPE_WORDS.get(str(w), str(w)) for w in wanted)
         return [Diagnostic("error", "type", f"{where} must be {words}, not {_describe(err.instance)}", origin)]
     if err.validator == "oneOf" and isinstance(err.instance, dict) and path and "name" in err.schema.get("properties", {}):
         kinds = [k for k in ("sql", "correlation", "filter") if k in err.instance]

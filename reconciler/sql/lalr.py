@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from itertools import chain
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, cast
 
 from lark import Lark
 from lark.lexer import PatternStr
@@ -100,14 +100,15 @@ class Scanner:
         while pos < end:
             m = match(text, pos)
             if m is None:
-                start = self._skip.match(text, pos).end()
+                skipped = self._skip.match(text, pos)
+                start = skipped.end() if skipped else pos
                 if start == end:
                     return
                 if multiline:
                     line += text.count("\n", pos, start)
                     line_start = text.rfind("\n", 0, start) + 1
                 raise UnexpectedChar(start, line, start - line_start + 1)
-            kind = m.lastgroup
+            kind = cast(str, m.lastgroup)  # every alternative of the pattern is a named group
             start = m.start(kind)
             if multiline and text.count("\n", pos, start):
                 line += text.count("\n", pos, start)

@@ -347,6 +347,8 @@ def _parse(text: str, start: str, parameters: Mapping[str, TypedValue] | None) -
         node = _DRIVERS[start].parse(_SCANNER.scan(text), end_position(text))
     except RuleError as exc:
         token = exc.token
+        if token is None:  # the driver always fills it in; an error at the start otherwise
+            raise SqlError(exc.message) from None
         raise SqlError(exc.message, token.line, token.column, token.value or None) from None
     except UnexpectedChar as exc:
         raise _convert_scan_error(exc, text) from None

@@ -11,7 +11,7 @@ from reconciler.amqp.errors import BadRequestError
 from reconciler.emulator import Emulator
 from reconciler.emulator import state as persistence
 from reconciler.emulator.namespace import Namespace
-from reconciler.rest import ManagementRestClient
+from reconciler.rest.client import ManagementRestClient
 
 
 @pytest.fixture

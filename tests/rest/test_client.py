@@ -7,7 +7,7 @@ import pytest
 from reconciler.amqp.client import ManagementClient
 from reconciler.amqp.errors import NotFoundError, TransportSecurityError, UnauthorizedError
 from reconciler.amqp.retry import RetryPolicy
-from reconciler.rest import ManagementRestClient
+from reconciler.rest.client import ManagementRestClient
 from reconciler.rest.client import default_base_url, token_audience
 from reconciler.amqp.connection import ConnectionString
 from tests.rest.conftest import LISTENER, LISTENER_KEY, MANY, RULES

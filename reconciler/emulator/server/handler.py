@@ -136,7 +136,7 @@ class ServerHandler(MessagingHandler):
     ) -> None:
         super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
         # Incoming transfers are decoded by on_delivery below, inside the guard.
-        self.handlers = [h for h in self.handlers if not isinstance(h, IncomingMessageHandler)]
+        self.handlers: list[Any] = [h for h in self.handlers if not isinstance(h, IncomingMessageHandler)]
         self.namespace = namespace
         self.broker = broker
         self.management = ManagementNode(namespace, broker)
@@ -147,7 +147,6 @@ class ServerHandler(MessagingHandler):
         self.cbs_deadline = cbs_deadline
         self.token_clock = token_clock
         self.container: proton.reactor.Container | None = None
-        self.acceptor: proton.reactor.Acceptor | None = None
         self.connections: dict[proton.Connection, ConnectionState] = {}
         #: the role of every link attached and not yet closed
         self.links: dict[proton.Link, LinkRole] = {}
@@ -183,11 +182,10 @@ class ServerHandler(MessagingHandler):
     @_guarded
     def on_emulator_stop(self, event: proton.Event) -> None:
         self._stopping = True
-        if self.acceptor is not None:
-            self.acceptor.close()
         for connection in list(self.connections):
             _close_connection(connection, "amqp:connection:forced", "the emulator is shutting down")
-        self.container.stop()
+        if self.container is not None:
+            self.container.stop()
 
     @_guarded
     def _tick(self, event: proton.Event) -> None:
