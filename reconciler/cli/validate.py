@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from reconciler import diagnostics as diag
+from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import Namespace, env_option, namespace_options
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import InputError
@@ -167,7 +168,7 @@ def _render(report: dict, fmt: str) -> str:
 
 def _write_report(out: Path, text: str) -> None:
     try:
-        out.write_text(text + "\n", encoding="utf-8")
+        write_atomically(out, text + "\n")
     except OSError as exc:
         raise InputError(f"cannot write the traffic report to {out}: {exc.strerror or exc}") from None
     click.echo(f"wrote the traffic report to {out}", err=True)
