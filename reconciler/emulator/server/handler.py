@@ -19,6 +19,7 @@ import datetime as _dt
 import functools
 import itertools
 import logging
+import time
 import uuid
 from typing import Any, Callable
 
