@@ -8,7 +8,7 @@ stable JSON, or GitHub Actions annotations.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from reconciler.model import Origin
 
@@ -37,7 +37,7 @@ class Diagnostic:
         return str(self.origin) if self.origin else "<input>"
 
 
-def sort_key(diag: Diagnostic) -> tuple:
+def sort_key(diag: Diagnostic) -> tuple[str, int, int, int, str]:
     origin = diag.origin
     return (
         origin.file if origin else "",
@@ -74,7 +74,7 @@ def render_text(diags: Sequence[Diagnostic]) -> str:
     return "\n".join(out)
 
 
-def to_json(diag: Diagnostic) -> dict:
+def to_json(diag: Diagnostic) -> dict[str, Any]:
     origin = diag.origin
     return {
         "severity": diag.severity,
@@ -90,7 +90,7 @@ def to_json(diag: Diagnostic) -> dict:
     }
 
 
-def to_document(diags: Sequence[Diagnostic], summary: dict) -> dict:
+def to_document(diags: Sequence[Diagnostic], summary: Mapping[str, Any]) -> dict[str, Any]:
     """The ``validate --format json`` document (schemas/validate.schema.json), without ``traffic``."""
     tally = counts(diags)
     return {

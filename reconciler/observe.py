@@ -34,7 +34,7 @@ class FallbackReader(Protocol):
     def list_rules(self, topic: str, subscription: str) -> list[Rule]: ...
 
 
-class LiveRules(dict):
+class LiveRules(dict[tuple[str, str], tuple[Rule, ...]]):
     """An ActualState that also says which subscriptions' rules came over the REST fallback."""
 
     def __init__(self, rules: Mapping[tuple[str, str], tuple[Rule, ...]], read_over_rest: Sequence[tuple[str, str]] = ()):

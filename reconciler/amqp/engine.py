@@ -121,11 +121,11 @@ def guarded(method: Callable) -> Callable:
     def wrapper(self: "Engine", *args: Any) -> None:
         try:
             method(self, *args)
-        except Exception:  # noqa: BLE001 - the loop must survive any single failure
+        except Exception:  # the loop must survive any single failure
             log.exception("internal error in AMQP handler %s; resetting the connection", method.__name__)
             try:
                 self._drop(ConnectionLostError("internal client error (run with -v for the details)"))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("could not reset the connection")
 
     return wrapper
@@ -232,7 +232,7 @@ class Engine(Handler):
     def _run(self) -> None:
         try:
             self._container.run()
-        except Exception:  # noqa: BLE001 - report, then fail everyone waiting
+        except Exception:  # report, then fail everyone waiting
             log.debug("AMQP event loop stopped", exc_info=True)
         finally:
             self._closed = True
@@ -282,8 +282,9 @@ class Engine(Handler):
         self._container.stop()
 
     def _dispatch(self, request: Request) -> None:
-        if self._fatal is not None:
-            self._fail_all(lambda: error_copy(self._fatal))
+        fatal = self._fatal
+        if fatal is not None:
+            self._fail_all(lambda: error_copy(fatal))
             return
         if self._connection is None and not self._connect():
             return
@@ -367,7 +368,7 @@ class Engine(Handler):
         except ManagementError as exc:  # the provider's own: expired signature, no Entra ID token
             self._fail_entity(entity, exc)
             return
-        except Exception as exc:  # noqa: BLE001 - a credential failure must reach the caller
+        except Exception as exc:  # a credential failure must reach the caller
             log.debug("could not get a token for %s", entity.address, exc_info=True)
             self._fail_entity(entity, AuthenticationError(
                 f"could not get a token for {entity.name}: {type(exc).__name__} (run with -v for the details)"
@@ -453,7 +454,8 @@ class Engine(Handler):
         if self._entities.get(entity.name) is entity:
             del self._entities[entity.name]
         for name in (entity.sender_name, entity.receiver_name):
-            self._link_entities.pop(name, None)
+            if name is not None:  # None until the entity's links were opened
+                self._link_entities.pop(name, None)
         for link in (entity.sender, entity.receiver):
             if link is not None and link.state & proton.Endpoint.LOCAL_ACTIVE:
                 link.close()
@@ -612,7 +614,7 @@ class _Callback:
     def on_timer_task(self, event: proton.Event) -> None:
         try:
             self._func(*self._args)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("AMQP timer task %s failed", getattr(self._func, "__name__", self._func))
 
 

@@ -19,7 +19,6 @@ import heapq
 import itertools
 import logging
 import threading
-import time
 import uuid
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -322,7 +321,9 @@ class RequestPipeline:
                 if not request.done and self.transport.forget(request):
                     pacer.release(calls[index].credits, calls[index].credits)  # no answer will release it
                 self._settle(index, calls, flight, tries[index], ok, empty_ok, timeout, results, retries, on_attempt)
-        return results  # type: ignore[return-value] - every slot is filled when the loop ends
+        filled = [result for result in results if result is not None]
+        assert len(filled) == len(results), "every call has its result when nothing is ready, retrying or in flight"
+        return filled
 
     def _submit(
         self, index: int, call: Call, tried: _Tries, timeout: float, in_flight: dict[int, _InFlight],

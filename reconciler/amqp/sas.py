@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from reconciler.amqp.connection import ConnectionString
 from reconciler.amqp.errors import AuthenticationError, TokenExpiredError
@@ -177,9 +177,15 @@ def _ago(seconds: float) -> str:
     return f"{int(seconds)} seconds"
 
 
-def default_credential() -> object:
-    """azure-identity's DefaultAzureCredential: any object with azure-core's ``get_token(*scopes)``
-    returning an access token (``.token``, ``.expires_on``) serves as well."""
+class EntraCredential(Protocol):
+    """What the provider uses of an ``azure-identity`` credential (``azure.core``'s TokenCredential,
+    which is not a dependency unless the ``entra`` extra is installed)."""
+
+    def get_token(self, *scopes: str) -> Any: ...
+
+
+def default_credential() -> EntraCredential:
+    """azure-identity's DefaultAzureCredential; any other EntraCredential serves as well."""
     try:
         from azure.identity import DefaultAzureCredential
     except ModuleNotFoundError as exc:
@@ -192,7 +198,7 @@ def default_credential() -> object:
 class EntraTokenProvider:
     """Entra ID (Azure AD) JWTs from ``azure-identity`` (optional extra ``sbrules[entra]``)."""
 
-    def __init__(self, credential: object | None = None) -> None:
+    def __init__(self, credential: EntraCredential | None = None) -> None:
         self._credential = credential if credential is not None else default_credential()
         self._lock = threading.Lock()
 
@@ -200,8 +206,8 @@ class EntraTokenProvider:
         """A JWT for Service Bus; AuthenticationError naming the credential's reason when none can be had."""
         try:
             with self._lock:
-                access = self._credential.get_token(ENTRA_SCOPE)  # type: ignore[attr-defined]
-        except Exception as exc:  # noqa: BLE001 - azure-identity's errors have no common base worth naming
+                access = self._credential.get_token(ENTRA_SCOPE)
+        except Exception as exc:  # azure-identity's errors have no common base worth naming
             reason = (str(exc).strip().splitlines() or [""])[0]
             raise AuthenticationError(
                 f"Entra ID: could not get a token for Service Bus: {type(exc).__name__}"

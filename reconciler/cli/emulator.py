@@ -107,7 +107,6 @@ def emulator(
     try:
         with emu:
             click.echo(emu.connection_string)
-            click.get_text_stream("stdout").flush()
             click.echo(f"sbrules emulator listening on {host}:{emu.port} (Ctrl-C to stop)", err=True)
             if entra_signing_key is not None:
                 click.echo("development only: Entra ID tokens signed with --entra-signing-key get every right", err=True)

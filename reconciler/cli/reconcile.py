@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import click
 
@@ -29,17 +29,24 @@ from reconciler.errors import SbrulesError
 from reconciler.plan import RENDERERS, Plan, PlanError, render_drift_json, render_drift_text, render_json
 from reconciler.plan.live import plan_live
 
+if TYPE_CHECKING:
+    from reconciler.amqp.client import ManagementClient
+    from reconciler.rest.client import ManagementRestClient
+
+    Clients = tuple[ManagementClient, ManagementRestClient]
+
 
 @contextlib.contextmanager
-def namespace_clients(namespace: Namespace, max_rate: float | None = None) -> Iterator:
+def namespace_clients(namespace: Namespace, max_rate: float | None = None) -> Iterator[Clients]:
     """The AMQP management client (rules) and the management REST client (discovery), one namespace."""
     with namespace.amqp(max_rate=max_rate) as client, namespace.rest() as rest:
         yield client, rest
 
 
-def current_plan(clients, rules: Rules, namespace: Namespace) -> Plan:
+def current_plan(clients: Clients, rules: Rules, namespace: Namespace) -> Plan:
     """The plan of ``rules`` against the namespace, saying which environment and namespace it is for."""
-    return dataclasses.replace(plan_live(*clients, rules.state), environment=rules.env_name, namespace=namespace.address)
+    client, rest = clients
+    return dataclasses.replace(plan_live(client, rest, rules.state), environment=rules.env_name, namespace=namespace.address)
 
 
 strict_option = click.option(
@@ -243,7 +250,11 @@ def export(
     if topic is not None and environment is not None:
         topic = environment.actual_topic(topic)
     with namespace_clients(namespace) as (client, rest):
-        targets = {topic: list(subscriptions)} if subscriptions else discovered_targets(rest, topic)
+        if subscriptions:
+            assert topic is not None  # --subscription without --topic was refused above
+            targets = {topic: list(subscriptions)}
+        else:
+            targets = discovered_targets(rest, topic)
         result = export_rules(client, targets, fallback=rest)
     if environment is not None:
         for doc in result.documents:

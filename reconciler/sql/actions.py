@@ -70,7 +70,7 @@ Statement = Callable[[_State], None]
 class CompiledAction:
     """An action compiled once; ``apply`` returns the modified copy of a message."""
 
-    __slots__ = ("node", "_statements")
+    __slots__ = ("_statements", "node")
 
     def __init__(self, node: ast.Action):
         self.node = node
@@ -149,7 +149,7 @@ def _to_time_to_live(value: Any) -> float:
         match = _TIMESPAN_TEXT.match(value)
         if match:
             sign, days, hours, minutes, seconds, fraction = match.groups()
-            total = int(days or 0) * 86400 + int(hours) * 3600 + int(minutes) * 60 + int(seconds or 0)
+            total: float = int(days or 0) * 86400 + int(hours) * 3600 + int(minutes) * 60 + int(seconds or 0)
             total += int((fraction or "0").ljust(7, "0")) / 10_000_000
             return -total if sign else total
     raise SqlEvalError(f"cannot convert {values.describe(value)} to the TimeSpan sys.TimeToLive (write '00:10:00')")
@@ -168,9 +168,7 @@ def convert(value: Any, target: ValueType, what: str) -> Any:
 
 def _to_integer(value: Any, low: int, high: int) -> int | None:
     cls = value.__class__
-    if cls is bool:
-        result = int(value)
-    elif cls is int or cls is Int32:
+    if cls is bool or cls is int or cls is Int32:
         result = int(value)
     elif cls is float:
         if not math.isfinite(value):

@@ -68,7 +68,7 @@ class Outcome:
 class CompiledFilter:
     """A filter compiled to closures. Call it with a MessageView (raises SqlEvalError)."""
 
-    __slots__ = ("node", "_fn")
+    __slots__ = ("_fn", "node")
 
     def __init__(self, node: ast.Predicate):
         self.node = node
@@ -194,10 +194,10 @@ def compile_predicate(node: ast.Predicate) -> Evaluator:
     raise TypeError(f"not a predicate: {node!r}")
 
 
-def _flatten(node: ast.And | ast.Or, cls: type) -> list[ast.Predicate]:
+def _flatten(node: ast.And | ast.Or, cls: type[ast.And] | type[ast.Or]) -> list[ast.Predicate]:
     """Left-nested chains as a list; equivalent because evaluation is left to right either way."""
     out: list[ast.Predicate] = []
-    stack = [node]
+    stack: list[ast.Predicate] = [node]
     while stack:
         current = stack.pop()
         if isinstance(current, cls):
@@ -382,10 +382,7 @@ def _ge(a: Any, b: Any) -> bool:
 
 def _like(node: ast.Like) -> Evaluator:
     value = compile_expr(node.value)
-    constant_pattern = isinstance(node.pattern, ast.Literal) and (
-        node.escape is None or isinstance(node.escape, ast.Literal)
-    )
-    if constant_pattern:
+    if isinstance(node.pattern, ast.Literal) and (node.escape is None or isinstance(node.escape, ast.Literal)):
         pattern_text = values.to_string(literal_value(node.pattern))
         escape_text = "" if node.escape is None else values.to_string(literal_value(node.escape))
         match = values.like_regex(pattern_text, escape_text).match
@@ -417,10 +414,11 @@ def _like(node: ast.Like) -> Evaluator:
 def _in(node: ast.In) -> Evaluator:
     value = compile_expr(node.value)
     items = [compile_expr(i) for i in node.items]
-    if all(isinstance(i, ast.Literal) and i.type in (ValueType.STRING, ValueType.NULL) for i in node.items):
-        strings = frozenset(i.value for i in node.items if i.type is ValueType.STRING)
-        has_null = any(i.type is ValueType.NULL for i in node.items)
-        constants = [literal_value(i) for i in node.items]
+    literals = [i for i in node.items if isinstance(i, ast.Literal)]
+    if len(literals) == len(node.items) and all(i.type in (ValueType.STRING, ValueType.NULL) for i in literals):
+        strings = frozenset(i.value for i in literals if i.type is ValueType.STRING)
+        has_null = any(i.type is ValueType.NULL for i in literals)
+        constants = [literal_value(i) for i in literals]
 
         def in_strings(view: MessageView) -> bool | None:
             subject = value(view)

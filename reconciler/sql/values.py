@@ -23,7 +23,6 @@ from reconciler.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, TypedVa
 from reconciler.sql.errors import SqlEvalError
 
 
-
 class _Missing:
     """An absent user property: UNKNOWN in predicates, DBNull in the reference engine."""
 
@@ -125,8 +124,9 @@ def format_double(value: float) -> str:
         return "Infinity" if value > 0 else "-Infinity"
     if value == 0:
         return "-0" if math.copysign(1.0, value) < 0 else "0"
-    sign, digits, exponent = Decimal(repr(value)).as_tuple()
-    digits = list(digits)
+    sign, figures, exponent = Decimal(repr(value)).as_tuple()
+    assert isinstance(exponent, int), "finite: NaN and the infinities were handled above"
+    digits = list(figures)
     while len(digits) > 1 and digits[-1] == 0:
         digits.pop()
         exponent += 1
