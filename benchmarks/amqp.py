@@ -20,6 +20,7 @@ import multiprocessing as mp
 import platform
 import time
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
 
 from reconciler.amqp.client import ManagementClient
 from reconciler.model import CorrelationFilter, DesiredState, Rule, SqlFilter, Subscription, Topic
@@ -38,7 +39,7 @@ def _desired(subs: int, rules: int) -> DesiredState:
     return DesiredState((Topic(TOPIC, subscriptions + (Subscription("one", (_rule(0),)),)),))
 
 
-def _serve(subs: int, rules: int, latency: float, conn) -> None:  # noqa: ANN001 - multiprocessing pipe
+def _serve(subs: int, rules: int, latency: float, conn: Connection) -> None:
     from reconciler.emulator import Emulator
 
     with Emulator(_desired(subs, rules)) as emu:

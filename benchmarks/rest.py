@@ -72,7 +72,9 @@ def bench(n_topics: int, n_subs: int, n_rules: int, latency: float, repeat: int)
         a, b = Path(tmp, "all"), Path(tmp, "one")
         with ManagementClient(conn) as warm:  # the emulator's first connection and SQL caches
             warm.list_rules(live.topics[0].name, live.topics[0].subscriptions[0].name)
-        best = best_of(repeat, {"export_all": lambda: export_all(conn, a), "one_at_a_time": lambda: one_at_a_time(conn, names, b)})
+        best = best_of(
+            repeat, {"export_all": lambda: export_all(conn, a), "one_at_a_time": lambda: one_at_a_time(conn, names, b)}
+        )
         same = sorted(p.name for p in a.iterdir()) == sorted(p.name for p in b.iterdir()) and all(
             (a / p.name).read_text() == (b / p.name).read_text() for p in a.iterdir()
         )

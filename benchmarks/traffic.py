@@ -47,9 +47,9 @@ from typing import Any
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-from reconciler.model import Message, Rule, SqlFilter, TypedValue  # noqa: E402
-from reconciler.traffic.rows import message_to_row  # noqa: E402
-from reconciler.traffic.sampler import Dataset  # noqa: E402
+from reconciler.model import Message, Rule, SqlFilter, TypedValue
+from reconciler.traffic.rows import message_to_row
+from reconciler.traffic.sampler import Dataset
 
 REGIONS = ["eu", "us", "fr", "de", "uk", "jp", "br", "in"]
 LABELS = ["order", "refund", "ping", None]
@@ -103,10 +103,10 @@ def rule_texts(count: int) -> list[tuple[str, str]]:
     rng = random.Random(7)
     out = []
     for i in range(count):
-        values = dict(
-            r=rng.choice(REGIONS), r2=rng.choice(REGIONS), a=rng.randint(1, 999), q=rng.randint(0, 50),
-            q2=rng.randint(50, 100), d=rng.randint(1, 9), big=rng.randint(1000, 50000),
-        )
+        values = {
+            "r": rng.choice(REGIONS), "r2": rng.choice(REGIONS), "a": rng.randint(1, 999), "q": rng.randint(0, 50),
+            "q2": rng.randint(50, 100), "d": rng.randint(1, 9), "big": rng.randint(1000, 50000),
+        }
         out.append(tuple(text.format(**values) for text in SHAPES[i % len(SHAPES)]))
     return out
 
@@ -152,9 +152,9 @@ def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, BooleanType, StringType, StructField, StructType
 
-    from reconciler.traffic.spark.fallback import message_struct
     from reconciler.traffic.impact import _evaluate, questions
     from reconciler.traffic.session import spark_session
+    from reconciler.traffic.spark.fallback import message_struct
     from reconciler.traffic.tally import tally
 
     spark = spark_session(master, app_name="sbrules-bench")

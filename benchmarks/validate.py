@@ -28,7 +28,10 @@ def generate(root: Path, files: int, rules: int) -> None:
         for r in range(rules):
             i = f * rules + r
             if r % 4 == 3:
-                lines += [f"      - name: corr-{r}", f"        correlation: {{subject: s{i}, properties: {{tier: {{int: {r}}}, region: eu}}}}"]
+                lines += [
+                    f"      - name: corr-{r}",
+                    f"        correlation: {{subject: s{i}, properties: {{tier: {{int: {r}}}, region: eu}}}}",
+                ]
             else:
                 lines += [f"      - name: rule-{r}", f"        sql: \"{SQL_SHAPES[r % 3].format(i=i)}\""]
                 if r % 5 == 0:

@@ -49,7 +49,6 @@ from reconciler.plan import (
 )
 
 
-
 class RuleWriter(Protocol):
     """The rule operations of ``ManagementClient``; each reports every attempt to ``on_attempt``."""
 

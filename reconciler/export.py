@@ -15,9 +15,9 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from reconciler.atomic_file import write_atomically
+from reconciler.discovery import EntityLister, discover_namespace
 from reconciler.errors import SbrulesError
 from reconciler.model import Rule, rule_to_doc
-from reconciler.discovery import EntityLister, discover_namespace
 from reconciler.observe import FallbackReader, RuleReader, observe_subscriptions
 from reconciler.plan import is_temp_rule_name
 from reconciler.rulefiles.render import file_name

@@ -75,9 +75,8 @@ def _topic_limits(topic: Topic) -> Iterator[Diagnostic]:
         (corr, "correlation", limits.CORRELATION_FILTERS_PER_TOPIC),
     ):
         if count > limit.value:
-            yield Diagnostic(
-                "error", "topic-limit", f"topic {topic.name} has {count} {kind} filters; Service Bus allows {limit.value}", topic.origin
-            )
+            message = f"topic {topic.name} has {count} {kind} filters; Service Bus allows {limit.value}"
+            yield Diagnostic("error", "topic-limit", message, topic.origin)
 
 
 def _rule(rule: Rule) -> Iterator[Diagnostic]:
@@ -98,7 +97,8 @@ def _rule_name(rule: Rule) -> Iterator[Diagnostic]:
 
 def _correlation(rule: Rule, flt: CorrelationFilter) -> Iterator[Diagnostic]:
     if flt.is_empty():
-        yield Diagnostic("error", "empty-correlation", f"rule {rule.name!r}: a correlation filter needs at least one field", rule.origin)
+        message = f"rule {rule.name!r}: a correlation filter needs at least one field"
+        yield Diagnostic("error", "empty-correlation", message, rule.origin)
 
 
 def _sql_text(text: str, rule: Rule, origin: Origin | None, kind: str) -> Iterator[Diagnostic]:

@@ -43,7 +43,7 @@ class ResponseCollector(Collector):
                 return Event.wrap(event)
             try:
                 self._receive(link, cproton.pn_event_delivery(event))
-            except Exception:  # noqa: BLE001 - an exception here would stop proton's loop for everyone
+            except Exception:  # an exception here would stop proton's loop for everyone
                 log.exception("internal error reading a response delivery; it is dropped")
             cproton.pn_collector_pop(collector)
 

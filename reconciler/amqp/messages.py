@@ -23,6 +23,7 @@ from reconciler.amqp.wire.sections import DATA, Sections
 from reconciler.amqp.wire.types import DecodeError, EncodeError
 from reconciler.model import TypedValue, ValueType, WireSection
 
+
 def _fields(section: WireSection) -> dict[str, str]:
     return {p.name: p.wire.name for p in model.SYSTEM_PROPERTY_TABLE if p.wire and p.wire.section is section}
 

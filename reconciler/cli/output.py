@@ -308,7 +308,7 @@ def run(command: click.Command, argv: Sequence[str] | None, prog_name: str) -> N
         code = command.main(args=args, prog_name=prog_name, standalone_mode=False)
     except SystemExit:
         raise
-    except BaseException as exc:  # noqa: BLE001 - every failure leaves through classify()
+    except BaseException as exc:  # every failure leaves through classify()
         secrets = secrets_in_use(args)
         failure = classify(exc, secrets)
         report(failure, exc, as_json=wants_json(args), secrets=secrets)

@@ -38,7 +38,7 @@ def check(expression: str, is_action: bool, fmt: str) -> None:
             echo_json({"format_version": 1, "kind": kind, "valid": False, "canonical": None, "diagnostic": diagnostic})
         else:
             click.echo(f"error: {exc.render(expression)}", err=True)
-        raise SystemExit(ExitCode.ERROR)
+        raise SystemExit(ExitCode.ERROR) from None
     if fmt == "json":
         echo_json({"format_version": 1, "kind": kind, "valid": True, "canonical": normal, "diagnostic": None})
     else:

@@ -26,7 +26,9 @@ from reconciler.cli.output import ExitCode, echo_json
     "for all of the topic's traffic, name a catch-all subscription (rule 1=1).",
 )
 @click.option("--max", "max_messages", type=click.IntRange(min=1), help="Peek at most N messages per subscription this run.")
-@click.option("--out", "dataset", default="traffic-sample", show_default=True, help="Dataset directory (created; re-runs continue).")
+@click.option(
+    "--out", "dataset", default="traffic-sample", show_default=True, help="Dataset directory (created; re-runs continue)."
+)
 @click.option("--page-size", type=click.IntRange(1, 1000), default=250, show_default=True, help="Messages per peek request.")
 @env_option
 @namespace_options

@@ -224,7 +224,7 @@ class Emulator:
         def serve() -> None:
             try:
                 container.run()
-            except Exception:  # noqa: BLE001 - report, never die silently
+            except Exception:  # report, never die silently
                 log.exception("emulator: event loop stopped with an error")
 
         self._thread = threading.Thread(target=serve, name="sbrules-emulator", daemon=True)

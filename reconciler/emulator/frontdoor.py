@@ -116,7 +116,7 @@ class FrontDoor:
                     else:
                         self._route(cast(socket.socket, key.fileobj))
                 self._expire(time.monotonic())
-        except Exception:  # noqa: BLE001 - report, never die silently
+        except Exception:  # report, never die silently
             log.exception("emulator: the listener stopped with an error")
         finally:
             for sock in list(self._pending):
@@ -194,7 +194,7 @@ class FrontDoor:
             self._http_handler("https" if tls else "http")(conn, address, self)
         except (ssl.SSLError, OSError) as exc:
             log.debug("emulator: management API connection from %s ended: %s", address, exc)
-        except Exception:  # noqa: BLE001 - one connection must not take the listener down
+        except Exception:  # one connection must not take the listener down
             log.exception("emulator: management API connection from %s failed", address)
         finally:
             with self._http_lock:

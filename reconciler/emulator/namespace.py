@@ -17,8 +17,8 @@ from enum import StrEnum
 from typing import Callable, Iterable, Iterator
 
 from reconciler import model
-from reconciler.limits import EntityKind, name_problem
 from reconciler.errors import SbrulesError
+from reconciler.limits import EntityKind, name_problem
 from reconciler.model import DEFAULT_RULE_NAME, EmptyAction, Rule, TrueFilter
 
 #: Service Bus defaults: lock duration 60 s, max delivery count 10.

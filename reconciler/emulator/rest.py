@@ -187,10 +187,10 @@ class _Handler(BaseHTTPRequestHandler):
     api: ManagementApi
     scheme: str
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:  # `format` is the base class's parameter name
         log.debug("management API: " + format, *args)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:  # http.server's naming
         url = urllib.parse.urlsplit(self.path)
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
         path = url.path.strip("/")
@@ -202,7 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ApiError as exc:
             self._send(exc.status, atom.error(exc.status, exc.detail).encode("utf-8"), "application/xml; charset=utf-8")
             return
-        except Exception:  # noqa: BLE001 - one bad request must not take the server down
+        except Exception:  # one bad request must not take the server down
             log.exception("management API: GET %s failed", self.path)
             self._send(500, atom.error(500, "internal error in the emulator").encode("utf-8"), "application/xml")
             return
@@ -214,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.rfile.read(length)
         self._send(501, atom.error(501, READ_ONLY).encode("utf-8"), "application/xml; charset=utf-8")
 
-    do_PUT = do_DELETE = do_POST = do_PATCH = _refuse_write  # noqa: N815
+    do_PUT = do_DELETE = do_POST = do_PATCH = _refuse_write
 
     def _send(self, status: int, body: bytes, content_type: str) -> None:
         self.send_response(status)

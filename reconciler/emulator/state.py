@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler import model
+from reconciler.atomic_file import write_atomically
 from reconciler.emulator.namespace import (
     MessageState,
     MessageStore,
@@ -24,7 +25,6 @@ from reconciler.emulator.namespace import (
     StoredMessage,
     utcnow,
 )
-from reconciler.atomic_file import write_atomically
 from reconciler.errors import SbrulesError
 
 FORMAT_VERSION = 1

@@ -252,7 +252,7 @@ def error_detail(data: bytes) -> str | None:
     """The ``Detail`` of an ``<Error>`` body, when the body is one."""
     try:
         root = SafeET.fromstring(data)
-    except Exception:  # noqa: BLE001 - an error body that is not XML has no detail to offer
+    except Exception:  # an error body that is not XML has no detail to offer
         return None
     if _local(root.tag) != "Error":
         return None

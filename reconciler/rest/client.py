@@ -6,8 +6,9 @@ client's: the same connection string, the same SAS or Entra token providers (the
 is the namespace's ``https://`` URL, as Microsoft's Python SDK signs it), the same TLS rule
 (verified TLS; plain HTTP only for ``UseDevelopmentEmulator=true`` on a loopback host), the same
 request pipeline (pacing, retry policy; ``reconciler.amqp.pipeline``) under its typed reads, and
-the same error classes. Each GET is a management read to the service's credit accounting. The service wants Manage rights here; a Listen-only key
-gets 401, raised as UnauthorizedError so that commands can fall back to declared names.
+the same error classes. Each GET is a management read to the service's credit accounting. The
+service wants Manage rights here; a Listen-only key gets 401, raised as UnauthorizedError so that
+commands can fall back to declared names.
 
 HTTP is ``httpx``: it takes an ``ssl.SSLContext`` as is, so the REST client trusts exactly what the
 AMQP client trusts (the system's CAs, or the given CA file), and it keeps connections alive.

@@ -93,9 +93,8 @@ def _convert(node: yaml.Node, path: DocPath, loc: Located, depth: int = 0) -> An
             key = key_node.value
             if key in out:
                 first = loc.keys[path + (key,)]
-                raise DocumentError(
-                    Diagnostic("error", "duplicate-key", f"key {key!r} appears twice in one mapping", key_origin, related=(first,))
-                )
+                message = f"key {key!r} appears twice in one mapping"
+                raise DocumentError(Diagnostic("error", "duplicate-key", message, key_origin, related=(first,)))
             loc.keys[path + (key,)] = key_origin
             out[key] = _convert(value_node, path + (key,), loc, depth + 1)
         return out
@@ -107,13 +106,13 @@ def read_document(file: Path, display: str) -> tuple[Any, Located]:
     try:
         raw = file.read_bytes()
     except OSError as exc:
-        raise DocumentError(Diagnostic("error", "io", f"cannot read file: {exc.strerror}", Origin(display, 1, 1)))
+        raise DocumentError(Diagnostic("error", "io", f"cannot read file: {exc.strerror}", Origin(display, 1, 1))) from exc
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise DocumentError(Diagnostic("error", "encoding", "file is not valid UTF-8", Origin(display, line, column)))
+        raise DocumentError(Diagnostic("error", "encoding", "file is not valid UTF-8", Origin(display, line, column))) from None
     loc.lines = text.splitlines()
     try:
         nodes = list(yaml.compose_all(text, Loader=_Loader))
@@ -121,10 +120,10 @@ def read_document(file: Path, display: str) -> tuple[Any, Located]:
         mark = exc.problem_mark or exc.context_mark
         origin = Origin(display, mark.line + 1, mark.column + 1) if mark else Origin(display, 1, 1)
         problem = exc.problem or exc.context or "malformed YAML"
-        raise DocumentError(Diagnostic("error", "yaml", f"malformed YAML: {problem}", origin))
+        raise DocumentError(Diagnostic("error", "yaml", f"malformed YAML: {problem}", origin)) from None
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
         message = "document too deeply nested" if isinstance(exc, RecursionError) else f"malformed YAML: {exc}"
-        raise DocumentError(Diagnostic("error", "yaml", message, Origin(display, 1, 1)))
+        raise DocumentError(Diagnostic("error", "yaml", message, Origin(display, 1, 1))) from None
     nodes = [n for n in nodes if n is not None]
     if not nodes:
         raise DocumentError(
@@ -142,5 +141,5 @@ def read_document(file: Path, display: str) -> tuple[Any, Located]:
     try:
         return _convert(nodes[0], (), loc), loc
     except RecursionError:
-        raise DocumentError(Diagnostic("error", "yaml", "document too deeply nested", Origin(display, 1, 1)))
+        raise DocumentError(Diagnostic("error", "yaml", "document too deeply nested", Origin(display, 1, 1))) from None
 

@@ -15,7 +15,8 @@ Actions: Action of Set / Remove statements.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal as _L, Union
+from typing import Any, Union
+from typing import Literal as _L
 
 from reconciler.model import ValueType
 

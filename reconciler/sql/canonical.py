@@ -115,7 +115,7 @@ def _expr(node: ast.Expr, context: int) -> str:
         if isinstance(operand, ast.Unary) or _is_negative_literal(operand):
             inner = f"({inner})"
         text = f"-{inner}"
-        return f"({text})" if _UNARY < context else text
+        return f"({text})" if context > _UNARY else text
     if isinstance(node, ast.Literal):
         return _literal(node)
     if isinstance(node, ast.Property):

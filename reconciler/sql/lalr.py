@@ -20,7 +20,7 @@ from lark.parse_tree_builder import ExpandSingleChild
 class Tok:
     """A token: terminal name, text and 1-based position."""
 
-    __slots__ = ("type", "value", "line", "column")
+    __slots__ = ("column", "line", "type", "value")
 
     def __init__(self, type_: str, value: str, line: int, column: int):
         self.type, self.value, self.line, self.column = type_, value, line, column

@@ -1,11 +1,12 @@
 """Parse Service Bus SQL filters and rule actions into the AST, rejecting what the broker rejects.
 
 The grammar lives in ``grammar.lark``: lark builds the LALR(1) table once, ``lalr`` runs it with a
-fast scanner, and the reduce callbacks below build AST nodes directly (no parse tree). Every rejection the broker makes at rule creation is a
-:class:`SqlError` with a message, 1-based line/column and the offending token: lexical and syntax
-errors, reserved words, unknown ``sys.`` names, bad scopes, unknown functions or arity, literal
-overflow, over-long text, ``IS NULL`` on a non-property, a value used as a predicate, more than 32
-action statements, unsupplied ``@parameters`` and ``SET`` of a read-only system property.
+fast scanner, and the reduce callbacks below build AST nodes directly (no parse tree). Every
+rejection the broker makes at rule creation is a :class:`SqlError` with a message, 1-based
+line/column and the offending token: lexical and syntax errors, reserved words, unknown ``sys.``
+names, bad scopes, unknown functions or arity, literal overflow, over-long text, ``IS NULL`` on a
+non-property, a value used as a predicate, more than 32 action statements, unsupplied
+``@parameters`` and ``SET`` of a read-only system property.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ _TERMINAL_NAMES = {
 class _ParamRef:
     """Placeholder for ``@name`` until parameters are substituted (never escapes the parser)."""
 
-    __slots__ = ("name", "line", "column", "text")
+    __slots__ = ("column", "line", "name", "text")
 
     def __init__(self, token: Tok):
         self.text = token.value

@@ -12,8 +12,9 @@ value: strings and uuids in ``s``, integers in ``l``, doubles in ``d``, booleans
 timestamps in ``l`` (microseconds since the Unix epoch, UTC). For every non-null type ``s`` also
 holds the value's .NET text form (``Convert.ToString``, invariant culture: ``True``, ``1E+20``),
 computed once at ingestion by the Python evaluator's formatter, because that is what string ``+``
-and LIKE compare and .NET number formatting is costly to rebuild from Spark expressions. ``t = 'null'`` is a property present with a null value; a key absent from the map is a
-*missing* property. Int32 and Int64 stay distinct (``int`` / ``long``) because correlation filters
+and LIKE compare and .NET number formatting is costly to rebuild from Spark expressions.
+``t = 'null'`` is a property present with a null value; a key absent from the map is a *missing*
+property. Int32 and Int64 stay distinct (``int`` / ``long``) because correlation filters
 compare with ``object.Equals``.
 
 System properties are ordinary typed columns (NULL = unset), named in :data:`SYS_COLUMNS`.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -41,7 +42,7 @@ def test_the_request_rate_spaces_requests_evenly():
     clock = Clock()
     pacer = Pacer(max_rate=20, clock=clock)
     times = [send(pacer, clock, 0) for _ in range(5)]
-    assert [round(b - a, 6) for a, b in zip(times, times[1:])] == [0.05] * 4
+    assert [round(b - a, 6) for a, b in itertools.pairwise(times)] == [0.05] * 4
 
 
 def test_a_credit_budget_is_used_fully_and_never_exceeded():

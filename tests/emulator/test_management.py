@@ -7,9 +7,8 @@ import uuid
 
 import proton
 import pytest
-from proton import Array, Data, Described, symbol, ulong
+from proton import Array, ConnectionException, Data, Described, Timeout, symbol, ulong
 from proton.reactor import LinkOption
-from proton import ConnectionException, Timeout
 from proton.utils import BlockingConnection, LinkDetached
 
 from reconciler.amqp import codec, messages

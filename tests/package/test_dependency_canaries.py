@@ -24,7 +24,7 @@ def private_api(distribution: str, api: str, used_by: str) -> Iterator[None]:
     """Turn any failure inside into one message naming the private API and its user."""
     try:
         yield
-    except Exception as exc:  # noqa: BLE001 - every kind of breakage gets the same explanation
+    except Exception as exc:  # every kind of breakage gets the same explanation
         pytest.fail(
             f"{distribution} {metadata.version(distribution)}: the private API {api} used by {used_by} "
             f"no longer works as it did ({type(exc).__name__}: {exc}). Adapt {used_by} before raising "

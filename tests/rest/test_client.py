@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 
 from reconciler.amqp.client import ManagementClient
+from reconciler.amqp.connection import ConnectionString
 from reconciler.amqp.errors import NotFoundError, TransportSecurityError, UnauthorizedError
 from reconciler.amqp.retry import RetryPolicy
-from reconciler.rest.client import ManagementRestClient
-from reconciler.rest.client import default_base_url, token_audience
-from reconciler.amqp.connection import ConnectionString
+from reconciler.rest.client import ManagementRestClient, default_base_url, token_audience
 from tests.rest.conftest import LISTENER, LISTENER_KEY, MANY, RULES
 
 
@@ -87,7 +86,7 @@ def test_https_is_verified_against_the_given_ca(namespace_emulator):
             return super().next_delay(exc, attempts, throttled)
 
     with ManagementRestClient(namespace_emulator.connection_string, base_url=url, retry=Counting()) as untrusted:
-        with pytest.raises(TransportSecurityError, match="TLS with .* failed: self-signed certificate"):
+        with pytest.raises(TransportSecurityError, match=r"TLS with .* failed: self-signed certificate"):
             untrusted.list_topics()
     assert calls == [1]  # never retried
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 
-
 @pytest.fixture
 def write(tmp_path: Path):
     """write(name, text) -> Path: a dedented rule file in a fresh directory."""

@@ -11,10 +11,10 @@ from lark import Lark
 from lark.exceptions import UnexpectedInput
 
 import reconciler.sql as sql_package
+from reconciler.limits import SQL_TEXT
 from reconciler.sql import SqlError, SqlEvalError, canonical, parse_action, parse_filter
 from reconciler.sql.actions import CompiledAction
 from reconciler.sql.evaluator import CompiledFilter, MessageView
-from reconciler.limits import SQL_TEXT
 from reconciler.sql.parser import parse_filter_uncached
 
 from .strategies import actions, messages, predicates

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest

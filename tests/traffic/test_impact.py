@@ -22,8 +22,8 @@ from reconciler.model import (
 from reconciler.sql import matches
 from reconciler.traffic.failures import SampleFailure
 from reconciler.traffic.impact import ImpactError, impact_report, render_report
-from reconciler.traffic.sampler import Dataset
 from reconciler.traffic.rows import message_to_row
+from reconciler.traffic.sampler import Dataset
 
 pytestmark = pytest.mark.spark
 

@@ -130,8 +130,8 @@ def test_generated_filters_agree_with_python_evaluator(interpreted, frame_of, fi
     property cells translated for the types the batch's properties have."""
     from pyspark.sql import functions as F
 
-    from reconciler.traffic.spark import PropertyCells, property_names, to_spark
     from reconciler.traffic.property_types import property_types
+    from reconciler.traffic.spark import PropertyCells, property_names, to_spark
 
     frame = frame_of(batch)
     names = {n for text in filters for n in property_names(SqlFilter(text))}

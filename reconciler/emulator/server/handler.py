@@ -77,7 +77,7 @@ def _guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(self: "ServerHandler", event: proton.Event, *args: Any) -> Any:
         try:
             return func(self, event, *args)
-        except Exception:  # noqa: BLE001 - the loop must survive anything a client can cause
+        except Exception:  # the loop must survive anything a client can cause
             log.exception("emulator: error in %s", func.__name__)
             self.errors += 1
             _close_connection(getattr(event, "connection", None), "amqp:internal-error", "internal emulator error")
@@ -91,7 +91,7 @@ def _close_connection(connection: proton.Connection | None, condition: str, desc
         if connection is not None and not connection.state & Endpoint.LOCAL_CLOSED:
             connection.condition = Condition(condition, description)
             connection.close()
-    except Exception:  # noqa: BLE001 - best effort while already handling a failure
+    except Exception:  # best effort while already handling a failure
         log.exception("emulator: could not close connection")
 
 

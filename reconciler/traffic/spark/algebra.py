@@ -53,7 +53,7 @@ class Val:
     tags: frozenset[str]
     tag: Column | None = None  # None when ``tags`` has one element
     s: Column | None = None
-    l: Column | None = None
+    l: Column | None = None  # noqa: E741 - named for the cell struct's long field, beside s, d and b
     d: Column | None = None
     b: Column | None = None
     err: Column | None = None

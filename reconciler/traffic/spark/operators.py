@@ -16,8 +16,8 @@ from typing import Any, Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from reconciler.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from reconciler.limits import SQL_STRING_RESULT
+from reconciler.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from reconciler.traffic.rows import micros_since_epoch
 from reconciler.traffic.spark.algebra import (
     INTEGRAL,
@@ -136,7 +136,10 @@ def _arithmetic(op: str, a: Val, b: Val) -> Val:
         cases += _time_cases(op, a, b)
         lifted = NUMERIC | TIMES
     cases.append(
-        (lambda x, y: any_of(all_of(x.is_({"null"}), y.is_(lifted)), all_of(x.is_(lifted), y.is_({"null"}))), lambda: (frozenset({"null"}), {}))
+        (
+            lambda x, y: any_of(all_of(x.is_({"null"}), y.is_(lifted)), all_of(x.is_(lifted), y.is_({"null"}))),
+            lambda: (frozenset({"null"}), {}),
+        )
     )
     cases.append((lambda x, y: True, lambda: (frozenset({MISSING_TAG}), {"err": _mismatch(op, a, b)})))
     result = val_case(Branch(cond, tags, fields) for cond, (tags, fields) in reachable([a, b], cases))
@@ -159,7 +162,9 @@ def _time_cases(op: str, a: Val, b: Val) -> list[Case]:
 
         return make
 
-    return [(lambda x, y, left=left, right=right: all_of(x.is_(left), y.is_(right)), build(result)) for left, right, result in pairs]
+    return [
+        (lambda x, y, left=left, right=right: all_of(x.is_(left), y.is_(right)), build(result)) for left, right, result in pairs
+    ]
 
 
 def negate(a: Val) -> Val:
@@ -225,7 +230,10 @@ def _compare(op: str, a: Val, b: Val) -> Pred:
     same = [("string", "s"), ("bool", "b"), ("uuid", "s")] if equality else []
     for tag, column in same + [("timestamp", "l"), ("timespan", "l")]:
         cases.append(
-            (lambda x, y, tag=tag: all_of(x.is_({tag}), y.is_({tag})), lambda column=column: (cmp(getattr(a, column), getattr(b, column)), None))
+            (
+                lambda x, y, tag=tag: all_of(x.is_({tag}), y.is_({tag})),
+                lambda column=column: (cmp(getattr(a, column), getattr(b, column)), None),
+            )
         )
     cases.append((lambda x, y: True, lambda: (None, _mismatch(op, a, b))))
     result = pred_case([(cond, value, err) for cond, (value, err) in reachable([a, b], cases)])
@@ -260,22 +268,23 @@ def _in_list(value: Val, items: list[Val], negated: bool) -> Pred:
 
 def _in_fast_path(x: Val, items: list[Val]) -> Pred | None:
     """All items string literals (or all long literals): one hashed ``isin`` instead of a CASE chain."""
-    for kind, column in (("string", "s"), ("long", "l")):
-        if not all(i.tags == {kind} and i.err is None and i.const for i in items):
-            continue
-        same = {"string"} if kind == "string" else INTEGRAL
-        values = [getattr(i, column) for i in items]
-        cases: list[Case] = [
-            (lambda v: v.is_({MISSING_TAG}), lambda: (None, None)),
-            (lambda v: v.is_(same), lambda: (getattr(x, column).isin(*values), None)),
-            (lambda v: v.is_({"null"}), lambda: (F.lit(False), None)),
-        ]
-        if kind == "long":
-            doubles = lambda: (x.d.isin(*(v.cast("double") for v in values)) & ~F.isnan(x.d), None)  # noqa: E731
-            cases.append((lambda v: v.is_({"double"}), doubles))
-        cases.append((lambda v: True, lambda: (None, _mismatch("=", x, items[0]))))
-        return pred_case([(cond, value, err) for cond, (value, err) in reachable([x], cases)])
-    return None
+    kinds = [k for k in ("string", "long") if all(i.tags == {k} and i.err is None and i.const for i in items)]
+    if not kinds:
+        return None
+    kind = kinds[0]
+    column = "s" if kind == "string" else "l"
+    same = {"string"} if kind == "string" else INTEGRAL
+    values = [getattr(i, column) for i in items]
+    cases: list[Case] = [
+        (lambda v: v.is_({MISSING_TAG}), lambda: (None, None)),
+        (lambda v: v.is_(same), lambda: (getattr(x, column).isin(*values), None)),
+        (lambda v: v.is_({"null"}), lambda: (F.lit(False), None)),
+    ]
+    if kind == "long":
+        doubles = lambda: (x.d.isin(*(v.cast("double") for v in values)) & ~F.isnan(x.d), None)  # noqa: E731
+        cases.append((lambda v: v.is_({"double"}), doubles))
+    cases.append((lambda v: True, lambda: (None, _mismatch("=", x, items[0]))))
+    return pred_case([(cond, value, err) for cond, (value, err) in reachable([x], cases)])
 
 
 def like(value: Val, pattern: str, escape: str | None, negated: bool) -> Pred:

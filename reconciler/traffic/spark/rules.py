@@ -78,9 +78,13 @@ def property_names(flt: Any) -> set[str]:
         node = stack.pop()
         if isinstance(node, ast.Property) and node.scope == "user":
             names.add(node.name.lower())
-        elif isinstance(node, ast.Function) and node.name == "property" and isinstance(node.args[0], ast.Literal):
-            if node.args[0].type is ValueType.STRING:
-                names.add(node.args[0].value.lower())
+        elif (
+            isinstance(node, ast.Function)
+            and node.name == "property"
+            and isinstance(node.args[0], ast.Literal)
+            and node.args[0].type is ValueType.STRING
+        ):
+            names.add(node.args[0].value.lower())
         stack.extend(ast.children(node))
     return names
 
