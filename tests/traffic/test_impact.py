@@ -297,5 +297,6 @@ def test_cli_writes_the_html_report(spark, sample, tmp_path, run_cli):
     assert code == 2 and "--out" in stderr
     code, _, stderr = run_cli("validate", rules, "--format", "html", "--out", out)
     assert code == 2 and "--traffic" in stderr
-    code, _, stderr = run_cli("validate", rules, "--traffic", sample, "--against", plan, "--format", "html", "--out", tmp_path / "no" / "r.html")
+    unwritable = tmp_path / "plan.json" / "r.html"  # its directory cannot be created: plan.json is a file
+    code, _, stderr = run_cli("validate", rules, "--traffic", sample, "--against", plan, "--format", "html", "--out", unwritable)
     assert code == 1 and "cannot write the traffic report" in stderr and "Traceback" not in stderr
