@@ -109,7 +109,7 @@ class Namespace:
         """The namespace's tier, or None when it cannot be read (a key without Manage rights, say): then
         the budget stays, which is the safe side."""
         from reconciler.amqp.retry import RetryPolicy
-        from reconciler.rest import ManagementRestClient
+        from reconciler.rest.client import ManagementRestClient
 
         connection_string = require_connection_string(self.connection_string)
         try:

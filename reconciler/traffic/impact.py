@@ -191,7 +191,7 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     # One bit per distinct filter: unchanged rules cost nothing extra.
     filters: dict[Filter, int] = {}
     fallback: dict[int, str] = {}
-    outcomes = []
+    outcomes: list[tuple[Any, Any]] = []
     for scope in scopes:
         for rule in scope.desired + scope.current:
             if rule.filter in filters:
@@ -210,8 +210,8 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     with executor_imports():
         answers = tally(frame, topic_of, message_id, outcomes, questions(scopes, filters), F.col("enqueued_time"))
     report, pending = shape(answers, scopes, filters, fallback)
-    columns = [name for name in SCHEMA.names if name in frame.columns]
-    found = resolve(frame, message_id, set().union(*(hashes for _, hashes in pending)), columns)
+    shown = [name for name in SCHEMA.names if name in frame.columns]
+    found = resolve(frame, message_id, set().union(*(hashes for _, hashes in pending)), shown)
     fill_examples(report, pending, found)
     return report
 
