@@ -144,9 +144,15 @@ def test_the_driver_receives_one_row_of_answers_per_partition_not_the_groups(spa
     questions = [Question("t", matched=frozenset({k})) for k in range(bits)]
     questions += [Question("t", failed=frozenset({k})) for k in range(bits)]
     questions.append(Question("t", matched=frozenset({0}), unmatched=frozenset({1}), examples=True))
-    answers = tally(frame, F.col("topic"), F.col("mid"), outcomes, questions)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    coalesce = spark.conf.get("spark.sql.adaptive.coalescePartitions.enabled")
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")  # one row per shuffle partition, exactly
+    try:
+        answers = tally(frame, F.col("topic"), F.col("mid"), outcomes, questions)
+    finally:
+        spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", coalesce)
     (rows,) = received
-    assert 1 <= rows <= 2  # one per partition of the grouping (adaptive execution may coalesce them)
+    assert rows == partitions == 2
     ids = range(40_000)
     for k in range(bits):
         assert answers.total(questions[k]) == sum(1 for i in ids if i >> k & 1)
