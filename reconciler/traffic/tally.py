@@ -100,9 +100,9 @@ class Question:
     failed: frozenset[int] | None = None
     examples: bool = False
 
-    def select(self, groups: Tally) -> np.ndarray:
-        """Per group: whether it falls under this question."""
-        out = np.ones(len(groups.count), dtype=bool) if self.topic is None else groups.topic == self.topic
+    def select(self, groups: Tally, in_topic: np.ndarray) -> np.ndarray:
+        """Per group: whether it falls under this question, given which groups are of its topic."""
+        out = in_topic.copy()
         if self.matched is not None:
             out &= groups.any_bit(groups.matched, self.matched)
         if self.unmatched:
@@ -146,8 +146,13 @@ class Answers:
         if not len(groups.count):
             return out
         out.first, out.last = int(groups.first.min()), int(groups.last.max())
+        # A report asks several questions per topic: compare the topic strings once per topic.
+        in_topic = {
+            topic: np.ones(len(groups.count), dtype=bool) if topic is None else groups.topic == topic
+            for topic in {question.topic for question in questions}
+        }
         for i, question in enumerate(questions):
-            selected = question.select(groups)
+            selected = question.select(groups, in_topic[question.topic])
             out.count[i] = groups.count[selected].sum()
             if question.examples and out.count[i]:
                 out.low[i], out.high[i] = groups.low[selected].min(), groups.high[selected].max()

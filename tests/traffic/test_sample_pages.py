@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -27,7 +28,7 @@ class Subscription:
 
     def peek_pages(self, topic: str, subscription: str, starts: Sequence[int], count: int) -> list:
         self.rounds.append(list(starts))
-        return [[Peeked(n) for n in self.numbers if n >= start][:count] for start in starts]
+        return [[Peeked(n) for n in self.numbers[bisect_left(self.numbers, start) :][:count]] for start in starts]
 
     def peeked(self, start: int = 1, max_messages: int | None = None, page: int = 10, in_flight: int = 4) -> list[int]:
         pages = _pages(self, "t", "s", start, max_messages, page, in_flight)

@@ -97,7 +97,8 @@ def test_answers_of_parts_merged_in_any_order_are_the_answers_of_all(seed):
     _same(Answers.from_arrow(questions, table), whole)
     # What a report reads of them: the counts, and examples of the groups each question selects.
     for question in questions:
-        selected = question.select(groups)
+        in_topic = np.ones(len(groups.count), dtype=bool) if question.topic is None else groups.topic == question.topic
+        selected = question.select(groups, in_topic)
         assert whole.total(question) == groups.count[selected].sum()
         if question.examples and selected.any():
             assert whole.examples(question) <= set(groups.low[selected]) | set(groups.high[selected]) | set(groups.pick[selected])
