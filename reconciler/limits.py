@@ -25,12 +25,12 @@ class Limit:
 
 SQL_TEXT = Limit(
     1024,
-    "characters of one SQL filter's or SQL action's text (exactly 1,024 is accepted)",
+    "UTF-16 code units of one SQL filter's or SQL action's text (exactly 1,024 is accepted)",
     "docs/sql-language.md §8",
 )
 ACTION_STATEMENTS = Limit(32, "SET and REMOVE statements in one SQL action", "docs/sql-language.md §8")
 SQL_STRING_RESULT = Limit(
-    32_767, "characters of a string that an expression builds with +", "docs/sql-language.md §5, §8"
+    32_767, "UTF-16 code units of a string that an expression builds with +", "docs/sql-language.md §5, §8"
 )
 SQL_FILTERS_PER_TOPIC = Limit(
     2_000,
@@ -40,17 +40,27 @@ SQL_FILTERS_PER_TOPIC = Limit(
 CORRELATION_FILTERS_PER_TOPIC = Limit(
     100_000, "rules with a correlation filter, over all subscriptions of one topic", "docs/sql-language.md §8"
 )
-RULE_NAME = Limit(50, "characters of a rule name", "docs/protocol.md §8")
-SUBSCRIPTION_NAME = Limit(50, "characters of a subscription name", "docs/protocol.md §8")
-TOPIC_NAME = Limit(260, "characters of a topic name (its whole path)", "docs/protocol.md §8")
-QUEUE_NAME = Limit(260, "characters of a queue name (its whole path)", "docs/protocol.md §8")
-SESSION_ID = Limit(128, "characters of a session id", "docs/protocol.md §8")
+RULE_NAME = Limit(50, "UTF-16 code units of a rule name", "docs/protocol.md §8")
+SUBSCRIPTION_NAME = Limit(50, "UTF-16 code units of a subscription name", "docs/protocol.md §8")
+TOPIC_NAME = Limit(260, "UTF-16 code units of a topic name (its whole path)", "docs/protocol.md §8")
+QUEUE_NAME = Limit(260, "UTF-16 code units of a queue name (its whole path)", "docs/protocol.md §8")
+SESSION_ID = Limit(128, "UTF-16 code units of a session id", "docs/protocol.md §8")
+
+
+def dotnet_length(text: str) -> int:
+    """A string's length as the service and its SDKs count it against every limit here: .NET's
+    ``String.Length``, in UTF-16 code units, so a character outside the Basic Multilingual Plane
+    (most emoji, some CJK) counts twice."""
+    if text.isascii():
+        return len(text)
+    return len(text) + sum(1 for ch in text if ch > "\uffff")
 
 
 def sql_text_problem(text: str, what: str) -> str | None:
     """Why the service refuses ``text`` as a SQL ``what`` (filter or action) for its length, or None."""
-    if len(text) > SQL_TEXT.value:
-        return f"{what} is {len(text)} characters long; the limit is {SQL_TEXT.value}"
+    length = dotnet_length(text)
+    if length > SQL_TEXT.value:
+        return f"{what} is {length} characters long (UTF-16 code units, as .NET counts); the limit is {SQL_TEXT.value}"
     return None
 
 
@@ -94,8 +104,9 @@ def name_problem(kind: EntityKind, name: str) -> str | None:
     if not isinstance(name, str) or not name.strip():
         return f"{label} is empty"
     limit = _NAME_LIMITS[kind].value
-    if len(name) > limit:
-        return f"{label} {name!r} is {len(name)} characters; the limit is {limit}"
+    length = dotnet_length(name)
+    if length > limit:
+        return f"{label} {name!r} is {length} characters (UTF-16 code units, as .NET counts); the limit is {limit}"
     forbidden = _FORBIDDEN if kind in (EntityKind.TOPIC, EntityKind.QUEUE) else _SEGMENT_FORBIDDEN
     bad = sorted({ch for ch in name if ch in forbidden})
     if bad:
@@ -109,3 +120,14 @@ def name_problem(kind: EntityKind, name: str) -> str | None:
     if name.startswith("$"):
         return f"{label} {name!r} starts with $, which the service reserves for its own nodes"
     return None
+
+
+#: sbrules' own reservation: the suffix of the temporary rule a gapless replace adds (``plan.ops``);
+#: plan and apply take any live rule carrying it for the leftover of an interrupted apply, so no
+#: declared rule may end with it. Rule names are case-insensitive, so neither is the suffix.
+TEMP_RULE_SUFFIX = ".sbrules-tmp"
+
+
+def is_temp_rule_name(name: str) -> bool:
+    """Whether ``name`` is (or would be taken for) a temporary rule of sbrules."""
+    return name.casefold().endswith(TEMP_RULE_SUFFIX)

@@ -31,12 +31,24 @@ def lint(state: DesiredState) -> list[Diagnostic]:
     """Every finding about ``state``; errors make the files invalid, warnings and info do not."""
     out: list[Diagnostic] = []
     for topic in state.topics:
+        out.extend(_entity_names(topic))
         out.extend(_topic_limits(topic))
         for sub in topic.subscriptions:
             out.extend(_subscription(topic, sub))
             for rule in sub.rules or ():
                 out.extend(_rule(rule))
     return out
+
+
+def _entity_names(topic: Topic) -> Iterator[Diagnostic]:
+    """The topic's and its subscriptions' names, by the service's rules for each kind."""
+    problem = limits.name_problem(EntityKind.TOPIC, topic.name)
+    if problem:
+        yield Diagnostic("error", "topic-name", problem, topic.origin)
+    for sub in topic.subscriptions:
+        problem = limits.name_problem(EntityKind.SUBSCRIPTION, sub.name)
+        if problem:
+            yield Diagnostic("error", "subscription-name", problem, sub.origin)
 
 
 def _subscription(topic: Topic, sub: Subscription) -> Iterator[Diagnostic]:
@@ -93,6 +105,14 @@ def _rule_name(rule: Rule) -> Iterator[Diagnostic]:
     problem = limits.name_problem(EntityKind.RULE, rule.name)
     if problem:
         yield Diagnostic("error", "rule-name", problem, rule.origin)
+    elif limits.is_temp_rule_name(rule.name):
+        yield Diagnostic(
+            "error",
+            "rule-name",
+            f"rule name {rule.name!r} ends with {limits.TEMP_RULE_SUFFIX!r}, which sbrules reserves for the "
+            "temporary rule of a gapless replace (plan and apply would take it for a leftover and remove it)",
+            rule.origin,
+        )
 
 
 def _correlation(rule: Rule, flt: CorrelationFilter) -> Iterator[Diagnostic]:

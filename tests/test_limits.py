@@ -48,3 +48,22 @@ def test_names_at_their_limits_and_paths_are_accepted():
 def test_sql_text_length():
     assert sql_text_problem("a" * 1024, "filter") is None
     assert "1025 characters" in (sql_text_problem("a" * 1025, "action") or "")
+
+
+def test_lengths_are_counted_as_dotnet_counts_them():
+    """UTF-16 code units: a character outside the BMP (an emoji) counts twice, as String.Length does."""
+    from reconciler.limits import dotnet_length
+
+    assert dotnet_length("abc") == 3 and dotnet_length("é") == 1 and dotnet_length("🚚") == 2
+    assert name_problem(EntityKind.RULE, "🚚" * 25) is None
+    assert "51 characters" in (name_problem(EntityKind.RULE, "a" + "🚚" * 25) or "")
+    assert sql_text_problem("a = '" + "🚚" * 509 + "'", "filter") is None  # 6 + 1,018 = 1,024
+    assert "1026 characters" in (sql_text_problem("a = '" + "🚚" * 510 + "'", "filter") or "")
+
+
+@pytest.mark.parametrize("name", ["x.sbrules-tmp", "X.SBRULES-TMP", ".sbrules-tmp"])
+def test_the_temporary_rule_suffix_is_reserved_whatever_its_case(name):
+    from reconciler.limits import is_temp_rule_name
+
+    assert is_temp_rule_name(name)
+    assert not is_temp_rule_name("x.sbrules-tmp2") and not is_temp_rule_name("sbrules-tmp")

@@ -105,8 +105,8 @@ def _optional_str(body: Mapping[Any, Any], key: str, limit: int = 4096) -> str |
         return None
     if not isinstance(value, str):
         raise bad_request(f"'{key}' must be a string, got {type(value).__name__}")
-    if len(value) > limit:
-        raise bad_request(f"'{key}' is longer than {limit} characters")
+    if limits.dotnet_length(value) > limit:
+        raise bad_request(f"'{key}' is longer than {limit} characters (UTF-16 code units)")
     return str(value)
 
 

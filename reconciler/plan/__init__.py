@@ -7,6 +7,7 @@
 - :mod:`.live`: a plan against the namespace (discovery, missing and undeclared subscriptions, reading).
 """
 
+from reconciler.limits import is_temp_rule_name
 from reconciler.plan.compare import compute_plan, plan_subscription
 from reconciler.plan.ops import (
     PLAN_FORMAT_VERSION,
@@ -18,7 +19,6 @@ from reconciler.plan.ops import (
     PlanError,
     Skipped,
     SubscriptionPlan,
-    is_temp_rule_name,
     temp_rule_name,
 )
 from reconciler.plan.render import (

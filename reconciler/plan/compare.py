@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 from typing import Sequence
 
+from reconciler.limits import is_temp_rule_name
 from reconciler.model import CORRELATION_FIELDS, DEFAULT_RULE_NAME, CorrelationFilter, DesiredState, Rule
 from reconciler.observe import ActualState
 from reconciler.plan.ops import (
@@ -20,7 +21,6 @@ from reconciler.plan.ops import (
     PlanError,
     Skipped,
     SubscriptionPlan,
-    is_temp_rule_name,
 )
 from reconciler.plan.signature import FilterKind, Signature, fingerprint, signature
 

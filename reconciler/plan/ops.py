@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any, Mapping
 
 from reconciler.errors import SbrulesError
-from reconciler.limits import RULE_NAME
+from reconciler.limits import RULE_NAME, TEMP_RULE_SUFFIX
 from reconciler.model import Rule, rule_from_doc, rule_to_doc
 
 #: Version 2 names a change's kind ``change``; version 1 called it ``action``, the word a rule's SQL
@@ -21,8 +21,8 @@ from reconciler.model import Rule, rule_from_doc, rule_to_doc
 PLAN_FORMAT_VERSION = 2
 
 #: Suffix of the temporary rule a gapless replacement adds; plan and apply treat any live rule
-#: carrying it as a leftover of an interrupted apply and remove it.
-TEMP_SUFFIX = ".sbrules-tmp"
+#: carrying it as a leftover of an interrupted apply and remove it (reserved in ``limits``).
+TEMP_SUFFIX = TEMP_RULE_SUFFIX
 
 
 class PlanError(SbrulesError):
@@ -64,9 +64,6 @@ def temp_rule_name(name: str) -> str:
     keep = RULE_NAME.value - len(TEMP_SUFFIX) - len(digest) - 1
     return f"{name[:keep]}-{digest}{TEMP_SUFFIX}"
 
-
-def is_temp_rule_name(name: str) -> bool:
-    return name.endswith(TEMP_SUFFIX)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import uuid
 from decimal import Decimal
 from typing import Any, Callable
 
-from reconciler.limits import SQL_STRING_RESULT
+from reconciler.limits import SQL_STRING_RESULT, dotnet_length
 from reconciler.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, TypedValue, ValueType
 from reconciler.sql.errors import SqlEvalError
 
@@ -258,7 +258,7 @@ def add(a: Any, b: Any) -> Any:
     ca, cb = a.__class__, b.__class__
     if ca is str or cb is str:
         result = to_string(a) + to_string(b)
-        if len(result) > SQL_STRING_RESULT.value:
+        if dotnet_length(result) > SQL_STRING_RESULT.value:
             raise SqlEvalError(f"string result longer than {SQL_STRING_RESULT.value} characters")
         return result
     ka, kb = kind_of(a), kind_of(b)

@@ -129,3 +129,27 @@ def test_sql_errors_carry_a_caret_position_in_the_file(write):
     assert (block.sql.line, block.origin.line) == (2, 10)
     assert block.origin.column == 11 + block.sql.column - 1
     assert "invalid SQL action" in action.message
+
+
+def test_topic_and_subscription_names_are_checked_against_the_service_rules(write):
+    path = write(
+        "names.yaml",
+        """
+        topic: "orders?eu"
+        subscriptions:
+          "team/billing": {rules: [{name: a, filter: true}]}
+          "#hash": {rules: [{name: b, filter: true}]}
+          sssssssssssssssssssssssssssssssssssssssssssssssssss: {rules: [{name: c, filter: true}]}
+          fine: {rules: [{name: x.sbrules-tmp, filter: true}, {name: Y.SBRULES-TMP, filter: true}]}
+        """,
+    )
+    result = load([path])
+    found = sorted((d.origin.line, d.code, d.message) for d in lint(result.state) if d.severity == "error")
+    assert [(line, code) for line, code, _ in found] == [
+        (1, "topic-name"), (3, "subscription-name"), (4, "subscription-name"), (5, "subscription-name"),
+        (6, "rule-name"), (6, "rule-name"),
+    ]
+    messages = [message for _, _, message in found]
+    assert "contains ?" in messages[0] and "contains /" in messages[1] and "contains #" in messages[2]
+    assert "51 characters" in messages[3] and "limit is 50" in messages[3]
+    assert all(".sbrules-tmp" in m and "reserves" in m for m in messages[4:])

@@ -200,3 +200,18 @@ def test_exit_codes_from_ctx_exit_are_kept(run_cli):
         assert run_cli("test-exit-code")[0] == 3
     finally:
         cli.commands.pop("test-exit-code")
+
+
+
+@pytest.mark.unit
+def test_names_the_service_refuses_fail_validate_at_the_name(run_cli, write):
+    path = write(
+        "orders.yaml",
+        'topic: "orders#eu"\nsubscriptions:\n  "team/billing":\n    rules:\n      - {name: x.SBRULES-TMP, filter: true}\n',
+    )
+    code, out, err = run_cli("validate", path)
+    assert code == 1 and "Traceback" not in out + err
+    lines = (out + err).splitlines()
+    assert any(":1:8: error[topic-name]" in line and "contains #" in line for line in lines)
+    assert any(":3:3: error[subscription-name]" in line and "contains /" in line for line in lines)
+    assert any(":5:9: error[rule-name]" in line and ".sbrules-tmp" in line for line in lines)

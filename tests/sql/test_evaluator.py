@@ -206,6 +206,12 @@ def test_long_string_result_is_an_error() -> None:
     assert label(text, {"s": "a" * 7000}) == "error"
 
 
+def test_string_result_length_counts_utf16_code_units() -> None:
+    """An emoji is two UTF-16 code units to the broker: 16,384 of them are over the limit."""
+    assert label("s + '' = 'x'", {"s": "\U0001F600" * 16_383 + "a"}) == "false"
+    assert label("s + '' = 'x'", {"s": "\U0001F600" * 16_384}) == "error"
+
+
 def test_outcome_matched_and_labels() -> None:
     assert Outcome(True).matched and Outcome(True).label == "true"
     assert not Outcome(True, "boom").matched and Outcome(True, "boom").label == "error"

@@ -93,3 +93,16 @@ def test_correlation_vectors_agree(interpreted, frame_of, sql_correlation_vector
             assert cell["v"] is want and cell["e"] is None, (vid, vectors[idx][0])
             if vid == vectors[idx][0]:
                 assert want is expect, vid
+
+
+def test_string_result_limit_counts_utf16_code_units_as_the_python_evaluator(interpreted, frame_of):
+    """Over the 32,767 limit only as UTF-16 code units (an emoji counts two), in both evaluators."""
+    from reconciler.model import Message, TypedValue
+    from reconciler.traffic.spark import to_spark
+
+    near, over = "\U0001F600" * 16_383 + "a", "\U0001F600" * 16_384
+    messages = [Message(user={"s": TypedValue.infer(text)}) for text in (near, over)]
+    expr = "s + '' = 'x'"
+    result = dict(evaluate_matrix(frame_of(messages), [to_spark(parse_filter(expr))]))
+    got = [spark_label(result[i][0]) for i in range(2)]
+    assert got == [python_label(expr, None, m) for m in messages] == ["false", "error"]

@@ -126,7 +126,8 @@ def _arithmetic(op: str, a: Val, b: Val) -> Val:
 
         def concat() -> Any:
             text = F.concat(text_of(a), text_of(b))
-            too_long = F.when(F.length(text) > SQL_STRING_RESULT.value, F.lit(f"string longer than {SQL_STRING_RESULT.value}"))
+            utf16_units = F.octet_length(F.encode(text, "UTF-16LE")) / 2  # as .NET counts (limits.dotnet_length)
+            too_long = F.when(utf16_units > SQL_STRING_RESULT.value, F.lit(f"string longer than {SQL_STRING_RESULT.value}"))
             return frozenset({"string"}), {"s": text, "err": too_long}
 
         cases.append((lambda x, y: any_of(x.is_({"string"}), y.is_({"string"})), concat))
