@@ -252,33 +252,41 @@ env_option = click.option(
 
 @dataclass(frozen=True)
 class Rules:
-    """The rules a command works on, and the environment they were rendered for."""
+    """The rules a command works on, the environment they were rendered for, and how many errors
+    they have (only ever non-zero when the command was told to go on despite them)."""
 
     state: "DesiredState"
     environment: "Environment | None"
+    errors: int = 0
 
     @property
     def env_name(self) -> str | None:
         return self.environment.name if self.environment else None
 
 
-def load_rules(paths: tuple[Path, ...], env: str | None, lint_errors: bool = True) -> Rules:
-    """The rule files (default ./rules) for ``env``, refused when the schema (or, with
-    ``lint_errors``, lint) finds an error."""
+def load_rules(
+    paths: tuple[Path, ...], env: str | None, *, lint_errors: bool = True, allow_invalid: bool = False
+) -> Rules:
+    """The rule files (default ./rules) for ``env``, loaded and linted in one pass, and refused with
+    every error (schema, model and, with ``lint_errors``, lint alike) when ``validate`` would call
+    them invalid — unless ``allow_invalid``: then the rules that could be built, and the count."""
+    from reconciler import diagnostics
     from reconciler.lint import lint
     from reconciler.rulefiles import RuleFileErrors
-    from reconciler.rulefiles.environment import DEFAULT_RULES, load_state, locate
+    from reconciler.rulefiles.environment import DEFAULT_RULES, locate
+    from reconciler.rulefiles.environment import load_rules as load_environment
     from reconciler.rulefiles.project import find_project
 
     if not paths and not DEFAULT_RULES.is_dir() and find_project(Path.cwd()) is None:
         raise click.UsageError("no PATH given and no ./rules directory here")
     source = locate(paths)
-    state = load_state(source, env)
-    errors = [d for d in lint(state) if d.severity == "error"] if lint_errors else []
-    if errors:
+    result = load_environment(source, env)
+    findings = [*result.diagnostics, *(lint(result.state) if lint_errors else ())]
+    errors = sorted((d for d in findings if d.severity == "error"), key=diagnostics.sort_key)
+    if errors and not allow_invalid:
         raise RuleFileErrors(errors)
     environment = source.project.environment(env) if source.project and env else None
-    return Rules(state, environment)
+    return Rules(result.state, environment, len(errors))
 
 
 def project_environment(env: str | None) -> "Environment | None":

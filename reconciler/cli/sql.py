@@ -55,14 +55,31 @@ def check(expression: str, is_action: bool, fmt: str) -> None:
     help='Sample message JSON: {"sys": {"Label": ...}, "user": {"name": value}} ("-" reads stdin).',
 )
 @click.option("--topic", help="Only route through this topic's subscriptions.")
+@click.option(
+    "--allow-invalid",
+    is_flag=True,
+    help="Route through rule files that fail validate: the rules that could be read are used, a rule the "
+    "service would refuse evaluates as it would here, and a warning on stderr counts the errors.",
+)
 @format_option("text", "json")
 @env_option
-def route(paths: tuple[Path, ...], message_file: Any, topic: str | None, fmt: str, env: str | None) -> None:
+def route(
+    paths: tuple[Path, ...], message_file: Any, topic: str | None, allow_invalid: bool, fmt: str, env: str | None
+) -> None:
     """Route one sample message through the declared rules (default: ./rules) and show, per
     subscription, whether it is delivered, how each rule evaluated and the copies after actions.
-    With --env, through that environment's rules (--topic is then its name in that namespace)."""
+    With --env, through that environment's rules (--topic is then its name in that namespace).
+
+    Rule files that fail ``sbrules validate`` are refused (exit 1) unless --allow-invalid."""
     message = _read_message(message_file)
-    state = load_rules(paths, env, lint_errors=False).state
+    rules = load_rules(paths, env, allow_invalid=allow_invalid)
+    if rules.errors:
+        click.echo(
+            f"warning: the rule files have {rules.errors} errors (see sbrules validate); routing through the "
+            "rules that could be read",
+            err=True,
+        )
+    state = rules.state
     deliveries = route_state(state, message, topic)
     if fmt == "json":
         echo_json({"format_version": 1, "deliveries": deliveries})

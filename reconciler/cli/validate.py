@@ -109,14 +109,13 @@ def validate(
     elif fmt == "markdown":
         click.echo(diag.render_markdown(findings))
     else:  # text, and html (whose traffic report goes to a file)
-        if findings:
-            click.echo(diag.render_text(findings), err=tally["error"] > 0)
+        if findings:  # validate's result, valid or not: stdout, as linters print theirs
+            click.echo(diag.render_text(findings))
         verdict = "invalid" if tally["error"] else "valid"
         checked = f" (environments: {', '.join(map(str, results))})" if source.project is not None else ""
         click.echo(
             f"{verdict}{checked}: {summary['files']} files, {summary['subscriptions']} subscriptions, "
-            f"{summary['rules']} rules; {tally['error']} errors, {tally['warning']} warnings, {tally['info']} notes",
-            err=tally["error"] > 0,
+            f"{summary['rules']} rules; {tally['error']} errors, {tally['warning']} warnings, {tally['info']} notes"
         )
     if tally["error"]:
         raise SystemExit(ExitCode.ERROR)

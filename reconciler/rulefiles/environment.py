@@ -70,7 +70,7 @@ def load_state(source: RuleSource, env: str | None) -> DesiredState:
 
 def render(project: Project, env: Environment, paths: Sequence[Path]) -> LoadResult:
     """The base files with ``env``'s variables, its overlays merged in order, its topics renamed."""
-    substitute = Substitution({name: var.value for name, var in env.vars.items()})
+    substitute = Substitution(env.vars)
     result = load(paths, exclude=project.not_base_files(), prepare=substitute)
     diags = result.diagnostics
     state = result.state
@@ -82,7 +82,7 @@ def render(project: Project, env: Environment, paths: Sequence[Path]) -> LoadRes
         for file in overlay_files:
             read = read_valid(file, diags, OVERLAY_SCHEMA, prepare=substitute)
             if read is not None:
-                changes.append(topic_change(*read, diags))
+                changes.append(topic_change(read, diags))
         state = apply_overlay(state, changes, diags)
     state = _rename(state, env, diags)
     for name, var in env.vars.items():

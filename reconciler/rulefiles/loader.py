@@ -24,6 +24,7 @@ from reconciler.model import (
     TypedValueError,
     rule_from_doc,
 )
+from reconciler.rulefiles import yaml_versions
 from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
 from reconciler.rulefiles.schema import SCHEMA_NAME, schema_diagnostics
 
@@ -51,18 +52,27 @@ class LoadResult:
         return not any(d.severity == "error" for d in self.diagnostics)
 
 
-def _ambiguous_integers(doc: dict, path: DocPath, loc: Located) -> Iterator[Diagnostic]:
-    """Plain integers in correlation properties: the written form does not say int or long."""
-    props = (doc.get("correlation") or {}).get("properties") or {}
+def _ambiguous_scalars(doc: dict, path: DocPath, loc: Located) -> Iterator[Diagnostic]:
+    """Plain scalars in correlation properties whose written form does not settle their type: YAML
+    1.1 forms other readers take for another type (``yes``, ``1e3``, ``1:30``, ``010``), and plain
+    integers (int or long?). Matching is type-strict, so each gets a warning saying how to pin it."""
+    correlation = doc.get("correlation")
+    props = (correlation.get("properties") if isinstance(correlation, dict) else None) or {}
     for key, value in props.items():
-        if isinstance(value, int) and not isinstance(value, bool):
+        where = path + ("correlation", "properties", key)
+        text = loc.plain.get(where)
+        unclear = yaml_versions.ambiguity(text, value) if text is not None else None
+        if unclear is not None:
+            message = f"rule {doc['name']!r}: property {key!r} is {yaml_versions.explain(unclear)}"
+            yield Diagnostic("warning", "ambiguous-yaml", message, loc.origin(where))
+        elif isinstance(value, int) and not isinstance(value, bool):
             yield Diagnostic(
                 "warning",
                 "ambiguous-integer",
                 f"rule {doc['name']!r}: property {key!r} is a plain integer, sent as long {value}. Correlation "
                 f"matching is type-strict, and .NET int and Microsoft's Python SDK send small integers as "
                 f"32-bit int: write {{int: {value}}} or {{long: {value}}} to say which",
-                loc.origin(path + ("correlation", "properties", key)),
+                loc.origin(where),
             )
 
 
@@ -93,7 +103,7 @@ def text_origin(path: DocPath, loc: Located) -> Origin:
 
 def build_rule(doc: dict, path: DocPath, loc: Located, diags: list[Diagnostic]) -> Rule | None:
     """The rule a schema-valid rule document declares, or None (and an error in ``diags``)."""
-    diags.extend(_ambiguous_integers(doc, path, loc))
+    diags.extend(_ambiguous_scalars(doc, path, loc))
     try:
         return _build_rule(doc, path, loc)
     except (RuleFormError, TypedValueError) as exc:
@@ -102,22 +112,32 @@ def build_rule(doc: dict, path: DocPath, loc: Located, diags: list[Diagnostic]) 
         return None
 
 
-def topic_from_doc(doc: dict, loc: Located, diags: list[Diagnostic]) -> Topic:
-    """The topic a schema-valid rule file declares (rules that cannot be built are errors in ``diags``)."""
+def topic_from_doc(read: "ReadFile", diags: list[Diagnostic]) -> Topic:
+    """The topic a rule file declares: every subscription and rule its schema violations spare
+    (rules that cannot be built are errors in ``diags``)."""
+    doc, loc = read.doc, read.loc
     subs = []
     for sub_name, sub_doc in (doc.get("subscriptions") or {}).items():
-        sub_doc = sub_doc or {}
         sub_path = ("subscriptions", sub_name)
+        if sub_path in read.spoiled:
+            continue
+        sub_doc = sub_doc or {}
         rules: tuple[Rule, ...] | None = None
         if "rules" in sub_doc:
-            docs = enumerate(sub_doc["rules"] or [])
-            built = [build_rule(rule_doc, sub_path + ("rules", i), loc, diags) for i, rule_doc in docs]
+            written = list(enumerate(sub_doc["rules"] or []))
+            built = [
+                build_rule(rule_doc, sub_path + ("rules", i), loc, diags)
+                for i, rule_doc in written
+                if sub_path + ("rules", i) not in read.spoiled
+            ]
             rules = tuple(r for r in built if r is not None)
+            if written and not rules:
+                continue  # every rule is in error: "declares no rules" would be one error too many
         subs.append(
             Subscription(
                 name=str(sub_name),
                 rules=rules,
-                allow_empty=bool(sub_doc.get("allow_empty", False)),
+                allow_empty=sub_doc.get("allow_empty") is True,
                 origin=loc.key_origin(sub_path),
             )
         )
@@ -213,10 +233,35 @@ def display_path(path: Path) -> str:
 Prepare = Callable[[Any, Located, list[Diagnostic]], Any]
 
 
+@dataclass(frozen=True)
+class ReadFile:
+    """A rule or overlay file as data, and the subscriptions and rules (by path) that its schema
+    violations leave unbuildable; everything else is still built and checked, so that one mistake
+    does not hide the others."""
+
+    doc: Any
+    loc: Located
+    spoiled: frozenset[DocPath] = frozenset()
+
+
+def _spoiled(path: DocPath, code: str) -> DocPath | None:
+    """The part of a rule or overlay file a schema violation at ``path`` leaves unbuildable: the
+    file (``()``), a subscription, a rule, or nothing (an unknown key, or a bad value the builder
+    does not read)."""
+    if path[:1] != ("subscriptions",) or len(path) == 1:
+        return None if code == "unknown-key" and not path else ()
+    if len(path) >= 4 and path[2] == "rules":
+        return None if code == "unknown-key" and len(path) == 4 else path[:4]
+    if len(path) == 2:
+        return None if code == "unknown-key" else path
+    return path[:2] if path[2] == "rules" else None
+
+
 def read_valid(
     file: Path, diags: list[Diagnostic], schema: str = SCHEMA_NAME, prepare: Prepare | None = None
-) -> tuple[Any, Located] | None:
-    """A file's document, prepared and valid against ``schema``; None (and errors in ``diags``) otherwise."""
+) -> ReadFile | None:
+    """A file's document, prepared and checked against ``schema`` (every violation in ``diags``);
+    None when it cannot be read or a violation spoils the whole file."""
     try:
         doc, loc = read_document(file, display_path(file))
     except DocumentError as exc:
@@ -224,11 +269,15 @@ def read_valid(
         return None
     if prepare is not None:
         doc = prepare(doc, loc, diags)
-    schema_diags = schema_diagnostics(doc, loc, schema)
-    if schema_diags:
-        diags.extend(schema_diags)
+    spoiled = set()
+    for path, finding in schema_diagnostics(doc, loc, schema):
+        diags.append(finding)
+        part = _spoiled(path, finding.code)
+        if part is not None:
+            spoiled.add(part)
+    if () in spoiled:
         return None
-    return doc, loc
+    return ReadFile(doc, loc, frozenset(spoiled))
 
 
 def load(paths: Sequence[str | Path], *, exclude: Collection[Path] = (), prepare: Prepare | None = None) -> LoadResult:
@@ -242,7 +291,7 @@ def load(paths: Sequence[str | Path], *, exclude: Collection[Path] = (), prepare
     for file in files:
         read = read_valid(file, diags, prepare=prepare)
         if read is not None:
-            topics.append(topic_from_doc(*read, diags))
+            topics.append(topic_from_doc(read, diags))
     state = merge(topics, diags)
     return LoadResult(state=state, diagnostics=diags, files=len(files))
 

@@ -40,6 +40,8 @@ class Located:
         self.values: dict[DocPath, Origin] = {}
         self.keys: dict[DocPath, Origin] = {}
         self.styles: dict[DocPath, str | None] = {}
+        #: The text of each plain (unquoted) scalar as written, before YAML resolved its type.
+        self.plain: dict[DocPath, str] = {}
         self.lines: list[str] = []
         self.nodes = 0
 
@@ -77,6 +79,8 @@ def _convert(node: yaml.Node, path: DocPath, loc: Located, depth: int = 0) -> An
     loc.values[path] = origin
     if isinstance(node, yaml.ScalarNode):
         loc.styles[path] = node.style
+        if not node.style:  # None from PyYAML, '' from libyaml
+            loc.plain[path] = node.value
         if node.tag == "tag:yaml.org,2002:timestamp":
             return node.value  # keep dates as written; typed values say {timestamp: ...} explicitly
         if node.tag not in _PLAIN_TAGS:

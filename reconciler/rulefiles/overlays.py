@@ -15,8 +15,7 @@ from typing import Any
 
 from reconciler.diagnostics import Diagnostic
 from reconciler.model import DesiredState, Origin, Rule, Subscription, Topic
-from reconciler.rulefiles.loader import build_rule, text_origin
-from reconciler.rulefiles.located import Located
+from reconciler.rulefiles.loader import ReadFile, build_rule, text_origin
 
 OVERLAY_SCHEMA = "overlay.schema.json"
 
@@ -46,17 +45,22 @@ class TopicChange:
     subscriptions: tuple[SubscriptionChange, ...]
 
 
-def topic_change(doc: dict, loc: Located, diags: list[Diagnostic]) -> TopicChange:
-    """The changes a schema-valid overlay document makes."""
+def topic_change(read: ReadFile, diags: list[Diagnostic]) -> TopicChange:
+    """The changes an overlay file makes: every one its schema violations spare."""
+    doc, loc = read.doc, read.loc
     subs = []
     for name, sub_doc in (doc.get("subscriptions") or {}).items():
-        sub_doc = sub_doc or {}
         path = ("subscriptions", name)
+        if path in read.spoiled:
+            continue
+        sub_doc = sub_doc or {}
         rules: tuple[Rule | Removal, ...] | None = None
         if "rules" in sub_doc:
             built: list[Rule | Removal] = []
             for index, rule_doc in enumerate(sub_doc["rules"] or ()):
                 rule_path = path + ("rules", index)
+                if rule_path in read.spoiled:
+                    continue
                 if rule_doc.get("remove"):
                     built.append(Removal(rule_doc["name"], loc.origin(rule_path)))
                     continue
@@ -68,9 +72,9 @@ def topic_change(doc: dict, loc: Located, diags: list[Diagnostic]) -> TopicChang
             SubscriptionChange(
                 name=str(name),
                 origin=loc.key_origin(path),
-                remove=bool(sub_doc.get("remove")),
+                remove=sub_doc.get("remove") is True,
                 rules=rules,
-                allow_empty=sub_doc.get("allow_empty"),
+                allow_empty=sub_doc["allow_empty"] if isinstance(sub_doc.get("allow_empty"), bool) else None,
             )
         )
     return TopicChange(str(doc["topic"]), text_origin(("topic",), loc), tuple(subs))

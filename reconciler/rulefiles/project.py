@@ -18,6 +18,7 @@ from reconciler.errors import InputError
 from reconciler.model import Origin, TypedValue, TypedValueError
 from reconciler.rulefiles.loader import RuleFileErrors, display_path, read_valid
 from reconciler.rulefiles.located import Located
+from reconciler.rulefiles.yaml_versions import Ambiguity, ambiguity
 
 PROJECT_FILES = ("sbrules.yaml", "sbrules.yml")
 PROJECT_SCHEMA = "project.schema.json"
@@ -28,6 +29,8 @@ class Variable:
     name: str
     value: TypedValue
     origin: Origin
+    #: Set when the value is a plain YAML scalar other readers take for another type (``yes``).
+    unclear: Ambiguity | None = None
 
 
 @dataclass(frozen=True)
@@ -114,9 +117,9 @@ def read_project(file: Path) -> Project:
     """Read and check the project file; RuleFileErrors lists every located error."""
     diags: list[Diagnostic] = []
     read = read_valid(file, diags, PROJECT_SCHEMA)
-    if read is None:
+    if read is None or diags:
         raise RuleFileErrors(diags)
-    doc, loc = read
+    doc, loc = read.doc, read.loc
     environments = {
         str(name): _environment(str(name), env_doc or {}, ("environments", name), file.parent, loc, diags)
         for name, env_doc in doc["environments"].items()
@@ -146,7 +149,9 @@ def _environment(
     for var_name, raw in (doc.get("vars") or {}).items():
         var_path = path + ("vars", var_name)
         try:
-            variables[var_name] = Variable(var_name, TypedValue.from_typed_form(raw), loc.key_origin(var_path))
+            text = loc.plain.get(var_path)
+            unclear = ambiguity(text, raw) if text is not None else None
+            variables[var_name] = Variable(var_name, TypedValue.from_typed_form(raw), loc.key_origin(var_path), unclear)
         except TypedValueError as exc:
             diags.append(Diagnostic("error", "typed-value", f"{where}: variable {var_name!r}: {exc}", loc.origin(var_path)))
     overlays = []

@@ -73,16 +73,18 @@ def _describe(value: Any) -> str:
     return "a map"
 
 
-def schema_diagnostics(doc: Any, loc: Located, schema: str = SCHEMA_NAME) -> list[Diagnostic]:
-    """Every violation of ``schema`` (a packaged schema's file name) in ``doc``, located."""
+def schema_diagnostics(doc: Any, loc: Located, schema: str = SCHEMA_NAME) -> list[tuple[DocPath, Diagnostic]]:
+    """Every violation of ``schema`` (a packaged schema's file name) in ``doc``, located, each with
+    the path of the value it is about (for an unknown key, the map holding it), so that a caller
+    can still check what the violation spares."""
     try:
         _fast_check(schema)(doc)
         return []
     except fastjsonschema.JsonSchemaException:
         pass
-    out: list[Diagnostic] = []
+    out: list[tuple[DocPath, Diagnostic]] = []
     for err in _validator(schema).iter_errors(doc):
-        out.extend(_explain(err, loc))
+        out.extend((tuple(err.absolute_path), diag) for diag in _explain(err, loc))
     return out
 
 

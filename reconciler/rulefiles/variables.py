@@ -21,8 +21,10 @@ from typing import Any, Callable, Mapping
 
 from reconciler.diagnostics import Diagnostic, SqlContext
 from reconciler.model import CORRELATION_ALIASES, CORRELATION_FIELDS, Origin, TypedValue
+from reconciler.rulefiles import yaml_versions
 from reconciler.rulefiles.loader import text_origin
 from reconciler.rulefiles.located import DocPath, Located
+from reconciler.rulefiles.project import Variable
 from reconciler.sql.template import NAME, Substituted, substitute_sql, substitute_text
 
 _WHOLE = "${"
@@ -32,8 +34,9 @@ _ONE_REFERENCE = re.compile(r"\$\{" + NAME + r"\}")
 class Substitution:
     """The variables of one environment, applied to documents one after another."""
 
-    def __init__(self, values: Mapping[str, TypedValue]):
-        self.values = dict(values)
+    def __init__(self, variables: Mapping[str, Variable]):
+        self.variables = dict(variables)
+        self.values: dict[str, TypedValue] = {name: var.value for name, var in variables.items()}
         self.used: set[str] = set()
 
     def __call__(self, doc: Any, loc: Located, diags: list[Diagnostic]) -> Any:
@@ -89,11 +92,13 @@ class _Document:
         if isinstance(value, str) and value.startswith(_WHOLE) and _is_one_reference(value):
             name = value[2:-1]
             self.sub.used.add(name)
-            found = self.sub.values.get(name)
+            found = self.sub.variables.get(name)
             if found is None:
                 self.problem(path, value, 0, len(value), f"undefined variable {name!r}")
                 return value
-            return found.to_typed_form(explicit=True)
+            if found.unclear is not None:
+                self.unclear(path, found)
+            return found.value.to_typed_form(explicit=True)
         if isinstance(value, str):
             return self.text(value, path)
         if isinstance(value, dict) and len(value) == 1:
@@ -101,6 +106,16 @@ class _Document:
             if isinstance(inner, str):
                 return {tag: self.text(inner, path + (tag,))}
         return value
+
+    def unclear(self, path: DocPath, var: Variable) -> None:
+        """A correlation property whose whole value is a variable written as an ambiguous scalar."""
+        assert var.unclear is not None
+        where = f"{var.origin.file}:{var.origin.line}:{var.origin.column}"
+        message = (
+            f"property {path[-1]!r} is ${{{var.name}}}, and variable {var.name!r} ({where}) is "
+            f"{yaml_versions.explain(var.unclear)} in the project file"
+        )
+        self.diags.append(Diagnostic("warning", "ambiguous-yaml", message, text_origin(path, self.loc)))
 
     def keyed(self, mapping: dict, path: DocPath, each: Callable[[Any, DocPath], Any]) -> dict:
         """A mapping whose keys are names (subscriptions, properties): keys and values substituted."""
@@ -154,7 +169,7 @@ def _is_one_reference(value: str) -> bool:
 def _move(loc: Located, old: DocPath, new: DocPath) -> None:
     """Keep the marks of a renamed key's subtree reachable under its new name."""
     size = len(old)
-    tables: tuple[dict[DocPath, Any], ...] = (loc.values, loc.keys, loc.styles)
+    tables: tuple[dict[DocPath, Any], ...] = (loc.values, loc.keys, loc.styles, loc.plain)
     for table in tables:
         for path in [p for p in table if p[:size] == old]:
             table[new + path[size:]] = table[path]
