@@ -60,12 +60,16 @@ def _ambiguous_scalars(doc: dict, path: DocPath, loc: Located) -> Iterator[Diagn
     props = (correlation.get("properties") if isinstance(correlation, dict) else None) or {}
     for key, value in props.items():
         where = path + ("correlation", "properties", key)
+        typed = isinstance(value, dict) and len(value) == 1
+        if typed:  # {long: 010} is 8 here and 10 elsewhere; {string: yes} is not a string here
+            ((tag, value),) = value.items()
+            where += (tag,)
         text = loc.plain.get(where)
         unclear = yaml_versions.ambiguity(text, value) if text is not None else None
         if unclear is not None:
             message = f"rule {doc['name']!r}: property {key!r} is {yaml_versions.explain(unclear)}"
             yield Diagnostic("warning", "ambiguous-yaml", message, loc.origin(where))
-        elif isinstance(value, int) and not isinstance(value, bool):
+        elif not typed and isinstance(value, int) and not isinstance(value, bool):
             yield Diagnostic(
                 "warning",
                 "ambiguous-integer",

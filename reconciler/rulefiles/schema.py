@@ -17,6 +17,7 @@ import jsonschema
 
 from reconciler.diagnostics import Diagnostic
 from reconciler.rulefiles.located import DocPath, Located
+from reconciler.rulefiles.yaml_versions import ambiguity, describe
 
 SCHEMA_NAME = "rules.schema.json"
 
@@ -124,7 +125,7 @@ def _explain(err: jsonschema.ValidationError, loc: Located) -> list[Diagnostic]:
             Diagnostic(
                 "error",
                 "typed-value",
-                f"{what} {path[-1]!r}: {_typed_value_problem(err.instance)}",
+                f"{what} {path[-1]!r}: {_typed_value_problem(err.instance)}{_yaml_1_1_hint(err.instance, path, loc)}",
                 origin,
             )
         ]
@@ -133,6 +134,18 @@ def _explain(err: jsonschema.ValidationError, loc: Located) -> list[Diagnostic]:
     if err.validator in ("minLength", "maxLength"):
         return [Diagnostic("error", "length", f"{where}: {err.message}", origin)]
     return [Diagnostic("error", "schema", f"{where}: {err.message}", origin)]
+
+
+def _yaml_1_1_hint(value: Any, path: DocPath, loc: Located) -> str:
+    """Why ``{string: yes}`` is not a string: YAML 1.1 made the plain scalar a bool (quote it)."""
+    if not (isinstance(value, dict) and len(value) == 1):
+        return ""
+    ((tag, raw),) = value.items()
+    text = loc.plain.get(path + (tag,))
+    unclear = ambiguity(text, raw) if text is not None else None
+    if unclear is None:
+        return ""
+    return f" ({text} is {describe(raw)} in YAML 1.1, which sbrules reads: quote it, '{text}', to mean the text)"
 
 
 def _typed_value_problem(value: Any) -> str:

@@ -84,6 +84,17 @@ def test_yaml_1_1_scalars_in_correlation_properties_are_warned_with_their_type_a
     assert "the string 'n'" in warned["'short'"].message and "{bool: false}" in warned["'short'"].message
 
 
+def test_an_ambiguous_scalar_inside_a_typed_map_is_warned_too(write):
+    path = write("t.yaml", "topic: t\nsubscriptions:\n  s:\n    rules:\n"
+                 "      - {name: r, correlation: {properties: {mode: {long: 010}}}}\n"
+                 "      - {name: q, correlation: {properties: {word: {string: yes}}}}\n")
+    result = load([path])
+    (warned,) = [d.message for d in result.diagnostics if d.code == "ambiguous-yaml"]
+    assert "'mode' is written 010" in warned and "the long 8" in warned and "the long 10" in warned
+    (error,) = [d.message for d in result.diagnostics if d.severity == "error"]
+    assert "'word'" in error and "yes is the bool true in YAML 1.1" in error and "'yes'" in error
+
+
 def test_ambiguous_scalars_warn_but_do_not_fail_validate(run_cli, write):
     code, out, err = run_cli("validate", write("orders.yaml", AMBIGUOUS))
     assert code == 0 and err == ""
