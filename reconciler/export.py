@@ -12,14 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import yaml
-
 from reconciler.atomic_file import write_atomically
 from reconciler.discovery import EntityLister, discover_namespace
 from reconciler.errors import SbrulesError
 from reconciler.model import Rule, rule_to_doc
 from reconciler.observe import FallbackReader, RuleReader, observe_subscriptions
 from reconciler.plan import is_temp_rule_name
+from reconciler.rulefiles.render import dump_rule_file as dump_yaml
 from reconciler.rulefiles.render import file_name
 
 HEADER = "# Exported by `sbrules export` from the live namespace. Review, then commit.\n"
@@ -41,10 +40,6 @@ def rule_file_doc(
 
 def dump_json(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-
-
-def dump_yaml(doc: dict[str, Any]) -> str:
-    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120)
 
 
 def to_yaml(doc: dict[str, Any]) -> str:

@@ -73,3 +73,12 @@ def test_json_and_yaml_are_one_rule_file_document():
     assert json.loads(dump_json(doc)) == yaml.safe_load(dump_yaml(doc)) == doc
     assert doc["subscriptions"]["idle"] == {"rules": [], "allow_empty": True}
     assert [rule_from_doc(r) for r in doc["subscriptions"]["billing"]["rules"]] == RULES
+
+
+@pytest.mark.parametrize("text", ["a\x85b", "x\u2028y", "tab\there", "it's", "'quoted' \"both\"", " padded "])
+def test_exported_yaml_keeps_every_character(text):
+    """Line-break characters YAML knows (NEL, LS) and quotes survive the rule file's YAML."""
+    rule = Rule("odd", SqlFilter(f"a = '{text}'"), SqlRuleAction(f"SET b = '{text}'"))
+    doc = rule_file_doc("orders", {"billing": [rule]})
+    (read,) = yaml.safe_load(dump_yaml(doc))["subscriptions"]["billing"]["rules"]
+    assert rule_from_doc(read) == rule
