@@ -242,9 +242,10 @@ class Broker:
                     topic.store.remove(stored.sequence_number)
                     self.route(topic, _decode(stored.payload), now)
                     changed = True
-            for store in self.namespace.stores(include_topics=False):
-                if not (store.scheduled or store.expiring or store.locks):
-                    continue  # most stores are idle: the tick runs every 50 ms over all of them
+            for store in list(self.namespace.timed_stores):
+                if not store.has_timed_work:
+                    self.namespace.timed_stores.discard(store)
+                    continue
                 for stored in store.due_scheduled(now):
                     store.activate(stored, now, _ttl_seconds(Sections.decode(stored.payload)))
                     changed = True

@@ -14,7 +14,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 from reconciler import model
 from reconciler.errors import SbrulesError
@@ -110,7 +110,9 @@ class SessionInfo:
 class MessageStore:
     """Messages of one entity (a queue, a subscription, a dead-letter queue, a topic's schedule)."""
 
-    def __init__(self, path: str, dead_letters: "MessageStore | None" = None) -> None:
+    def __init__(
+        self, path: str, dead_letters: "MessageStore | None" = None, timed: "set[MessageStore] | None" = None
+    ) -> None:
         self.path = path
         #: Where dead-lettered messages go (None for dead-letter queues and topics' schedules).
         self.dead_letters = dead_letters
@@ -122,6 +124,22 @@ class MessageStore:
         self.scheduled: set[int] = set()
         #: Sequence numbers of messages with a time-to-live.
         self.expiring: set[int] = set()
+        #: The namespace's stores with timed work (scheduled messages, time-to-live, locks), which
+        #: this store joins when it gets some: the broker's tick visits only those, not every store.
+        self.timed = timed if timed is not None else set()
+
+    @property
+    def has_timed_work(self) -> bool:
+        return bool(self.scheduled or self.expiring or self.locks)
+
+    def schedule(self, stored: StoredMessage) -> None:
+        """Track a stored message's schedule and time-to-live for the broker's tick."""
+        if stored.state is MessageState.SCHEDULED:
+            self.scheduled.add(stored.sequence_number)
+        if stored.expires_at is not None:
+            self.expiring.add(stored.sequence_number)
+        if self.scheduled or self.expiring:
+            self.timed.add(self)
 
     # -- enqueue ------------------------------------------------------------------------------
     def enqueue(
@@ -146,11 +164,9 @@ class MessageStore:
         if scheduled_time is not None and scheduled_time > now:
             stored.state = MessageState.SCHEDULED
             stored.scheduled_time = scheduled_time
-            self.scheduled.add(stored.sequence_number)
         self.next_sequence += 1
         self.messages[stored.sequence_number] = stored
-        if stored.expires_at is not None:
-            self.expiring.add(stored.sequence_number)
+        self.schedule(stored)
         if session_id is not None:
             self.sessions.setdefault(session_id, SessionInfo())
         return stored
@@ -165,8 +181,7 @@ class MessageStore:
         stored.scheduled_time = None
         stored.enqueued_time = now
         stored.expires_at = now + _dt.timedelta(seconds=ttl) if ttl else None
-        if stored.expires_at is not None:
-            self.expiring.add(stored.sequence_number)
+        self.schedule(stored)
 
     # -- receive ------------------------------------------------------------------------------
     def drop_expired(self, now: _dt.datetime) -> int:
@@ -203,6 +218,7 @@ class MessageStore:
         stored.locked_until = now + duration
         stored.delivery_count += 1
         self.locks[token] = stored.sequence_number
+        self.timed.add(self)
         return token
 
     def locked_message(self, token: uuid.UUID, now: _dt.datetime | None = None) -> StoredMessage:
@@ -244,7 +260,7 @@ class RuleEntry:
 
 
 class Subscription:
-    def __init__(self, topic: str, name: str) -> None:
+    def __init__(self, topic: str, name: str, timed: set[MessageStore] | None = None) -> None:
         self.name = name
         self.path = f"{topic}/Subscriptions/{name}"
         self.rules: dict[str, RuleEntry] = {}
@@ -254,8 +270,8 @@ class Subscription:
         self.forward_to: str | None = None
         self.forward_dead_lettered_messages_to: str | None = None
         self.requires_session = False
-        self.dead_letters = MessageStore(self.path + "/$DeadLetterQueue")
-        self.store = MessageStore(self.path, self.dead_letters)
+        self.dead_letters = MessageStore(self.path + "/$DeadLetterQueue", timed=timed)
+        self.store = MessageStore(self.path, self.dead_letters, timed)
         self.filter_errors = 0
 
 
@@ -270,11 +286,11 @@ class Topic:
 
 
 class Queue:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, timed: set[MessageStore] | None = None) -> None:
         self.name = name
         self.path = name
-        self.dead_letters = MessageStore(name + "/$DeadLetterQueue")
-        self.store = MessageStore(name, self.dead_letters)
+        self.dead_letters = MessageStore(name + "/$DeadLetterQueue", timed=timed)
+        self.store = MessageStore(name, self.dead_letters, timed)
 
 
 @dataclass(frozen=True)
@@ -326,6 +342,8 @@ class Namespace:
         self.lock = threading.RLock()
         self.topics: dict[str, Topic] = {}
         self.queues: dict[str, Queue] = {}
+        #: Stores of subscriptions and queues that have timed work (see MessageStore.timed).
+        self.timed_stores: set[MessageStore] = set()
         self._listeners: list[Callable[[], None]] = []
 
     # -- change notification (persistence, receivers waiting for messages) -------------------
@@ -353,7 +371,7 @@ class Namespace:
             key = name.lower()
             if key in self.topics:
                 raise OperationError(409, "com.microsoft:entity-already-exists", f"'{name}' is a topic")
-            queue = self.queues.setdefault(key, Queue(name))
+            queue = self.queues.get(key) or self.queues.setdefault(key, Queue(name, self.timed_stores))
             self.touch()
             return queue
 
@@ -376,7 +394,7 @@ class Namespace:
             top = self.topics.get(topic.lower()) or self.create_topic(topic)
             sub = top.subscriptions.get(name.lower())
             if sub is None:
-                sub = top.subscriptions[name.lower()] = Subscription(top.name, name)
+                sub = top.subscriptions[name.lower()] = Subscription(top.name, name, self.timed_stores)
             now = utcnow()
             chosen = list(rules) if rules is not None else [Rule(DEFAULT_RULE_NAME, TrueFilter(), EmptyAction())]
             sub.rules = {r.name.lower(): RuleEntry(r, now) for r in chosen}
@@ -389,8 +407,10 @@ class Namespace:
     def delete_subscription(self, topic: str, name: str) -> None:
         with self.lock:
             top = self.topic(topic)
-            if top.subscriptions.pop(name.lower(), None) is None:
+            sub = top.subscriptions.pop(name.lower(), None)
+            if sub is None:
                 raise not_found(f"The messaging entity '{topic}/Subscriptions/{name}' could not be found.")
+            self.timed_stores.difference_update((sub.store, sub.dead_letters))
             self.touch()
 
     def seed(self, desired: model.DesiredState) -> None:
@@ -440,19 +460,6 @@ class Namespace:
                 raise not_found(f"The messaging entity '{address.node}' could not be found.")
             return entity.dead_letters
         return entity.store
-
-    def stores(self, include_topics: bool = True) -> Iterator[MessageStore]:
-        """Every message store; topics' stores hold only scheduled messages."""
-        with self.lock:
-            for topic in list(self.topics.values()):
-                if include_topics:
-                    yield topic.store
-                for sub in list(topic.subscriptions.values()):
-                    yield sub.store
-                    yield sub.dead_letters
-            for queue in list(self.queues.values()):
-                yield queue.store
-                yield queue.dead_letters
 
     # -- rules -------------------------------------------------------------------------------
     def rules(self, topic: str, subscription: str) -> list[Rule]:

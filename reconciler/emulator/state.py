@@ -92,10 +92,7 @@ def _load_store(store: MessageStore, doc: dict[str, Any]) -> None:
             expires_at=_untime(m.get("expires_at")),
         )
         store.messages[stored.sequence_number] = stored
-        if stored.state is MessageState.SCHEDULED:
-            store.scheduled.add(stored.sequence_number)
-        if stored.expires_at is not None:
-            store.expiring.add(stored.sequence_number)
+        store.schedule(stored)
     for sid, state in doc.get("sessions", {}).items():
         store.sessions[sid] = SessionInfo(state=_unb64(state))
 

@@ -194,6 +194,24 @@ def test_expired_messages_are_dropped(broker):
     assert store.expiring == set()
 
 
+def test_the_tick_visits_only_stores_with_timed_work(broker):
+    """An idle store costs the 50 ms tick nothing: stores join the tick's set with a time-to-live, a
+    schedule or a lock, and leave it once that work is done."""
+    _send(broker, "orders", "plain", properties={"region": "eu"})
+    assert broker.namespace.timed_stores == set()
+    _send(broker, "work", "short", ttl=0.5)
+    store = broker.namespace.queue("work").store
+    assert broker.namespace.timed_stores == {store}
+    later = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=1)
+    assert broker.tick(later)
+    assert not store.messages
+    broker.tick(later)
+    assert broker.namespace.timed_stores == set()
+    _send(broker, "work", "locked")
+    broker.receive(store, peek_lock=True)
+    assert broker.namespace.timed_stores == {store}
+
+
 def test_deleting_a_subscription_stops_routing_to_it(broker):
     broker.namespace.delete_subscription("orders", "all")
     _send(broker, "orders", "x", properties={"region": "eu"})
