@@ -5,7 +5,9 @@ Why: proton's Python reactor wraps every event in an ``Event`` plus ``Delivery``
 pipelined request costs one event, its response's delivery, and that wrapping and dispatching
 was about a fifth of the client's time per request. ``ResponseCollector`` takes deliveries on
 receiver links off the collector itself, with the C calls proton's wrappers make, and hands each
-complete payload to a callback; every other event goes through proton as usual.
+complete payload to a callback. Link events that no handler acts on (``quiet``: a link's init,
+local open and remote open, six events per subscription read, each wrapped and offered to the
+handlers for nothing) are dropped unwrapped; every other event goes through proton as usual.
 """
 
 from __future__ import annotations
@@ -24,19 +26,39 @@ CREDIT = 256
 #: (receiver link name, encoded message) → None; must not raise (it runs inside proton's loop).
 OnPayload = Callable[[str, bytes], None]
 
+#: Link events proton's own handlers (the reactor's I/O handler and connector) never act on, by the
+#: handler method each would call.
+LINK_EVENTS = {
+    cproton.PN_LINK_INIT: "on_link_init",
+    cproton.PN_LINK_LOCAL_OPEN: "on_link_local_open",
+    cproton.PN_LINK_REMOTE_OPEN: "on_link_remote_open",
+}
+
+
+def quiet_events(handler: object) -> frozenset[int]:
+    """The LINK_EVENTS ``handler`` has no method for: nobody would act on them."""
+    return frozenset(kind for kind, method in LINK_EVENTS.items() if not hasattr(handler, method))
+
 
 class ResponseCollector(Collector):
     """The reactor's collector, reading receiver deliveries before proton would wrap them."""
 
-    def __init__(self, on_payload: OnPayload) -> None:
+    def __init__(self, on_payload: OnPayload, quiet: frozenset[int] = frozenset()) -> None:
         super().__init__()
         self._on_payload = on_payload
+        self._quiet = quiet
 
     def peek(self) -> Event | None:
         collector = self._impl
         while True:
             event = cproton.pn_collector_peek(collector)
-            if cproton.isnull(event) or cproton.pn_event_type(event) != cproton.PN_DELIVERY:
+            if cproton.isnull(event):
+                return Event.wrap(event)
+            kind = cproton.pn_event_type(event)
+            if kind in self._quiet:
+                cproton.pn_collector_pop(collector)
+                continue
+            if kind != cproton.PN_DELIVERY:
                 return Event.wrap(event)
             link = cproton.pn_event_link(event)
             if not cproton.pn_link_is_receiver(link):

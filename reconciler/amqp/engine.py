@@ -44,7 +44,7 @@ from proton.reactor import ApplicationEvent, AtMostOnce, Container, EventInjecto
 
 from reconciler.amqp import reach
 from reconciler.amqp.connection import ConnectionString, Transport
-from reconciler.amqp.deliveries import CREDIT, ResponseCollector
+from reconciler.amqp.deliveries import CREDIT, ResponseCollector, quiet_events
 from reconciler.amqp.errors import (
     AuthenticationError,
     ClientClosedError,
@@ -190,7 +190,7 @@ class Engine(Handler):
         self._injector = EventInjector()
         self._container = Container(self)
         # Set before the loop runs or connects: connections report their events to this collector.
-        self._container._collector = ResponseCollector(self._on_payload)
+        self._container._collector = ResponseCollector(self._on_payload, quiet_events(self))
         self._container.container_id = f"sbrules-{uuid.uuid4().hex[:12]}"
         self._container.selectable(self._injector)
         self._thread = threading.Thread(target=self._run, name="sbrules-amqp", daemon=True)

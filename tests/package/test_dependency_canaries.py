@@ -163,6 +163,19 @@ def test_collector_handle_and_cproton_calls() -> None:
         assert not missing, f"cproton lacks {', '.join(missing)}"
 
 
+def test_proton_own_handlers_ignore_the_link_events_the_collector_drops() -> None:
+    """ResponseCollector drops link events its handler has no method for, on the premise that the
+    reactor's own handlers (I/O, connector, the global overrides) never act on them either."""
+    with private_api("python-qpid-proton", "IOHandler, _Connector, GlobalOverrides", "reconciler/amqp/deliveries.py"):
+        from proton._reactor import GlobalOverrides, _Connector
+        from proton.handlers import IOHandler
+
+        from reconciler.amqp.deliveries import LINK_EVENTS, quiet_events
+
+        for own in (IOHandler, _Connector, GlobalOverrides):
+            assert quiet_events(own) == frozenset(LINK_EVENTS), own.__name__
+
+
 def _cproton_names_used() -> set[str]:
     """Every ``cproton.<name>`` the package uses, read from its source."""
     names = set()
