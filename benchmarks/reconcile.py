@@ -25,8 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 from proton import int32
 
@@ -39,6 +40,7 @@ from reconciler.observe import observe
 from reconciler.plan import compute_plan, signature
 
 TOPIC = "bench"
+T = TypeVar("T")
 
 
 def rule(i: int, variant: str = "") -> Rule:
@@ -51,9 +53,29 @@ def state(subs: dict[str, list[Rule]]) -> DesiredState:
     return DesiredState((Topic(TOPIC, tuple(Subscription(name, tuple(rules)) for name, rules in subs.items())),))
 
 
+@dataclass(frozen=True)
+class EmulatorProcess:
+    """A running ``sbrules emulator`` child process."""
+
+    connection_string: str
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the emulator has used so far (Linux ``/proc``)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
 def emulator_process(live: DesiredState, latency: float) -> Iterator[str]:
     """``sbrules emulator`` in a child process seeded with ``live``; yields its connection string."""
+    with emulator_server(live, latency) as server:
+        yield server.connection_string
+
+
+@contextlib.contextmanager
+def emulator_server(live: DesiredState, latency: float) -> Iterator[EmulatorProcess]:
+    """``sbrules emulator`` in a child process seeded with ``live``."""
     with tempfile.TemporaryDirectory() as tmp:
         for topic in live.topics:
             subs = {s.name: s.rules or () for s in topic.subscriptions}
@@ -68,19 +90,22 @@ def emulator_process(live: DesiredState, latency: float) -> Iterator[str]:
             connection_string = proc.stdout.readline().strip()
             if not connection_string:
                 raise RuntimeError("the emulator did not start")
-            yield connection_string
+            yield EmulatorProcess(connection_string, proc.pid)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
 
 
-def best_of(repeat: int, variants: dict[str, Callable[[], float]]) -> dict[str, float]:
-    """The best time of each variant over ``repeat`` rounds, variants interleaved within a round so
-    that a burst of load from elsewhere on the machine does not land on one variant only."""
-    best = {name: float("inf") for name in variants}
+def best_of(repeat: int, variants: dict[str, Callable[[], T]], key: Callable[[T], float] = float) -> dict[str, T]:
+    """The best run of each variant over ``repeat`` rounds (the smallest ``key``: a run's time),
+    variants interleaved within a round so that a burst of load from elsewhere on the machine does
+    not land on one variant only."""
+    best: dict[str, T] = {}
     for _ in range(repeat):
         for name, run in variants.items():
-            best[name] = min(best[name], run())
+            result = run()
+            if name not in best or key(result) < key(best[name]):
+                best[name] = result
     return best
 
 
