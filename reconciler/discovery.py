@@ -9,6 +9,7 @@ discovery is skipped, commands work from the names the files declare, and say so
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
 
@@ -24,7 +25,14 @@ MANAGE_RIGHTS_NOTE = (
 )
 
 
+#: Topics whose subscriptions are listed at once: each listing is a walk of pages, one round trip
+#: each, and a namespace's topics are independent of each other.
+LISTING_CONCURRENCY = 8
+
+
 class EntityLister(Protocol):
+    """Lists entities; called from several threads at once."""
+
     def list_topics(self) -> list[str]: ...
 
     def list_subscriptions(self, topic: str) -> list[SubscriptionInfo]: ...
@@ -69,14 +77,18 @@ def _refusal(exc: UnauthorizedError) -> str:
 
 
 def discover(rest: EntityLister, topics: Sequence[str]) -> Inventory:
-    """The subscriptions of each of ``topics``; an Inventory with ``refused`` set for a Listen-only key."""
-    found: dict[str, tuple[SubscriptionInfo, ...] | None] = {}
+    """The subscriptions of each of ``topics`` (listed ``LISTING_CONCURRENCY`` topics at a time); an
+    Inventory with ``refused`` set for a Listen-only key."""
+
+    def listing(topic: str) -> tuple[SubscriptionInfo, ...] | None:
+        try:
+            return tuple(rest.list_subscriptions(topic))
+        except NotFoundError:
+            return None
+
     try:
-        for topic in topics:
-            try:
-                found[topic] = tuple(rest.list_subscriptions(topic))
-            except NotFoundError:
-                found[topic] = None
+        with ThreadPoolExecutor(max(1, min(LISTING_CONCURRENCY, len(topics))), "sbrules-discovery") as pool:
+            found = dict(zip(topics, pool.map(listing, topics)))
     except AuthenticationError:
         raise  # no token at all (expired, no credential): nothing else would work either
     except UnauthorizedError as exc:

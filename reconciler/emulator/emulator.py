@@ -114,7 +114,7 @@ class Emulator:
         self.handler = ServerHandler(
             self.namespace, self.broker, validator, self.faults, cbs_deadline, token_clock, self.credits
         )
-        self._api = rest.ManagementApi(self.namespace, validator, self.credits)
+        self._api = rest.ManagementApi(self.namespace, validator, self.credits, self.faults)
         self._identity: certs.ServerIdentity | None = None
         self._tls: ssl.SSLContext | None = None
         self._tls_lock = threading.Lock()

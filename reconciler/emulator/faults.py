@@ -32,7 +32,7 @@ class FaultsFileError(SbrulesError):
 class Faults:
     """Current fault settings (mutable; thread-safe enough for flag and number updates)."""
 
-    #: Seconds added before every management response.
+    #: Seconds added before every management response (AMQP `$management` and the REST API).
     latency: float = 0.0
     #: Fraction (0..1) of management requests answered 503 com.microsoft:server-busy.
     busy_fraction: float = 0.0

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import logging
 import socketserver
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
 from reconciler.amqp.sas import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
 from reconciler.emulator.auth import MANAGE, TokenRejected, TokenValidator
+from reconciler.emulator.faults import Faults
 from reconciler.emulator.namespace import Namespace, OperationError, Subscription, Topic, utcnow
 from reconciler.emulator.throttling import CreditMeter
 from reconciler.rest import atom
@@ -49,10 +51,14 @@ class ApiError(Exception):
 class ManagementApi:
     """Request path → ATOM document over one namespace; pure, so it is easy to test and reason about."""
 
-    def __init__(self, namespace: Namespace, validator: TokenValidator, meter: CreditMeter | None = None) -> None:
+    def __init__(
+        self, namespace: Namespace, validator: TokenValidator, meter: CreditMeter | None = None,
+        faults: Faults | None = None,
+    ) -> None:
         self.namespace = namespace
         self.validator = validator
         self.meter = meter
+        self.faults = faults
         self.started = utcnow()
 
     def admit(self) -> None:
@@ -195,6 +201,9 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
         path = url.path.strip("/")
         base = f"{self.scheme}://{self.headers.get('Host', 'localhost')}"
+        latency = self.api.faults.latency if self.api.faults is not None else 0.0
+        if latency > 0:  # the injected round trip, on this connection's own thread
+            time.sleep(latency)
         try:
             self.api.authorize(self.headers.get("Authorization"), path.split("?")[0])
             self.api.admit()

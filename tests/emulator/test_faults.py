@@ -9,6 +9,7 @@ from proton import ConnectionException
 from proton.utils import LinkDetached
 
 from reconciler.emulator import Faults, FaultsFileError
+from reconciler.rest.client import ManagementRestClient
 
 from .raw import RawManagement
 
@@ -42,6 +43,14 @@ def test_latency_delays_management_responses(emulator):
     with RawManagement(emulator, "orders/Subscriptions/all") as mgmt:
         start = time.monotonic()
         assert mgmt.request(ENUMERATE, PAGE)[0] == 200
+        assert time.monotonic() - start >= 0.3
+
+
+def test_latency_delays_rest_responses_too(emulator):
+    emulator.faults.update(latency=0.3)
+    with ManagementRestClient(emulator.connection_string) as rest:
+        start = time.monotonic()
+        assert "orders" in rest.list_topics()
         assert time.monotonic() - start >= 0.3
 
 
