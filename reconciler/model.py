@@ -3,202 +3,32 @@
 Everything here is an immutable value. YAML loading, the AMQP codec, the planner, the emulator and
 the Spark translation all convert to and from these classes; nothing else crosses module borders.
 
-Typed values keep their AMQP type because Service Bus correlation filters compare with
-``object.Equals``: int 3 (32-bit) does not match long 3 (64-bit). The *typed form* is the one
-spelling of a typed value used in rule files, sample messages, plans and exports: a plain scalar
-means string, long, double, bool or null; a one-key map such as ``{int: 3}`` names the type.
+Typed values (``reconciler.typed_values``, re-exported here) keep their AMQP type because Service
+Bus correlation filters compare with ``object.Equals``: int 3 (32-bit) does not match long 3
+(64-bit). The *typed form* is the one spelling of a typed value used in rule files, sample
+messages, plans and exports: a plain scalar means string, long, double, bool or null; a one-key map
+such as ``{int: 3}`` names the type.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import math
-import uuid as _uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum, StrEnum
+from enum import StrEnum
 from typing import Any
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+from reconciler.typed_values import (  # noqa: F401 - the model's typed values live there
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    TypedValue,
+    TypedValueError,
+    ValueType,
+    typed_properties,
+)
 
 DEFAULT_RULE_NAME = "$Default"
-
-
-class ValueType(str, Enum):
-    """The AMQP types a property value may carry through sbrules."""
-
-    STRING = "string"
-    LONG = "long"
-    INT = "int"
-    DOUBLE = "double"
-    BOOL = "bool"
-    UUID = "uuid"
-    TIMESTAMP = "timestamp"
-    NULL = "null"
-
-
-class TypedValueError(ValueError):
-    """A value that cannot be represented as the requested AMQP type."""
-
-
-def _parse_timestamp(text: str) -> _dt.datetime:
-    try:
-        parsed = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise TypedValueError(f"not an ISO 8601 timestamp: {text!r}") from exc
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=_dt.timezone.utc)
-    return parsed.astimezone(_dt.timezone.utc)
-
-
-def _format_timestamp(value: _dt.datetime) -> str:
-    text = value.astimezone(_dt.timezone.utc).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
-
-
-@dataclass(frozen=True)
-class TypedValue:
-    """A property value together with its AMQP type."""
-
-    type: ValueType
-    value: Any = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "type", ValueType(self.type))
-        object.__setattr__(self, "value", _coerce(self.type, self.value))
-
-    # -- constructors -------------------------------------------------------------------------
-    @classmethod
-    def infer(cls, value: Any) -> "TypedValue":
-        """The type a plain scalar means: str→string, int→long, float→double, bool, None→null."""
-        if value is None:
-            return cls(ValueType.NULL)
-        if isinstance(value, bool):
-            return cls(ValueType.BOOL, value)
-        if isinstance(value, int):
-            return cls(ValueType.LONG, value)
-        if isinstance(value, float):
-            return cls(ValueType.DOUBLE, value)
-        if isinstance(value, str):
-            return cls(ValueType.STRING, value)
-        if isinstance(value, _uuid.UUID):
-            return cls(ValueType.UUID, value)
-        if isinstance(value, _dt.datetime):
-            return cls(ValueType.TIMESTAMP, value)
-        raise TypedValueError(f"unsupported value {value!r} of type {type(value).__name__}")
-
-    @classmethod
-    def from_typed_form(cls, obj: Any) -> "TypedValue":
-        """Read the typed form: a plain scalar, or a one-key map naming the type (``{int: 3}``)."""
-        if isinstance(obj, Mapping):
-            if len(obj) != 1:
-                raise TypedValueError(
-                    "a typed value is a one-key map such as {int: 3}; got keys "
-                    + ", ".join(sorted(map(str, obj)))
-                )
-            (tag, raw), = obj.items()
-            try:
-                vtype = ValueType(tag)
-            except ValueError:
-                known = ", ".join(t.value for t in ValueType if t is not ValueType.NULL)
-                raise TypedValueError(f"unknown value type {tag!r} (known: {known})") from None
-            return cls(vtype, raw)
-        if isinstance(obj, (list, tuple, set)):
-            raise TypedValueError("a property value must be a scalar or a one-key typed map, not a list")
-        return cls.infer(obj)
-
-    # -- views --------------------------------------------------------------------------------
-    def to_typed_form(self, *, explicit: bool = False) -> Any:
-        """The shortest typed form that reads back as this exact value (JSON/YAML-safe).
-
-        ``explicit`` names the type of every non-null value (``{long: 3}``, ``{string: x}``), so a
-        reader need not remember which type a plain scalar means.
-        """
-        if self.type is ValueType.NULL:
-            return None
-        if self.type in (ValueType.STRING, ValueType.LONG, ValueType.BOOL):
-            return {self.type.value: self.value} if explicit else self.value
-        if self.type is ValueType.DOUBLE:
-            if not math.isfinite(self.value):
-                return {"double": repr(self.value)}
-            return {"double": self.value} if explicit else self.value
-        if self.type is ValueType.INT:
-            return {"int": self.value}
-        if self.type is ValueType.UUID:
-            return {"uuid": str(self.value)}
-        return {"timestamp": _format_timestamp(self.value)}
-
-    def describe(self) -> str:
-        """Human wording such as ``int 3`` or ``string '3'``, used in plans and lint messages."""
-        if self.type is ValueType.NULL:
-            return "null"
-        if self.type is ValueType.STRING:
-            return f"string {self.value!r}"
-        if self.type is ValueType.TIMESTAMP:
-            return f"timestamp {_format_timestamp(self.value)}"
-        if self.type is ValueType.BOOL:
-            return f"bool {str(self.value).lower()}"
-        return f"{self.type.value} {self.value}"
-
-
-def _coerce(vtype: ValueType, raw: Any) -> Any:
-    """Check and normalise the Python value stored for ``vtype``."""
-    if vtype is ValueType.NULL:
-        if raw is not None:
-            raise TypedValueError("a null value carries no data")
-        return None
-    if raw is None:
-        raise TypedValueError(f"{vtype.value} value missing (use null for a null value)")
-    if vtype is ValueType.STRING:
-        if not isinstance(raw, str):
-            raise TypedValueError(f"string value must be text, got {raw!r}")
-        return raw
-    if vtype is ValueType.BOOL:
-        if not isinstance(raw, bool):
-            raise TypedValueError(f"bool value must be true or false, got {raw!r}")
-        return raw
-    if vtype in (ValueType.INT, ValueType.LONG):
-        if isinstance(raw, bool) or not isinstance(raw, int):
-            raise TypedValueError(f"{vtype.value} value must be an integer, got {raw!r}")
-        low, high = (INT32_MIN, INT32_MAX) if vtype is ValueType.INT else (INT64_MIN, INT64_MAX)
-        if not low <= raw <= high:
-            raise TypedValueError(f"{raw} is out of range for {vtype.value} ({low}..{high})")
-        return raw
-    if vtype is ValueType.DOUBLE:
-        if isinstance(raw, bool):
-            raise TypedValueError(f"double value must be a number, got {raw!r}")
-        if isinstance(raw, (int, float)):
-            return float(raw)
-        if isinstance(raw, str) and raw.strip().lower() in ("nan", "inf", "+inf", "-inf", "infinity", "-infinity"):
-            return float(raw)
-        raise TypedValueError(f"double value must be a number, got {raw!r}")
-    if vtype is ValueType.UUID:
-        if isinstance(raw, _uuid.UUID):
-            return raw
-        try:
-            return _uuid.UUID(str(raw))
-        except ValueError:
-            raise TypedValueError(f"not a UUID: {raw!r}") from None
-    if vtype is ValueType.TIMESTAMP:
-        if isinstance(raw, _dt.datetime):
-            return raw if raw.tzinfo else raw.replace(tzinfo=_dt.timezone.utc)
-        if isinstance(raw, _dt.date):
-            return _dt.datetime(raw.year, raw.month, raw.day, tzinfo=_dt.timezone.utc)
-        if isinstance(raw, str):
-            return _parse_timestamp(raw)
-        raise TypedValueError(f"timestamp must be an ISO 8601 string, got {raw!r}")
-    raise TypedValueError(f"unsupported type {vtype}")  # pragma: no cover - enum is closed
-
-
-def typed_properties(props: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> tuple[tuple[str, TypedValue], ...]:
-    """Normalise a property mapping to sorted ``(name, TypedValue)`` pairs (values in typed form or typed)."""
-    items = props.items() if isinstance(props, Mapping) else props
-    out = []
-    for key, value in items:
-        tv = value if isinstance(value, TypedValue) else TypedValue.from_typed_form(value)
-        out.append((str(key), tv))
-    return tuple(sorted(out, key=lambda kv: kv[0]))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -11,15 +11,22 @@ compares correlation properties by type as well as value.
 from __future__ import annotations
 
 import datetime as _dt
-import uuid as _uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import proton
 from proton import Described, int32, symbol, timestamp, ulong
 
 from reconciler import model
+from reconciler.amqp.wire.decimals import (
+    DecimalLayoutError,
+    decode_decimal32,
+    decode_decimal64,
+    decode_decimal128,
+    encode_dotnet_decimal128,
+)
+from reconciler.amqp.wire.types import DESCRIBED_TYPES, TYPES, DescribedType
 from reconciler.errors import SbrulesError
 from reconciler.model import (
     CORRELATION_FIELDS,
@@ -93,68 +100,94 @@ def timestamp_to_datetime(value: int) -> _dt.datetime:
     return _EPOCH + _dt.timedelta(milliseconds=int(value))
 
 
-def to_amqp(value: TypedValue) -> Any:
-    """The proton-typed Python value that encodes ``value`` with its exact AMQP type."""
-    vtype = value.type
-    if vtype is ValueType.NULL:
-        return None
-    if vtype is ValueType.INT:
-        return int32(value.value)
-    if vtype is ValueType.LONG:
-        return int(value.value)  # proton encodes a plain int as AMQP long
-    if vtype is ValueType.DOUBLE:
-        return float(value.value)
-    if vtype is ValueType.TIMESTAMP:
-        return datetime_to_timestamp(value.value)
-    return value.value  # string, bool, uuid.UUID map one to one
+def _wire_decimal(value: Any) -> proton.decimal128:
+    return proton.decimal128(encode_dotnet_decimal128(value))
 
 
-#: Lenient readings of AMQP types the model does not have (used for peeked traffic only).
-_WIDENING = {
-    proton.byte: ValueType.INT,
-    proton.short: ValueType.INT,
-    proton.ubyte: ValueType.INT,
-    proton.ushort: ValueType.INT,
-    proton.uint: ValueType.LONG,
-    proton.float32: ValueType.DOUBLE,
-    symbol: ValueType.STRING,
-    proton.char: ValueType.STRING,
+def _wire_described(kind: DescribedType) -> Callable[[Any], Described]:
+    return lambda value: Described(kind.descriptor, value)
+
+
+#: Model value → the Python value proton's type for it takes, where the two differ.
+_TO_WIRE: dict[ValueType, Callable[[Any], Any]] = {
+    ValueType.TIMESTAMP: datetime_to_timestamp,
+    ValueType.DECIMAL: _wire_decimal,
+    ValueType.UUID: lambda value: value,
+    ValueType.NULL: lambda value: None,
+    **{ValueType(kind.property_type): _wire_described(kind) for kind in DESCRIBED_TYPES},
 }
+#: The AMQP type (one row of the wire table) each model type is sent as.
+_AMQP_TYPE = {ValueType(t.property_type): t for t in TYPES if t.property_type is not None}
 
 
-def from_amqp(value: Any, *, strict: bool = True) -> TypedValue:
-    """The TypedValue for a decoded AMQP value.
+def to_amqp(value: TypedValue) -> Any:
+    """The proton-typed Python value that encodes ``value`` with its exact AMQP type (docs/protocol.md §10)."""
+    convert = _TO_WIRE.get(value.type)
+    if convert is not None:
+        return convert(value.value)
+    return _AMQP_TYPE[value.type].python(value.value)
 
-    ``strict`` (rules) refuses AMQP types the model cannot represent exactly, because a rule
-    comparing short 3 is not the rule comparing int 3. Non-strict (peeked messages) widens small
-    integer and float types and reads symbols as strings.
+
+#: Wire value (of proton's type for it) → the model's Python value; integers become plain ints.
+_FROM_WIRE: dict[str, Callable[[Any], Any]] = {
+    "timestamp": timestamp_to_datetime,
+    "decimal": lambda raw: decode_decimal128(bytes(raw)),
+    "bool": bool,
+    "char": str,
+    "symbol": str,
+    "string": str,
+    "float": float,
+    "double": float,
+    "binary": bytes,
+    "uuid": lambda value: value,
+    "null": lambda value: None,
+}
+_PROPERTY_TYPES = {t.python: t.property_type for t in TYPES if t.property_type is not None}
+_PROPERTY_TYPES.update({also: t.property_type for t in TYPES if t.property_type is not None for also in t.also})
+_DESCRIBED = {kind.descriptor: kind for kind in DESCRIBED_TYPES}
+#: decimal32/64: no SDK sends them, but Microsoft.Azure.Amqp reads them as a .NET decimal too.
+_IEEE_DECIMALS = {proton.decimal32: decode_decimal32, proton.decimal64: decode_decimal64}
+
+
+class UnknownDescribedValue(CodecError):
+    """A described value whose descriptor is not one of Microsoft's property types (§10.3)."""
+
+
+def from_amqp(value: Any) -> TypedValue:
+    """The TypedValue for a decoded AMQP value, exact: ``short 3`` stays short (docs/protocol.md §10).
+
+    Raises CodecError for values no property can hold (lists, maps, arrays) and
+    UnknownDescribedValue for a described value of another vendor's type (a message's
+    reader drops it, as .NET receivers do).
     """
     kind = type(value)
-    if value is None:
-        return TypedValue(ValueType.NULL)
-    if kind is bool:
-        return TypedValue(ValueType.BOOL, value)
-    if kind is timestamp:
-        return TypedValue(ValueType.TIMESTAMP, timestamp_to_datetime(value))
-    if kind is int32:
-        return TypedValue(ValueType.INT, int(value))
-    if kind is int:
-        return TypedValue(ValueType.LONG, value)
-    if kind is float:
-        return TypedValue(ValueType.DOUBLE, value)
-    if kind is str:
-        return TypedValue(ValueType.STRING, value)
-    if kind is _uuid.UUID:
-        return TypedValue(ValueType.UUID, value)
-    if not strict:
-        widened = _WIDENING.get(kind)
-        if widened is not None:
-            raw: Any = str(value) if widened is ValueType.STRING else value
-            raw = float(raw) if widened is ValueType.DOUBLE else raw
-            return TypedValue(widened, int(raw) if widened in (ValueType.INT, ValueType.LONG) else raw)
-        if kind is ulong and value <= model.INT64_MAX:
-            return TypedValue(ValueType.LONG, int(value))
-    raise CodecError(f"unsupported AMQP value type {kind.__name__} ({value!r:.40})")
+    try:
+        tag = _PROPERTY_TYPES.get(kind)
+        if tag is not None:
+            convert = _FROM_WIRE.get(tag)
+            return TypedValue(ValueType(tag), convert(value) if convert is not None else int(value))
+        if kind is Described:
+            return _from_described(value)
+        decode = _IEEE_DECIMALS.get(kind)
+        if decode is not None:
+            return TypedValue(ValueType.DECIMAL, decode(int(value)))
+    except (DecimalLayoutError, model.TypedValueError) as exc:
+        raise CodecError(f"{_wire_name(kind)} value {value!r:.60}: {exc}") from None
+    raise CodecError(f"an application property cannot be an AMQP {_wire_name(kind)} ({value!r:.40})")
+
+
+def _from_described(value: Described) -> TypedValue:
+    kind = _DESCRIBED.get(value.descriptor) if isinstance(value.descriptor, symbol) else None
+    if kind is None:
+        raise UnknownDescribedValue(f"described value with unknown descriptor {value.descriptor!r:.60}")
+    if type(value.value) is not kind.value.python:
+        raise CodecError(f"{kind.descriptor} must describe a {kind.value.name}, not {type(value.value).__name__}")
+    return TypedValue(ValueType(kind.property_type), value.value)
+
+
+def _wire_name(kind: type) -> str:
+    found = next((t.name for t in TYPES if t.python is kind), None)
+    return found or kind.__name__
 
 
 # ------------------------------------------------------------------------------------------------

@@ -17,7 +17,14 @@ from typing import Any
 from proton import symbol, uint
 
 from reconciler import model
-from reconciler.amqp.codec import CodecError, datetime_to_timestamp, from_amqp, timestamp_to_datetime, to_amqp
+from reconciler.amqp.codec import (
+    CodecError,
+    UnknownDescribedValue,
+    datetime_to_timestamp,
+    from_amqp,
+    timestamp_to_datetime,
+    to_amqp,
+)
 from reconciler.amqp.wire.encode import encode_value
 from reconciler.amqp.wire.sections import DATA, Sections
 from reconciler.amqp.wire.types import DecodeError, EncodeError
@@ -149,7 +156,7 @@ def _model_view(payload: bytes, sections: Sections) -> DecodedMessage:
             continue
         expected = model.SYSTEM_PROPERTIES[sys_name]
         try:
-            typed = from_amqp(value, strict=False)
+            typed = from_amqp(value)
             if typed.type is not expected:
                 typed = TypedValue(expected, typed.value)
         except (CodecError, model.TypedValueError) as exc:
@@ -158,7 +165,9 @@ def _model_view(payload: bytes, sections: Sections) -> DecodedMessage:
     user: dict[str, TypedValue] = {}
     for key, value in (sections.application_properties or {}).items():
         try:
-            user[str(key)] = from_amqp(value, strict=False)
+            user[str(key)] = from_amqp(value)
+        except UnknownDescribedValue:
+            continue  # .NET receivers drop another vendor's described types; filters do not see them
         except CodecError as exc:
             raise CodecError(f"application property {key!r}: {exc}") from None
     message = model.Message(sys=sys_props, user=user, body=_body_bytes(sections.body))

@@ -23,13 +23,16 @@ import defusedxml.ElementTree as SafeET
 
 from reconciler import model
 from reconciler.errors import SbrulesError
+from reconciler.typed_values import INTEGER_RANGES
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
 SB_NS = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
 XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
 XSD_NS = "http://www.w3.org/2001/XMLSchema"
-#: The data-contract serialization namespace: guid and char values are typed in it, not in XSD.
+#: The data-contract serialization namespace: guid, char and duration values are typed in it, not in XSD.
 SER_NS = "http://schemas.microsoft.com/2003/10/Serialization/"
+#: DateTimeOffset is a data contract of its own: a UTC DateTime and an offset in minutes.
+SYSTEM_NS = "http://schemas.datacontract.org/2004/07/System"
 XML_CONTENT_TYPE = "application/atom+xml;type=entry;charset=utf-8"
 FEED_CONTENT_TYPE = "application/atom+xml;type=feed;charset=utf-8"
 
@@ -45,16 +48,32 @@ CORRELATION_ELEMENTS = (
     ("ContentType", "content_type"),
 )
 #: Typed value kinds as the service writes them (local name of i:type) ⇄ the model's value types.
+#: XSD's byte is signed like AMQP's (.NET sbyte). Symbols are strings once on the broker.
 VALUE_KINDS = {
     "string": model.ValueType.STRING,
+    "byte": model.ValueType.BYTE,
+    "unsignedByte": model.ValueType.UBYTE,
+    "short": model.ValueType.SHORT,
+    "unsignedShort": model.ValueType.USHORT,
     "int": model.ValueType.INT,
+    "unsignedInt": model.ValueType.UINT,
     "long": model.ValueType.LONG,
+    "unsignedLong": model.ValueType.ULONG,
+    "float": model.ValueType.FLOAT,
     "double": model.ValueType.DOUBLE,
+    "decimal": model.ValueType.DECIMAL,
     "boolean": model.ValueType.BOOL,
     "dateTime": model.ValueType.TIMESTAMP,
     "guid": model.ValueType.UUID,
+    "char": model.ValueType.CHAR,
+    "duration": model.ValueType.TIMESPAN,
+    "anyURI": model.ValueType.URI,
+    "base64Binary": model.ValueType.BINARY,
+    "DateTimeOffset": model.ValueType.DATETIMEOFFSET,
 }
 _KIND_OF = {vtype: kind for kind, vtype in VALUE_KINDS.items()}
+_KIND_OF[model.ValueType.SYMBOL] = "string"
+_NAMESPACE_OF = {"guid": SER_NS, "char": SER_NS, "duration": SER_NS, "DateTimeOffset": SYSTEM_NS}
 #: Durations the service reports for "never" (TimeSpan.MaxValue) and its defaults.
 MAX_DURATION = "P10675199DT2H48M5.4775807S"
 
@@ -191,17 +210,24 @@ def _value(element: Element, where: str) -> model.TypedValue:
         raise AtomError(f"{where} has type {kind!r}, which sbrules does not represent")
     text = element.text or ""
     try:
-        if vtype in (model.ValueType.INT, model.ValueType.LONG):
+        if vtype in INTEGER_RANGES:
             return model.TypedValue(vtype, int(text))
-        if vtype is model.ValueType.DOUBLE:
-            return model.TypedValue(vtype, float(text))
+        if vtype in (model.ValueType.DOUBLE, model.ValueType.FLOAT):
+            return model.TypedValue(vtype, float(text))  # XSD's NaN, INF and -INF parse too
         if vtype is model.ValueType.BOOL:
             return model.TypedValue(vtype, text.strip().lower() == "true")
         if vtype is model.ValueType.UUID:
             return model.TypedValue(vtype, uuid.UUID(text))
-        if vtype is model.ValueType.TIMESTAMP:
-            return model.TypedValue.from_typed_form({"timestamp": text})
-        return model.TypedValue(vtype, text)
+        if vtype is model.ValueType.CHAR:
+            return model.TypedValue(vtype, chr(int(text)))
+        if vtype is model.ValueType.DATETIMEOFFSET:
+            moment = element.find(_q(SYSTEM_NS, "DateTime"))
+            if moment is None or not moment.text:
+                raise ValueError("no DateTime")
+            return model.TypedValue(vtype, moment.text)
+        if vtype is model.ValueType.TIMESTAMP or vtype is model.ValueType.DECIMAL:
+            return model.TypedValue.from_typed_form({vtype.value: text.strip()})
+        return model.TypedValue.from_typed_form({vtype.value: text})
     except (ValueError, model.TypedValueError) as exc:
         raise AtomError(f"{where}: {text!r} is not a valid {kind} ({exc})") from None
 
@@ -278,21 +304,29 @@ def _el(tag: str, text: object) -> str:
 
 
 def _value_xml(value: model.TypedValue) -> str:
-    if value.type is model.ValueType.NULL:
+    """A typed value as the data-contract serializer writes an ``object`` (docs/rest.md)."""
+    vtype, raw = value.type, value.value
+    if vtype is model.ValueType.NULL:
         return '<Value i:nil="true"/>'
-    kind = _KIND_OF[value.type]
-    raw = value.value
-    if value.type is model.ValueType.BOOL:
+    kind = _KIND_OF[vtype]
+    if vtype is model.ValueType.BOOL:
         text = "true" if raw else "false"
-    elif value.type is model.ValueType.DOUBLE:
-        text = "NaN" if math.isnan(raw) else "INF" if raw == math.inf else "-INF" if raw == -math.inf else repr(float(raw))
-    elif value.type is model.ValueType.TIMESTAMP:
+    elif vtype in (model.ValueType.DOUBLE, model.ValueType.FLOAT):
+        written = value.to_typed_form(explicit=True)[vtype.value]
+        text = "NaN" if math.isnan(raw) else "INF" if raw == math.inf else "-INF" if raw == -math.inf else repr(written)
+    elif vtype is model.ValueType.TIMESTAMP:
         text = timestamp(raw)
+    elif vtype is model.ValueType.CHAR:
+        text = str(ord(raw))
+    elif vtype is model.ValueType.DATETIMEOFFSET:
+        moment = _el("d6p1:DateTime", value.to_typed_form()[vtype.value])
+        return f'<Value xmlns:d6p1="{SYSTEM_NS}" i:type="d6p1:{kind}">{moment}<d6p1:OffsetMinutes>0</d6p1:OffsetMinutes></Value>'
+    elif vtype in (model.ValueType.DECIMAL, model.ValueType.TIMESPAN, model.ValueType.BINARY):
+        text = value.to_typed_form()[vtype.value]
     else:
         text = str(raw)
-    if value.type is model.ValueType.UUID:
-        return f'<Value xmlns:d6p1="{SER_NS}" i:type="d6p1:{kind}">{escape(text)}</Value>'
-    return f'<Value xmlns:d6p1="{XSD_NS}" i:type="d6p1:{kind}">{escape(text)}</Value>'
+    namespace = _NAMESPACE_OF.get(kind, XSD_NS)
+    return f'<Value xmlns:d6p1="{namespace}" i:type="d6p1:{kind}">{escape(text)}</Value>'
 
 
 def _sql(kind: str, tag: str, expression: str) -> str:

@@ -9,7 +9,7 @@ import proton
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from proton import Described, int32, short, symbol, timestamp, ulong
+from proton import Described, int32, symbol, timestamp, ulong
 
 from reconciler import model as m
 from reconciler.amqp import codec as c
@@ -139,7 +139,7 @@ def test_decode_add_rule_js_shape_without_action_key_and_net1_without_inner_name
         ({"rule-name": "r", "rule-description": {"sql-filter": {"expression": "a"}, "sql-rule-action": "SET a=1"}}, "sql-rule-action"),
         ({"rule-name": "r", "rule-description": {"correlation-filter": {"bogus": "x"}}}, "unknown key"),
         ({"rule-name": "r", "rule-description": {"correlation-filter": {"to": None}}}, "at least one"),
-        ({"rule-name": "r", "rule-description": {"correlation-filter": {"properties": {"p": short(1)}}}}, "short"),
+        ({"rule-name": "r", "rule-description": {"correlation-filter": {"properties": {"p": [1]}}}}, "list"),
         ({"rule-name": "r", "rule-description": {"sql-filter": {"expression": "a"}, "rule-name": "other"}}, "differs"),
     ],
 )
@@ -214,7 +214,8 @@ def test_symbolic_descriptors_are_accepted():
         (described(0x0000013700000004, [described(0x000001370000007, []), described(0x77, []), "n"]), r"rule 'n'.*\[1\] \(action\).*unknown action"),
         (described(0x0000013700000004, [described(0x000001370000009, [1]), None, "n"]), r"rule 'n'.*\[0\].*correlation-id"),
         (described(0x0000013700000004, [described(0x000001370000009, [None] * 8 + [[1]]), None, "n"]), r"properties\) must be a map"),
-        (described(0x0000013700000004, [described(0x000001370000009, [None] * 8 + [{"p": short(2)}]), None, "n"]), r"'p'.*short"),
+        (described(0x0000013700000004, [described(0x000001370000009, [None] * 8 + [{"p": {"k": 1}}]), None, "n"]), r"'p'.*map"),
+        (described(0x0000013700000004, [described(0x000001370000009, [None] * 8 + [{"p": Described(symbol("x:y"), 1)}]), None, "n"]), r"'p'.*unknown descriptor"),
         (described(0x0000013700000004, [described(0x000001370000006, []), None, "n"]), r"no expression"),
         (described(0x0000013700000004, [described(0x000001370000007, []), None, "n", "soon"]), r"created-at"),
         (described(0x0000013700000004, [Described(ulong(0x000001370000007), "x"), None, "n"]), r"not a list"),

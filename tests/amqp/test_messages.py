@@ -101,11 +101,11 @@ def test_proton_reads_each_field_where_the_protocol_puts_it(msg):
     assert received.body == msg.body
 
 
-def test_decode_is_lenient_about_foreign_property_types():
-    msg = proton.Message(body="text body", properties={"s": short(5), "sym": symbol("v")})
+def test_decode_keeps_every_property_type_and_drops_foreign_described_values():
+    foreign = proton.Described(symbol("vendor:thing"), 1)
+    msg = proton.Message(body="text body", properties={"s": short(5), "sym": symbol("v"), "x": foreign})
     decoded = messages.decode_model_message(msg.encode())
-    assert decoded.message.user["s"] == m.TypedValue("int", 5)
-    assert decoded.message.user["sym"] == m.TypedValue("string", "v")
+    assert decoded.message.user == {"s": m.TypedValue("short", 5), "sym": m.TypedValue("symbol", "v")}
     assert decoded.message.body == b"text body"
     with pytest.raises(c.CodecError, match="undecodable"):
         messages.decode_model_message(b"\x00garbage")

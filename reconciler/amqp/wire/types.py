@@ -81,6 +81,9 @@ class AmqpType:
     from_wire: Callable[[Any], Any] | None = None
     #: Python value → wire value; None: as is.
     to_wire: Callable[[Any], Any] | None = None
+    #: The type (``reconciler.typed_values.ValueType`` value) an application property of this AMQP
+    #: type has; None: not a property value (decimal32/64 no SDK sends; lists, maps, arrays).
+    property_type: str | None = None
 
 
 def _fixed(code: int, fmt: str) -> Encoding:
@@ -152,35 +155,38 @@ def _symbol_encode(value: str) -> bytes:
 FIXED, VARIABLE, LIST, MAP, ARRAY = Form.FIXED, Form.VARIABLE, Form.LIST, Form.MAP, Form.ARRAY
 
 TYPES: tuple[AmqpType, ...] = (
-    AmqpType("null", type(None), Data.NULL, (_constant(0x40, None),)),
+    AmqpType("null", type(None), Data.NULL, (_constant(0x40, None),), property_type="null"),
     AmqpType("boolean", bool, Data.BOOL, (_fixed(0x56, "B"), _constant(0x41, True), _constant(0x42, False)),
-             from_wire=bool),
-    AmqpType("ubyte", ubyte, Data.UBYTE, (_fixed(0x50, "B"),), from_wire=ubyte),
-    AmqpType("byte", byte, Data.BYTE, (_fixed(0x51, "b"),), from_wire=byte),
-    AmqpType("ushort", ushort, Data.USHORT, (_fixed(0x60, "H"),), from_wire=ushort),
-    AmqpType("short", short, Data.SHORT, (_fixed(0x61, "h"),), from_wire=short),
+             from_wire=bool, property_type="bool"),
+    AmqpType("ubyte", ubyte, Data.UBYTE, (_fixed(0x50, "B"),), from_wire=ubyte, property_type="ubyte"),
+    AmqpType("byte", byte, Data.BYTE, (_fixed(0x51, "b"),), from_wire=byte, property_type="byte"),
+    AmqpType("ushort", ushort, Data.USHORT, (_fixed(0x60, "H"),), from_wire=ushort, property_type="ushort"),
+    AmqpType("short", short, Data.SHORT, (_fixed(0x61, "h"),), from_wire=short, property_type="short"),
     AmqpType("uint", uint, Data.UINT, (_fixed(0x70, "I"), _fixed(0x52, "B"), _constant(0x43, uint(0))),
-             from_wire=uint),
+             from_wire=uint, property_type="uint"),
     AmqpType("ulong", ulong, Data.ULONG, (_fixed(0x80, "Q"), _fixed(0x53, "B"), _constant(0x44, ulong(0))),
-             from_wire=_ulong),
-    AmqpType("int", int32, Data.INT, (_fixed(0x71, "i"), _fixed(0x54, "b")), from_wire=int32),
-    AmqpType("long", int, Data.LONG, (_fixed(0x81, "q"), _fixed(0x55, "b"))),
-    AmqpType("float", float32, Data.FLOAT, (_fixed(0x72, "f"),), from_wire=float32),
-    AmqpType("double", float, Data.DOUBLE, (_fixed(0x82, "d"),)),
+             from_wire=_ulong, property_type="ulong"),
+    AmqpType("int", int32, Data.INT, (_fixed(0x71, "i"), _fixed(0x54, "b")), from_wire=int32,
+             property_type="int"),
+    AmqpType("long", int, Data.LONG, (_fixed(0x81, "q"), _fixed(0x55, "b")), property_type="long"),
+    AmqpType("float", float32, Data.FLOAT, (_fixed(0x72, "f"),), from_wire=float32, property_type="float"),
+    AmqpType("double", float, Data.DOUBLE, (_fixed(0x82, "d"),), property_type="double"),
     AmqpType("decimal32", decimal32, Data.DECIMAL32, (_fixed(0x74, "I"),), from_wire=decimal32),
     AmqpType("decimal64", decimal64, Data.DECIMAL64, (_fixed(0x84, "Q"),), from_wire=decimal64),
     AmqpType("decimal128", decimal128, Data.DECIMAL128, (_fixed(0x94, "16s"),),
-             from_wire=decimal128, to_wire=_decimal128),
-    AmqpType("char", char, Data.CHAR, (_fixed(0x73, "I"),), from_wire=_char, to_wire=ord),
-    AmqpType("timestamp", timestamp, Data.TIMESTAMP, (_fixed(0x83, "q"),), from_wire=timestamp),
+             from_wire=decimal128, to_wire=_decimal128, property_type="decimal"),
+    AmqpType("char", char, Data.CHAR, (_fixed(0x73, "I"),), from_wire=_char, to_wire=ord,
+             property_type="char"),
+    AmqpType("timestamp", timestamp, Data.TIMESTAMP, (_fixed(0x83, "q"),), from_wire=timestamp,
+             property_type="timestamp"),
     AmqpType("uuid", uuid.UUID, Data.UUID, (_fixed(0x98, "16s"),),
-             from_wire=lambda raw: uuid.UUID(bytes=raw), to_wire=lambda value: value.bytes),
+             from_wire=lambda raw: uuid.UUID(bytes=raw), to_wire=lambda value: value.bytes, property_type="uuid"),
     AmqpType("binary", bytes, Data.BINARY, (_sized(0xB0, VARIABLE, "I"), _sized(0xA0, VARIABLE, "B")),
-             also=(bytearray, memoryview), to_wire=bytes),
+             also=(bytearray, memoryview), to_wire=bytes, property_type="binary"),
     AmqpType("string", str, Data.STRING, (_sized(0xB1, VARIABLE, "I"), _sized(0xA1, VARIABLE, "B")),
-             from_wire=_utf8_decode, to_wire=_utf8_encode),
+             from_wire=_utf8_decode, to_wire=_utf8_encode, property_type="string"),
     AmqpType("symbol", symbol, Data.SYMBOL, (_sized(0xB3, VARIABLE, "I"), _sized(0xA3, VARIABLE, "B")),
-             from_wire=_symbol_decode, to_wire=_symbol_encode),
+             from_wire=_symbol_decode, to_wire=_symbol_encode, property_type="symbol"),
     AmqpType("list", list, Data.LIST, (_sized(0xD0, LIST, "I"), _sized(0xC0, LIST, "B"), _constant(0x45, [])),
              also=(tuple,)),
     AmqpType("map", dict, Data.MAP, (_sized(0xD1, MAP, "I"), _sized(0xC1, MAP, "B"))),
@@ -191,3 +197,23 @@ TYPES: tuple[AmqpType, ...] = (
 DESCRIBED = 0x00
 
 BY_DATA_TYPE: dict[int, AmqpType] = {t.data_type: t for t in TYPES}
+BY_NAME: dict[str, AmqpType] = {t.name: t for t in TYPES}
+
+
+@dataclass(frozen=True)
+class DescribedType:
+    """A described type Microsoft's SDKs put in application properties: a symbol descriptor and a
+    value of one primitive type (docs/protocol.md §10.3)."""
+
+    name: str
+    descriptor: symbol
+    value: AmqpType
+    property_type: str
+
+
+#: DateTimeOffset (UTC ticks; the offset is not sent), TimeSpan (ticks) and Uri (``AbsoluteUri``).
+DESCRIBED_TYPES: tuple[DescribedType, ...] = (
+    DescribedType("datetime-offset", symbol("com.microsoft:datetime-offset"), BY_NAME["long"], "datetimeoffset"),
+    DescribedType("timespan", symbol("com.microsoft:timespan"), BY_NAME["long"], "timespan"),
+    DescribedType("uri", symbol("com.microsoft:uri"), BY_NAME["string"], "uri"),
+)

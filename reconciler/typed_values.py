@@ -1,0 +1,571 @@
+"""Typed property values: every type a Service Bus application property can carry, and its one spelling.
+
+Service Bus keeps the type of each application property: the .NET SDK sends a ``short`` as AMQP
+short and a ``decimal`` as AMQP decimal128, correlation filters compare with ``object.Equals``
+(``int 3`` is not ``short 3``), and SQL promotes operands the way C# does. So a value in sbrules is a
+:class:`TypedValue`: an AMQP type name (docs/protocol.md §10) and a Python value.
+
+The *typed form* is the one spelling of a typed value in rule files, sample messages, plans and
+exports: a plain scalar means string, long, double, bool or null; a one-key map names any type
+(``{short: 3}``, ``{decimal: '0.10'}``, ``{timespan: PT5M}``). Integer type names are AMQP's, so
+``byte`` is the signed 8-bit type (.NET ``sbyte``) and ``ubyte`` the unsigned one (.NET ``byte``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as _dt
+import math
+import re
+import struct
+import uuid as _uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from enum import Enum
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class ValueType(str, Enum):
+    """The types a property value may have (AMQP type names; docs/protocol.md §10)."""
+
+    STRING = "string"
+    SYMBOL = "symbol"
+    CHAR = "char"
+    BOOL = "bool"
+    BYTE = "byte"
+    UBYTE = "ubyte"
+    SHORT = "short"
+    USHORT = "ushort"
+    INT = "int"
+    UINT = "uint"
+    LONG = "long"
+    ULONG = "ulong"
+    FLOAT = "float"
+    DOUBLE = "double"
+    DECIMAL = "decimal"
+    UUID = "uuid"
+    TIMESTAMP = "timestamp"
+    DATETIMEOFFSET = "datetimeoffset"
+    TIMESPAN = "timespan"
+    URI = "uri"
+    BINARY = "binary"
+    NULL = "null"
+
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+#: The integer types and the values each holds.
+INTEGER_RANGES: dict[ValueType, tuple[int, int]] = {
+    ValueType.BYTE: (-(2**7), 2**7 - 1),
+    ValueType.UBYTE: (0, 2**8 - 1),
+    ValueType.SHORT: (-(2**15), 2**15 - 1),
+    ValueType.USHORT: (0, 2**16 - 1),
+    ValueType.INT: (INT32_MIN, INT32_MAX),
+    ValueType.UINT: (0, 2**32 - 1),
+    ValueType.LONG: (INT64_MIN, INT64_MAX),
+    ValueType.ULONG: (0, 2**64 - 1),
+}
+
+#: The .NET type a value of each type becomes on the broker (what filters and actions see).
+DOTNET_TYPES: dict[ValueType, str] = {
+    ValueType.STRING: "string",
+    ValueType.SYMBOL: "string",
+    ValueType.CHAR: "char",
+    ValueType.BOOL: "bool",
+    ValueType.BYTE: "sbyte",
+    ValueType.UBYTE: "byte",
+    ValueType.SHORT: "short",
+    ValueType.USHORT: "ushort",
+    ValueType.INT: "int",
+    ValueType.UINT: "uint",
+    ValueType.LONG: "long",
+    ValueType.ULONG: "ulong",
+    ValueType.FLOAT: "float",
+    ValueType.DOUBLE: "double",
+    ValueType.DECIMAL: "decimal",
+    ValueType.UUID: "Guid",
+    ValueType.TIMESTAMP: "DateTime",
+    ValueType.DATETIMEOFFSET: "DateTimeOffset",
+    ValueType.TIMESPAN: "TimeSpan",
+    ValueType.URI: "Uri",
+    ValueType.BINARY: "byte[]",
+    ValueType.NULL: "null",
+}
+
+#: Plain scalars mean these types; every other type is written as a one-key map.
+PLAIN_TYPES = frozenset({ValueType.STRING, ValueType.LONG, ValueType.DOUBLE, ValueType.BOOL, ValueType.NULL})
+
+
+class TypedValueError(ValueError):
+    """A value that cannot be represented as the requested type."""
+
+
+# ------------------------------------------------------------------------------------------------
+# float (IEEE binary32)
+# ------------------------------------------------------------------------------------------------
+
+_FLOAT32 = struct.Struct("<f")
+
+
+def to_float32(value: float) -> float:
+    """``value`` rounded to the nearest binary32 (ties to even), as the Python float holding it exactly."""
+    try:
+        return _FLOAT32.unpack(_FLOAT32.pack(value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def int_to_float32(value: int) -> float:
+    """``(float)value`` in C#: one correct rounding of the integer (Python's ``float(int)`` would round twice)."""
+    magnitude = abs(value)
+    if magnitude < 2**53:
+        return to_float32(float(value))
+    shift = magnitude.bit_length() - 24
+    quotient, remainder = divmod(magnitude, 1 << shift)
+    half = 1 << (shift - 1)
+    if remainder > half or (remainder == half and quotient & 1):
+        quotient += 1
+    return math.copysign(float(quotient << shift), value)
+
+
+def float32_digits(value: float) -> str:
+    """The shortest decimal text (``%g`` style) that reads back as the binary32 ``value``."""
+    for precision in range(1, 10):
+        text = f"{value:.{precision}g}"
+        if to_float32(float(text)) == value:
+            return text
+    return repr(value)  # pragma: no cover - nine significant digits always round-trip
+
+
+# ------------------------------------------------------------------------------------------------
+# decimal (.NET System.Decimal: a 96-bit coefficient and a scale of 0..28)
+# ------------------------------------------------------------------------------------------------
+
+DECIMAL_MAX_SCALE = 28
+DECIMAL_MAX_COEFFICIENT = 2**96 - 1
+
+
+def dotnet_decimal(value: Decimal) -> Decimal:
+    """``value`` as a .NET decimal keeps it: the same coefficient and scale (``3.00`` stays ``3.00``).
+
+    A positive exponent is multiplied out (``1E+3`` is ``1000``); negative zero is zero (.NET prints
+    and compares it as 0). More than 28 digits after the point, or a coefficient beyond 96 bits,
+    is not a .NET decimal.
+    """
+    if not value.is_finite():
+        raise TypedValueError(f"a decimal must be finite, not {value}")
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    coefficient = int("".join(map(str, digits)) or "0")
+    if exponent > 0:
+        coefficient *= 10**exponent
+        exponent = 0
+    if -exponent > DECIMAL_MAX_SCALE:
+        raise TypedValueError(f"{value} has more than {DECIMAL_MAX_SCALE} digits after the point (a .NET decimal's limit)")
+    if coefficient > DECIMAL_MAX_COEFFICIENT:
+        raise TypedValueError(f"{value} is out of range for decimal (±79228162514264337593543950335)")
+    return Decimal((sign if coefficient else 0, tuple(map(int, str(coefficient))), exponent))
+
+
+def decimal_text(value: Decimal) -> str:
+    """.NET ``decimal.ToString()``: every digit of the scale, never an exponent (``3.00``, ``-0.5``)."""
+    return format(value, "f")
+
+
+# ------------------------------------------------------------------------------------------------
+# Ticks: DateTimeOffset and TimeSpan count 100-nanosecond ticks
+# ------------------------------------------------------------------------------------------------
+
+TICKS_PER_SECOND = 10_000_000
+TICKS_PER_MICROSECOND = 10
+#: Ticks from 0001-01-01T00:00:00Z (.NET's origin) to the Unix epoch.
+UNIX_EPOCH_TICKS = 621_355_968_000_000_000
+#: DateTimeOffset.MaxValue.UtcTicks (9999-12-31T23:59:59.9999999Z).
+DATETIMEOFFSET_MAX_TICKS = 3_155_378_975_999_999_999
+_TICKS_PER_DAY = 86_400 * TICKS_PER_SECOND
+
+_DATETIME_TEXT = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,7}))?(Z|[+-]\d{2}:\d{2})?\Z", re.IGNORECASE
+)
+
+
+def parse_datetimeoffset(text: str) -> int:
+    """UtcTicks of ISO 8601 text with up to seven fraction digits; no offset means UTC."""
+    match = _DATETIME_TEXT.match(text.strip())
+    if match is None:
+        raise TypedValueError(f"not an ISO 8601 date and time (e.g. 2024-01-02T03:04:05.1234567Z): {text!r}")
+    year, month, day, hour, minute, second, fraction, offset = match.groups()
+    try:
+        date = _dt.date(int(year), int(month), int(day))
+        clock = _dt.time(int(hour), int(minute), int(second))
+    except ValueError as exc:
+        raise TypedValueError(f"not a valid date and time: {text!r} ({exc})") from None
+    ticks = (date.toordinal() - 1) * _TICKS_PER_DAY
+    ticks += (clock.hour * 3600 + clock.minute * 60 + clock.second) * TICKS_PER_SECOND
+    ticks += int((fraction or "0").ljust(7, "0"))
+    if offset and offset.upper() != "Z":
+        hours, minutes = int(offset[1:3]), int(offset[4:6])
+        shift = (hours * 3600 + minutes * 60) * TICKS_PER_SECOND
+        ticks -= shift if offset[0] == "+" else -shift
+    if not 0 <= ticks <= DATETIMEOFFSET_MAX_TICKS:
+        raise TypedValueError(f"{text!r} is outside DateTimeOffset's range (years 1 to 9999, UTC)")
+    return ticks
+
+
+def format_datetimeoffset(ticks: int) -> str:
+    """ISO 8601 in UTC with the fraction's significant digits (up to seven): ``2024-01-02T03:04:05.5Z``."""
+    days, rest = divmod(ticks, _TICKS_PER_DAY)
+    seconds, fraction = divmod(rest, TICKS_PER_SECOND)
+    date = _dt.date.fromordinal(days + 1)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    text = f"{date.isoformat()}T{hours:02d}:{minutes:02d}:{seconds:02d}"
+    if fraction:
+        text += "." + f"{fraction:07d}".rstrip("0")
+    return text + "Z"
+
+
+_DURATION_TEXT = re.compile(
+    r"(-)?P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)(?:\.(\d{1,7}))?S)?)?\Z"
+)
+
+
+def parse_duration(text: str) -> int:
+    """Ticks of an ISO 8601 duration in days, hours, minutes and seconds (``PT5M``, ``-P1DT0.5S``).
+
+    Years and months are refused: their length in ticks depends on a calendar date.
+    """
+    stripped = text.strip()
+    match = _DURATION_TEXT.match(stripped)
+    if match is None or stripped.endswith(("P", "T")):
+        if re.match(r"-?P(?:\d+[YW]|\d+M)", stripped):
+            raise TypedValueError(f"{text!r}: a timespan has no years, months or weeks (write days: P30D)")
+        raise TypedValueError(f"not an ISO 8601 duration such as PT5M, P1DT2H or PT0.5S: {text!r}")
+    sign, days, hours, minutes, seconds, fraction = match.groups()
+    ticks = (int(days or 0) * 86_400 + int(hours or 0) * 3600 + int(minutes or 0) * 60 + int(seconds or 0)) * TICKS_PER_SECOND
+    ticks += int((fraction or "0").ljust(7, "0"))
+    ticks = -ticks if sign else ticks
+    if not INT64_MIN <= ticks <= INT64_MAX:
+        raise TypedValueError(f"{text!r} is outside TimeSpan's range (±10675199 days)")
+    return ticks
+
+
+def format_duration(ticks: int) -> str:
+    """The ISO 8601 duration of ``ticks`` in days, hours, minutes and seconds (``PT0S`` for zero)."""
+    sign = "-" if ticks < 0 else ""
+    seconds, fraction = divmod(abs(ticks), TICKS_PER_SECOND)
+    days, seconds = divmod(seconds, 86_400)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    clock = ""
+    if hours:
+        clock += f"{hours}H"
+    if minutes:
+        clock += f"{minutes}M"
+    if seconds or fraction:
+        clock += str(seconds) + ("." + f"{fraction:07d}".rstrip("0") if fraction else "") + "S"
+    text = f"{days}D" if days else ""
+    if clock or not text:
+        text += "T" + (clock or "0S")
+    return f"{sign}P{text}"
+
+
+# ------------------------------------------------------------------------------------------------
+# timestamp (AMQP timestamp, .NET DateTime in UTC)
+# ------------------------------------------------------------------------------------------------
+
+
+def _parse_timestamp(text: str) -> _dt.datetime:
+    try:
+        parsed = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise TypedValueError(f"not an ISO 8601 timestamp: {text!r}") from exc
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=_dt.timezone.utc)
+    return parsed.astimezone(_dt.timezone.utc)
+
+
+def format_timestamp(value: _dt.datetime) -> str:
+    text = value.astimezone(_dt.timezone.utc).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+_URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
+
+
+def _check_uri(text: str) -> str:
+    """An absolute URI (what ``Uri.AbsoluteUri`` sends: .NET cannot send a relative one)."""
+    try:
+        scheme = urlsplit(text).scheme
+    except ValueError as exc:
+        raise TypedValueError(f"not a URI: {text!r} ({exc})") from None
+    if not scheme or not _URI_SCHEME.match(scheme) or any(c.isspace() for c in text):
+        raise TypedValueError(f"not an absolute URI such as https://example.com/path: {text!r}")
+    return text
+
+
+# ------------------------------------------------------------------------------------------------
+# TypedValue
+# ------------------------------------------------------------------------------------------------
+
+_NON_FINITE = {
+    "nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf, "-infinity": -math.inf,
+}
+
+
+@dataclass(frozen=True)
+class TypedValue:
+    """A property value together with its type.
+
+    The Python value of each type: ``int`` for the eight integer types, ``float`` for double and for
+    float (holding the binary32 value exactly), ``decimal.Decimal`` for decimal (a .NET decimal,
+    scale kept), a one-character ``str`` for char, ``str`` for string, symbol and uri, ``bool``,
+    ``uuid.UUID``, an aware UTC ``datetime`` for timestamp, ``int`` ticks for datetimeoffset (UTC
+    ticks since 0001-01-01) and timespan, ``bytes`` for binary, ``None`` for null.
+    """
+
+    type: ValueType
+    value: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "type", ValueType(self.type))
+        object.__setattr__(self, "value", _coerce(self.type, self.value))
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def infer(cls, value: Any) -> "TypedValue":
+        """The type a plain Python value means: str→string, int→long, float→double, bool, None→null
+        (and uuid, datetime, Decimal, bytes for the values that have one obvious type)."""
+        if value is None:
+            return cls(ValueType.NULL)
+        for python_type, vtype in _INFERRED:
+            if isinstance(value, python_type):
+                return cls(vtype, value)
+        raise TypedValueError(f"unsupported value {value!r} of type {type(value).__name__}")
+
+    @classmethod
+    def from_typed_form(cls, obj: Any) -> "TypedValue":
+        """Read the typed form: a plain scalar, or a one-key map naming the type (``{short: 3}``)."""
+        if isinstance(obj, Mapping):
+            if len(obj) != 1:
+                raise TypedValueError(
+                    "a typed value is a one-key map such as {int: 3}; got keys " + ", ".join(sorted(map(str, obj)))
+                )
+            ((tag, raw),) = obj.items()
+            try:
+                vtype = ValueType(tag)
+            except ValueError:
+                raise TypedValueError(unknown_type_message(tag)) from None
+            return cls(vtype, raw)
+        if isinstance(obj, (list, tuple, set)):
+            raise TypedValueError("a property value must be a scalar or a one-key typed map, not a list")
+        return cls.infer(obj)
+
+    # -- views --------------------------------------------------------------------------------
+    def to_typed_form(self, *, explicit: bool = False) -> Any:
+        """The shortest typed form that reads back as this exact value (JSON/YAML-safe).
+
+        ``explicit`` names the type of every non-null value (``{long: 3}``, ``{string: x}``), so a
+        reader need not remember which type a plain scalar means.
+        """
+        vtype, value = self.type, self.value
+        if vtype is ValueType.NULL:
+            return None
+        if vtype in (ValueType.DOUBLE, ValueType.FLOAT) and not math.isfinite(value):
+            return {vtype.value: repr(value)}
+        written = _WRITERS.get(vtype, _same)(value)
+        if vtype in PLAIN_TYPES and not explicit:
+            return written
+        return {vtype.value: written}
+
+    def describe(self) -> str:
+        """Human wording such as ``int 3``, ``string '3'`` or ``decimal 0.10``, for plans and lint."""
+        vtype, value = self.type, self.value
+        if vtype is ValueType.NULL:
+            return "null"
+        if vtype in (ValueType.STRING, ValueType.SYMBOL, ValueType.CHAR, ValueType.URI):
+            return f"{vtype.value} {value!r}"
+        if vtype is ValueType.BOOL:
+            return f"bool {str(value).lower()}"
+        return f"{vtype.value} {_WRITERS.get(vtype, _same)(value)}"
+
+
+def unknown_type_message(tag: Any) -> str:
+    """The error for a typed map whose key is not a type, with a hint for .NET's spellings."""
+    hints = {"sbyte": "byte", "boolean": "bool", "guid": "uuid", "datetime": "timestamp", "decimal128": "decimal",
+             "int32": "int", "int64": "long", "single": "float", "str": "string"}
+    text = f"unknown value type {tag!r}"
+    hint = hints.get(str(tag).lower())
+    if hint == "byte":
+        return f"{text} (AMQP byte is .NET sbyte: write {{byte: ...}}; .NET byte is {{ubyte: ...}})"
+    if hint is not None:
+        return f"{text} (did you mean {hint}?)"
+    known = ", ".join(t.value for t in ValueType if t is not ValueType.NULL)
+    return f"{text} (known: {known})"
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _float_form(value: float) -> float:
+    return float(float32_digits(value))
+
+
+_WRITERS: dict[ValueType, Callable[[Any], Any]] = {
+    ValueType.FLOAT: _float_form,
+    ValueType.DECIMAL: decimal_text,
+    ValueType.UUID: str,
+    ValueType.TIMESTAMP: format_timestamp,
+    ValueType.DATETIMEOFFSET: format_datetimeoffset,
+    ValueType.TIMESPAN: format_duration,
+    ValueType.BINARY: lambda raw: base64.b64encode(raw).decode("ascii"),
+}
+
+_INFERRED: tuple[tuple[type, ValueType], ...] = (
+    (bool, ValueType.BOOL),
+    (int, ValueType.LONG),
+    (float, ValueType.DOUBLE),
+    (str, ValueType.STRING),
+    (_uuid.UUID, ValueType.UUID),
+    (_dt.datetime, ValueType.TIMESTAMP),
+    (Decimal, ValueType.DECIMAL),
+    (bytes, ValueType.BINARY),
+)
+
+
+def _integer(vtype: ValueType, raw: Any) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise TypedValueError(f"{vtype.value} value must be an integer, got {raw!r}")
+    low, high = INTEGER_RANGES[vtype]
+    if not low <= raw <= high:
+        raise TypedValueError(f"{raw} is out of range for {vtype.value} ({low}..{high})")
+    return int(raw)
+
+
+def _binary_float(vtype: ValueType, raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise TypedValueError(f"{vtype.value} value must be a number, got {raw!r}")
+    if isinstance(raw, int):
+        return int_to_float32(raw) if vtype is ValueType.FLOAT else float(raw)
+    if isinstance(raw, float):
+        return to_float32(raw) if vtype is ValueType.FLOAT else raw
+    if isinstance(raw, str) and raw.strip().lower() in _NON_FINITE:
+        return _NON_FINITE[raw.strip().lower()]
+    raise TypedValueError(f"{vtype.value} value must be a number, got {raw!r}")
+
+
+def _decimal(raw: Any) -> Decimal:
+    if isinstance(raw, (bool, float)):
+        raise TypedValueError(
+            f"write a decimal as text, such as {{decimal: '0.10'}}: a YAML or JSON number is binary and loses digits ({raw!r})"
+        )
+    if isinstance(raw, int):
+        return dotnet_decimal(Decimal(raw))
+    if isinstance(raw, Decimal):
+        return dotnet_decimal(raw)
+    if isinstance(raw, str) and re.fullmatch(r"\s*[+-]?(\d+\.?\d*|\.\d+)\s*", raw):
+        try:
+            return dotnet_decimal(Decimal(raw.strip()))
+        except InvalidOperation:  # pragma: no cover - the pattern admits only valid numbers
+            pass
+    raise TypedValueError(f"not a decimal number such as '12.50': {raw!r}")
+
+
+def _char(raw: Any) -> str:
+    if not isinstance(raw, str) or len(raw) != 1:
+        raise TypedValueError(f"a char is exactly one character, got {raw!r}")
+    if ord(raw) > 0xFFFF:
+        raise TypedValueError(f"a char is one UTF-16 code unit; {raw!r} (U+{ord(raw):X}) needs two (send it as a string)")
+    return raw
+
+
+def _text(vtype: ValueType, raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise TypedValueError(f"{vtype.value} value must be text, got {raw!r}")
+    if vtype is ValueType.SYMBOL and not raw.isascii():
+        raise TypedValueError(f"a symbol is ASCII text, got {raw!r}")
+    if vtype is ValueType.URI:
+        return _check_uri(raw)
+    return raw
+
+
+def _ticks(vtype: ValueType, raw: Any) -> int:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        low, high = (0, DATETIMEOFFSET_MAX_TICKS) if vtype is ValueType.DATETIMEOFFSET else (INT64_MIN, INT64_MAX)
+        if not low <= raw <= high:
+            raise TypedValueError(f"{raw} ticks are out of range for {vtype.value}")
+        return raw
+    if isinstance(raw, _dt.timedelta) and vtype is ValueType.TIMESPAN:
+        return _ticks(vtype, (raw.days * 86_400 + raw.seconds) * TICKS_PER_SECOND + raw.microseconds * TICKS_PER_MICROSECOND)
+    if isinstance(raw, _dt.datetime) and vtype is ValueType.DATETIMEOFFSET:
+        return parse_datetimeoffset((raw if raw.tzinfo else raw.replace(tzinfo=_dt.timezone.utc)).isoformat())
+    if isinstance(raw, str):
+        return parse_duration(raw) if vtype is ValueType.TIMESPAN else parse_datetimeoffset(raw)
+    example = "PT5M" if vtype is ValueType.TIMESPAN else "2024-01-02T03:04:05Z"
+    raise TypedValueError(f"{vtype.value} must be ISO 8601 text such as {example}, got {raw!r}")
+
+
+def _coerce(vtype: ValueType, raw: Any) -> Any:
+    """Check and normalise the Python value stored for ``vtype``."""
+    if vtype is ValueType.NULL:
+        if raw is not None:
+            raise TypedValueError("a null value carries no data")
+        return None
+    if raw is None:
+        raise TypedValueError(f"{vtype.value} value missing (use null for a null value)")
+    if vtype in INTEGER_RANGES:
+        return _integer(vtype, raw)
+    if vtype in (ValueType.STRING, ValueType.SYMBOL, ValueType.URI):
+        return _text(vtype, raw)
+    if vtype is ValueType.BOOL:
+        if not isinstance(raw, bool):
+            raise TypedValueError(f"bool value must be true or false, got {raw!r}")
+        return raw
+    if vtype in (ValueType.DOUBLE, ValueType.FLOAT):
+        return _binary_float(vtype, raw)
+    if vtype is ValueType.DECIMAL:
+        return _decimal(raw)
+    if vtype is ValueType.CHAR:
+        return _char(raw)
+    if vtype is ValueType.UUID:
+        if isinstance(raw, _uuid.UUID):
+            return raw
+        try:
+            return _uuid.UUID(str(raw))
+        except ValueError:
+            raise TypedValueError(f"not a UUID: {raw!r}") from None
+    if vtype is ValueType.TIMESTAMP:
+        if isinstance(raw, _dt.datetime):
+            return raw if raw.tzinfo else raw.replace(tzinfo=_dt.timezone.utc)
+        if isinstance(raw, _dt.date):
+            return _dt.datetime(raw.year, raw.month, raw.day, tzinfo=_dt.timezone.utc)
+        if isinstance(raw, str):
+            return _parse_timestamp(raw)
+        raise TypedValueError(f"timestamp must be an ISO 8601 string, got {raw!r}")
+    if vtype in (ValueType.DATETIMEOFFSET, ValueType.TIMESPAN):
+        return _ticks(vtype, raw)
+    if vtype is ValueType.BINARY:
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            return bytes(raw)
+        if isinstance(raw, str):
+            try:
+                return base64.b64decode(raw, validate=True)
+            except (binascii.Error, ValueError):
+                raise TypedValueError(f"binary must be base64 text, got {raw!r}") from None
+        raise TypedValueError(f"binary must be base64 text, got {raw!r}")
+    raise TypedValueError(f"unsupported type {vtype}")  # pragma: no cover - enum is closed
+
+
+def typed_properties(props: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> tuple[tuple[str, TypedValue], ...]:
+    """Normalise a property mapping to sorted ``(name, TypedValue)`` pairs (values in typed form or typed)."""
+    items = props.items() if isinstance(props, Mapping) else props
+    out = []
+    for key, value in items:
+        tv = value if isinstance(value, TypedValue) else TypedValue.from_typed_form(value)
+        out.append((str(key), tv))
+    return tuple(sorted(out, key=lambda kv: kv[0]))
