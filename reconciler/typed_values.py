@@ -172,8 +172,9 @@ def dotnet_decimal(value: Decimal) -> Decimal:
 
 
 def decimal_text(value: Decimal) -> str:
-    """.NET ``decimal.ToString()``: every digit of the scale, never an exponent (``3.00``, ``-0.5``)."""
-    return format(value, "f")
+    """.NET ``decimal.ToString()``: every digit of the scale, never an exponent (``3.00``, ``-0.5``);
+    a negative zero prints without its sign."""
+    return format(value.copy_abs() if value.is_zero() else value, "f")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -443,7 +444,9 @@ def _integer(vtype: ValueType, raw: Any) -> int:
         raise TypedValueError(f"{vtype.value} value must be an integer, got {raw!r}")
     low, high = INTEGER_RANGES[vtype]
     if not low <= raw <= high:
-        raise TypedValueError(f"{raw} is out of range for {vtype.value} ({low}..{high})")
+        wider = next((t for t in (ValueType.LONG, ValueType.ULONG) if INTEGER_RANGES[t][0] <= raw <= INTEGER_RANGES[t][1]), None)
+        hint = f"; use {{{wider.value}: {raw}}}" if wider is not None and wider is not vtype else ""
+        raise TypedValueError(f"{raw} is out of range for {vtype.value} ({low}..{high}){hint}")
     return int(raw)
 
 

@@ -63,7 +63,20 @@ def _decoded(decode: Callable[[bytes], Any], payload: bytes) -> Any:
 
 
 def _decode(payload: bytes) -> DecodedMessage:
-    return _decoded(messages.decode_model_message, payload)
+    message = _decoded(messages.decode_model_message, payload)
+    _refuse_binary_properties(message.message)
+    return message
+
+
+def _refuse_binary_properties(message: model.Message) -> None:
+    """The service cannot store a binary application property and refuses the message, with this
+    condition and the .NET type's name (docs/protocol.md §10.1)."""
+    for name, value in message.user.items():
+        if value.type is ValueType.BINARY:
+            raise OperationError(
+                403, "amqp:link:message-size-exceeded",
+                f"Serialization operation failed due to unsupported type System.Byte[] (application property {name!r})",
+            )
 
 
 def _to_datetime(value: Any) -> _dt.datetime | None:
@@ -108,8 +121,11 @@ class Broker:
         here); says what it took (for the namespace's credits) and the sequence numbers of scheduled ones."""
         now = now or utcnow()
         payload = bytes(transfer.encode()) if isinstance(transfer, proton.Message) else bytes(transfer)
+        decoded = _decoded(messages.decode_transfer, payload)
+        for message in decoded:
+            _refuse_binary_properties(message.message)
         published = Published()
-        for message in _decoded(messages.decode_transfer, payload):
+        for message in decoded:
             published.messages += 1
             published.filter_evaluations += self._publish_one(address, message, now, published.scheduled)
         return published

@@ -18,6 +18,7 @@ import jsonschema
 from reconciler.diagnostics import Diagnostic
 from reconciler.rulefiles.located import DocPath, Located
 from reconciler.rulefiles.yaml_versions import ambiguity, describe
+from reconciler.typed_values import TypedValue, TypedValueError
 
 SCHEMA_NAME = "rules.schema.json"
 
@@ -149,16 +150,11 @@ def _yaml_1_1_hint(value: Any, path: DocPath, loc: Located) -> str:
 
 
 def _typed_value_problem(value: Any) -> str:
-    if isinstance(value, dict):
-        if len(value) != 1:
-            return "a typed value is a one-key map such as {int: 3} or {uuid: '…'}"
-        (tag, raw), = value.items()
-        known = ("int", "long", "double", "string", "bool", "uuid", "timestamp")
-        if tag not in known:
-            return f"unknown value type {tag!r} (use one of: {', '.join(known)})"
-        if tag == "int" and isinstance(raw, int) and not isinstance(raw, bool):
-            return f"{raw} does not fit in a 32-bit int (use {{long: {raw}}})"
-        return f"{_describe(raw)} is not a valid {tag}"
+    """What is wrong with a typed value, in the model's words (the one reader of typed forms)."""
+    try:
+        TypedValue.from_typed_form(value)
+    except TypedValueError as exc:
+        return str(exc)
     return "must be a scalar or a one-key typed map such as {int: 3}"
 
 

@@ -1,15 +1,22 @@
 """Run-time values and the C#-flavoured operators the broker's filter engine applies to them.
 
-Values at run time are plain Python objects: ``None`` (null), ``bool``, ``str``, ``int`` (Int64),
-:class:`Int32`, ``float`` (Double), ``uuid.UUID`` (Guid), ``datetime`` (DateTime) and ``timedelta``
-(TimeSpan), plus the :data:`MISSING` sentinel for an absent user property (UNKNOWN / DBNull).
-The rules follow ``docs/sql-language.md`` §5: C# operator binding on runtime types, C# null
-semantics, checked Int64/Int32 arithmetic, truncating division, type mismatch = evaluation error.
+Values at run time are Python objects whose class is their .NET type: ``None`` (null), ``bool``,
+``str`` (string; a symbol is a string on the broker), ``int`` (Int64) and the ``int`` subclasses
+:class:`SByte` … :class:`UInt64` and :class:`Char`, ``float`` (Double) and :class:`Single`,
+``decimal.Decimal`` (a .NET decimal), ``uuid.UUID`` (Guid), ``datetime`` (DateTime, UTC),
+:class:`DateTimeOffset`, :class:`TimeSpan`, :class:`Uri` and ``bytes`` (byte[]), plus the
+:data:`MISSING` sentinel for an absent user property (UNKNOWN / DBNull).
+
+The rules follow ``docs/sql-language.md`` §5: C# operator binding on runtime types (numeric
+promotion of §5.11, where C# refuses decimal with a binary float and ulong with a signed type),
+C# null semantics, checked integer arithmetic, truncating division, .NET decimal arithmetic,
+type mismatch = evaluation error.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import decimal as _decimal
 import functools
 import math
 import operator
@@ -17,10 +24,25 @@ import re
 import uuid
 from decimal import Decimal
 from typing import Any, Callable
+from urllib.parse import unquote, urlsplit
 
 from reconciler.limits import SQL_STRING_RESULT, dotnet_length
-from reconciler.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, TypedValue, ValueType
 from reconciler.sql.errors import SqlEvalError
+from reconciler.typed_values import (
+    DATETIMEOFFSET_MAX_TICKS,
+    DECIMAL_MAX_COEFFICIENT,
+    DECIMAL_MAX_SCALE,
+    INTEGER_RANGES,
+    TICKS_PER_MICROSECOND,
+    TICKS_PER_SECOND,
+    UNIX_EPOCH_TICKS,
+    TypedValue,
+    ValueType,
+    decimal_text,
+    float32_digits,
+    int_to_float32,
+    to_float32,
+)
 
 
 class _Missing:
@@ -40,28 +62,151 @@ class _Missing:
 MISSING = _Missing()
 
 
-class Int32(int):
-    """An integer the publisher sent as a 32-bit int (Int32 op Int32 stays Int32, checked)."""
+# ---------------------------------------------------------------------------------------------
+# Run-time classes of the .NET types that Python has no class of its own for
+# ---------------------------------------------------------------------------------------------
+
+
+class _Integral(int):
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({int(self)})"
+
+
+class SByte(_Integral):
+    """A value the publisher sent as AMQP byte (.NET sbyte)."""
+
+
+class Byte(_Integral):
+    """AMQP ubyte (.NET byte)."""
+
+
+class Int16(_Integral):
+    """AMQP short."""
+
+
+class UInt16(_Integral):
+    """AMQP ushort."""
+
+
+class Int32(_Integral):
+    """AMQP int (Int32 op Int32 stays Int32, checked)."""
+
+
+class UInt32(_Integral):
+    """AMQP uint."""
+
+
+class UInt64(_Integral):
+    """AMQP ulong."""
+
+
+class Char(_Integral):
+    """A .NET char: numeric in arithmetic and comparisons (its UTF-16 code), a character as text."""
+
+
+class Single(float):
+    """A .NET float: the binary32 value, exactly, in a Python float."""
 
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return f"Int32({int(self)})"
+        return f"Single({float32_digits(self)})"
 
 
-# Kinds of runtime values (C# operator families).
-NULL, BOOL, STRING, NUMBER, GUID, DATETIME, TIMESPAN = "null", "bool", "string", "number", "Guid", "DateTime", "TimeSpan"
+class _Ticks:
+    """A value counted in 100-ns ticks."""
+
+    __slots__ = ("ticks",)
+
+    def __init__(self, ticks: int):
+        self.ticks = ticks
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.ticks == self.ticks
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.ticks))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.ticks})"
+
+
+class DateTimeOffset(_Ticks):
+    """A .NET DateTimeOffset as it arrives over AMQP: UTC ticks since 0001-01-01 (offset +00:00)."""
+
+    __slots__ = ()
+
+
+class TimeSpan(_Ticks):
+    """A .NET TimeSpan: signed ticks."""
+
+    __slots__ = ()
+
+
+_DEFAULT_PORTS = {"http": "80", "https": "443", "ftp": "21", "ws": "80", "wss": "443"}
+_UNRESERVED = re.compile(r"%(?:4[1-9A-F]|5[0-9A]|6[1-9A-F]|7[0-9A]|3[0-9]|2D|2E|5F|7E)", re.IGNORECASE)
+
+
+class Uri:
+    """A .NET Uri: its text as sent (``AbsoluteUri``) and the key ``Uri.Equals`` compares."""
+
+    __slots__ = ("key", "text")
+
+    def __init__(self, text: str):
+        self.text = text
+        self.key = uri_key(text)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Uri and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"Uri({self.text!r})"
+
+
+def uri_key(text: str) -> tuple[str, ...]:
+    """What ``Uri.Equals`` compares: scheme and host without case, the default port dropped, escaped
+    unreserved characters unescaped, the fragment ignored (docs/sql-language.md §5.10, unverified
+    beyond these rules)."""
+    parts = urlsplit(text)
+    port = "" if parts.port is None or str(parts.port) == _DEFAULT_PORTS.get(parts.scheme.lower()) else str(parts.port)
+    host = (parts.hostname or "").lower()
+    path = _UNRESERVED.sub(lambda m: unquote(m.group(0)), parts.path) or ("/" if host else "")
+    query = _UNRESERVED.sub(lambda m: unquote(m.group(0)), parts.query)
+    return (parts.scheme.lower(), parts.username or "", parts.password or "", host, port, path, query)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kinds: which C# operator family a value takes part in
+# ---------------------------------------------------------------------------------------------
+
+NULL, BOOL, STRING, NUMBER, GUID, DATETIME, DATETIMEOFFSET, TIMESPAN, URI, BINARY = (
+    "null", "bool", "string", "number", "Guid", "DateTime", "DateTimeOffset", "TimeSpan", "Uri", "byte[]",
+)
+
+#: Numeric run-time class → its type tag (the model's names: ``byte`` is .NET sbyte).
+NUMERIC_TAGS: dict[type, str] = {
+    SByte: "byte", Byte: "ubyte", Int16: "short", UInt16: "ushort", Int32: "int", UInt32: "uint",
+    int: "long", UInt64: "ulong", Char: "char", Single: "float", float: "double", Decimal: "decimal",
+}
 KIND: dict[type, str] = {
     type(None): NULL,
     bool: BOOL,
     str: STRING,
-    int: NUMBER,
-    Int32: NUMBER,
-    float: NUMBER,
     uuid.UUID: GUID,
     _dt.datetime: DATETIME,
-    _dt.timedelta: TIMESPAN,
+    DateTimeOffset: DATETIMEOFFSET,
+    TimeSpan: TIMESPAN,
+    Uri: URI,
+    bytes: BINARY,
+    **dict.fromkeys(NUMERIC_TAGS, NUMBER),
 }
+#: Kinds with instants (compared and subtracted across DateTime and DateTimeOffset).
+INSTANTS = (DATETIME, DATETIMEOFFSET)
 
 
 def kind_of(value: Any) -> str:
@@ -69,6 +214,104 @@ def kind_of(value: Any) -> str:
     if kind is None:
         raise SqlEvalError(f"unsupported value {value!r}")
     return kind
+
+
+# ---------------------------------------------------------------------------------------------
+# Numeric promotion (C#'s binary numeric promotion, docs/sql-language.md §5.11)
+# ---------------------------------------------------------------------------------------------
+
+SIGNED_INTEGERS = frozenset({"byte", "short", "int", "long"})
+INTEGER_TAGS = frozenset({"byte", "ubyte", "short", "ushort", "int", "uint", "long", "ulong", "char"})
+NUMERIC_TAG_SET = INTEGER_TAGS | {"float", "double", "decimal"}
+
+
+@functools.lru_cache(maxsize=None)
+def promote(left: str, right: str) -> str | None:
+    """The type C# computes ``left OP right`` in, or None where it refuses (an evaluation error).
+
+    decimal with float or double, and ulong with a signed type, have no common type; otherwise
+    the first of double, float, ulong, long applies, uint with a signed type widens to long, and
+    every smaller type (char included) computes in int.
+    """
+    pair = {left, right}
+    if "decimal" in pair:
+        return None if pair & {"float", "double"} else "decimal"
+    if "double" in pair:
+        return "double"
+    if "float" in pair:
+        return "float"
+    if "ulong" in pair:
+        return None if pair & SIGNED_INTEGERS else "ulong"
+    if "long" in pair:
+        return "long"
+    if "uint" in pair:
+        return "long" if pair & SIGNED_INTEGERS else "uint"
+    return "int"
+
+
+#: Unary minus: the type C# negates in (None: no operator, ulong).
+NEGATION = {
+    "byte": "int", "ubyte": "int", "short": "int", "ushort": "int", "char": "int", "int": "int",
+    "uint": "long", "long": "long", "ulong": None, "float": "float", "double": "double", "decimal": "decimal",
+}
+
+#: Result type → the run-time class holding it.
+_RESULT_CLASS: dict[str, Callable[[Any], Any]] = {
+    "int": Int32, "uint": UInt32, "long": int, "ulong": UInt64, "float": Single, "double": float,
+}
+
+
+def as_number(value: Any, target: str) -> Any:
+    """``value`` (a number) converted to the promoted type ``target`` the way C# converts it."""
+    if target == "double":
+        return float(value)
+    if target == "float":
+        return value if value.__class__ is Single else Single(int_to_float32(int(value)))
+    if target == "decimal":
+        return value if value.__class__ is Decimal else Decimal(int(value))
+    return int(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Model values ⇄ run-time values
+# ---------------------------------------------------------------------------------------------
+
+_FROM_TYPED: dict[ValueType, Callable[[Any], Any]] = {
+    ValueType.BYTE: SByte, ValueType.UBYTE: Byte, ValueType.SHORT: Int16, ValueType.USHORT: UInt16,
+    ValueType.INT: Int32, ValueType.UINT: UInt32, ValueType.ULONG: UInt64,
+    ValueType.CHAR: lambda c: Char(ord(c)), ValueType.FLOAT: Single, ValueType.SYMBOL: str,
+    ValueType.DATETIMEOFFSET: DateTimeOffset, ValueType.TIMESPAN: TimeSpan, ValueType.URI: Uri,
+}
+
+
+def from_typed(tv: TypedValue) -> Any:
+    """The run-time value of a model TypedValue (a symbol is a string, as on the broker)."""
+    convert = _FROM_TYPED.get(tv.type)
+    return tv.value if convert is None else convert(tv.value)
+
+
+_TO_TYPED: dict[type, Callable[[Any], TypedValue]] = {
+    SByte: lambda v: TypedValue(ValueType.BYTE, int(v)),
+    Byte: lambda v: TypedValue(ValueType.UBYTE, int(v)),
+    Int16: lambda v: TypedValue(ValueType.SHORT, int(v)),
+    UInt16: lambda v: TypedValue(ValueType.USHORT, int(v)),
+    Int32: lambda v: TypedValue(ValueType.INT, int(v)),
+    UInt32: lambda v: TypedValue(ValueType.UINT, int(v)),
+    UInt64: lambda v: TypedValue(ValueType.ULONG, int(v)),
+    Char: lambda v: TypedValue(ValueType.CHAR, chr(v)),
+    Single: lambda v: TypedValue(ValueType.FLOAT, float(v)),
+    DateTimeOffset: lambda v: TypedValue(ValueType.DATETIMEOFFSET, v.ticks),
+    TimeSpan: lambda v: TypedValue(ValueType.TIMESPAN, v.ticks),
+    Uri: lambda v: TypedValue(ValueType.URI, v.text),
+}
+
+
+def to_typed(value: Any) -> TypedValue:
+    """The model TypedValue of a run-time value."""
+    if value is MISSING or value is None:
+        return TypedValue(ValueType.NULL)
+    convert = _TO_TYPED.get(value.__class__)
+    return TypedValue.infer(value) if convert is None else convert(value)
 
 
 def describe(value: Any) -> str:
@@ -83,32 +326,14 @@ def describe(value: Any) -> str:
     if cls is str:
         shown = value if len(value) <= 40 else value[:37] + "..."
         return f"string {shown!r}"
-    if cls is Int32:
-        return f"Int32 {int(value)}"
-    if cls is int:
-        return f"Int64 {value}"
-    if cls is float:
-        return f"Double {to_string(value)}"
-    return f"{kind_of(value)} {to_string(value)}"
+    name = _DOTNET_NAMES.get(cls) or kind_of(value)
+    return f"{name} {to_string(value)}"
 
 
-def from_typed(tv: TypedValue) -> Any:
-    """The runtime value of a model TypedValue."""
-    if tv.type is ValueType.INT:
-        return Int32(tv.value)
-    return tv.value
-
-
-def to_typed(value: Any) -> TypedValue:
-    """The model TypedValue of a runtime value (TimeSpan is stored as Double seconds)."""
-    cls = value.__class__
-    if value is MISSING or value is None:
-        return TypedValue(ValueType.NULL)
-    if cls is Int32:
-        return TypedValue(ValueType.INT, int(value))
-    if cls is _dt.timedelta:
-        return TypedValue(ValueType.DOUBLE, value.total_seconds())
-    return TypedValue.infer(value)
+_DOTNET_NAMES: dict[type, str] = {
+    SByte: "SByte", Byte: "Byte", Int16: "Int16", UInt16: "UInt16", Int32: "Int32", UInt32: "UInt32",
+    int: "Int64", UInt64: "UInt64", Char: "Char", Single: "Single", float: "Double", Decimal: "Decimal",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,45 +341,90 @@ def to_typed(value: Any) -> TypedValue:
 # ---------------------------------------------------------------------------------------------
 
 
-def format_double(value: float) -> str:
-    """.NET Core ``double.ToString()``: shortest round-trip digits, exponent form outside 1e-5..1e15."""
+def _general(negative: bool, digits: str, exponent: int, max_digits: int) -> str:
+    """.NET's "G" layout of shortest round-trip ``digits`` × 10^``exponent`` (first digit's power):
+    scientific when the decimal point would sit more than ``max(len(digits), max_digits)`` places
+    right of the first digit or more than four places left of it (dotnet/runtime,
+    ``Number.Formatting.cs``, ``FormatDouble`` and ``FormatGeneral``)."""
+    point = exponent + 1
+    prefix = "-" if negative else ""
+    if point > max(len(digits), max_digits) or point < -3:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{prefix}{mantissa}E{'+' if exponent >= 0 else '-'}{abs(exponent):02d}"
+    if point <= 0:
+        return f"{prefix}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return prefix + digits + "0" * (point - len(digits))
+    return f"{prefix}{digits[:point]}.{digits[point:]}"
+
+
+def _shortest(text: str) -> tuple[bool, str, int]:
+    """(negative, significant digits, power of the first digit) of a shortest-repr text."""
+    sign, digit_tuple, exponent = Decimal(text).as_tuple()
+    digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
+    stripped = len(digit_tuple) - len("".join(map(str, digit_tuple)).lstrip("0"))
+    return bool(sign), digits.lstrip("0") or "0", len(digit_tuple) - 1 + int(exponent) - stripped
+
+
+def _non_finite(value: float) -> str | None:
     if value != value:
         return "NaN"
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
     if value == 0:
         return "-0" if math.copysign(1.0, value) < 0 else "0"
-    sign, figures, exponent = Decimal(repr(value)).as_tuple()
-    assert isinstance(exponent, int), "finite: NaN and the infinities were handled above"
-    digits = list(figures)
-    while len(digits) > 1 and digits[-1] == 0:
-        digits.pop()
-        exponent += 1
-    scientific = len(digits) - 1 + exponent
-    text = "".join(map(str, digits))
-    prefix = "-" if sign else ""
-    if -5 < scientific < 15:
-        if exponent >= 0:
-            return prefix + text + "0" * exponent
-        point = len(text) + exponent
-        if point > 0:
-            return prefix + text[:point] + "." + text[point:]
-        return prefix + "0." + "0" * (-point) + text
-    mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
-    return f"{prefix}{mantissa}E{'+' if scientific >= 0 else '-'}{abs(scientific):02d}"
+    return None
 
 
-def _format_timespan(value: _dt.timedelta) -> str:
-    total = round(value.total_seconds() * 10_000_000)
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    ticks = total % 10_000_000
-    seconds = total // 10_000_000
+def format_double(value: float) -> str:
+    """.NET Core ``double.ToString()``: shortest round-trip digits, ``E+XX`` beyond 17 integer digits
+    (or more when the digits need them) or below 1E-04."""
+    special = _non_finite(value)
+    if special is not None:
+        return special
+    return _general(*_shortest(repr(value)), max_digits=17)
+
+
+def format_single(value: float) -> str:
+    """.NET Core ``float.ToString()``: shortest digits that read back as the same binary32, ``E+XX``
+    beyond nine integer digits (or more when the digits need them) or below 1E-04."""
+    special = _non_finite(value)
+    if special is not None:
+        return special
+    return _general(*_shortest(float32_digits(value)), max_digits=9)
+
+
+def format_timespan(ticks: int) -> str:
+    """.NET ``TimeSpan.ToString()``: ``[-][d.]hh:mm:ss[.fffffff]``."""
+    sign = "-" if ticks < 0 else ""
+    seconds, fraction = divmod(abs(ticks), TICKS_PER_SECOND)
     days, seconds = divmod(seconds, 86400)
     hours, seconds = divmod(seconds, 3600)
     minutes, seconds = divmod(seconds, 60)
     text = f"{sign}{f'{days}.' if days else ''}{hours:02d}:{minutes:02d}:{seconds:02d}"
-    return text + (f".{ticks:07d}" if ticks else "")
+    return text + (f".{fraction:07d}" if fraction else "")
+
+
+def _datetimeoffset_text(value: DateTimeOffset) -> str:
+    moment = _EPOCH + _dt.timedelta(microseconds=(value.ticks - UNIX_EPOCH_TICKS) // TICKS_PER_MICROSECOND)
+    return moment.strftime("%m/%d/%Y %H:%M:%S") + " +00:00"
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+_TEXT: dict[type, Callable[[Any], str]] = {
+    bool: lambda v: "True" if v else "False",
+    float: format_double,
+    Single: format_single,
+    Decimal: decimal_text,
+    Char: chr,
+    uuid.UUID: str,
+    _dt.datetime: lambda v: v.strftime("%m/%d/%Y %H:%M:%S"),
+    DateTimeOffset: _datetimeoffset_text,
+    TimeSpan: lambda v: format_timespan(v.ticks),
+    Uri: lambda v: v.text,
+    bytes: lambda v: "System.Byte[]",
+}
 
 
 def to_string(value: Any) -> str:
@@ -164,18 +434,11 @@ def to_string(value: Any) -> str:
         return value
     if value is None:
         return ""
-    if cls is bool:
-        return "True" if value else "False"
-    if cls is int or cls is Int32:
+    convert = _TEXT.get(cls)
+    if convert is not None:
+        return convert(value)
+    if cls in NUMERIC_TAGS:
         return str(int(value))
-    if cls is float:
-        return format_double(value)
-    if cls is _dt.datetime:
-        return value.strftime("%m/%d/%Y %H:%M:%S")
-    if cls is _dt.timedelta:
-        return _format_timespan(value)
-    if cls is uuid.UUID:
-        return str(value)
     raise SqlEvalError(f"cannot convert {value!r} to a string")
 
 
@@ -188,13 +451,35 @@ def _mismatch(op: str, a: Any, b: Any) -> SqlEvalError:
     return SqlEvalError(f"operator {op} is not defined for {describe(a)} and {describe(b)}")
 
 
+def _promoted(op: str, a: Any, b: Any) -> tuple[Any, Any]:
+    target = promote(NUMERIC_TAGS[a.__class__], NUMERIC_TAGS[b.__class__])
+    if target is None:
+        raise _mismatch(op, a, b)
+    return as_number(a, target), as_number(b, target)
+
+
+def instant_ticks(value: Any) -> int:
+    """UTC ticks of a DateTime or DateTimeOffset (C# converts a DateTime to DateTimeOffset to compare)."""
+    if value.__class__ is DateTimeOffset:
+        return value.ticks
+    delta = value - _EPOCH
+    return UNIX_EPOCH_TICKS + ((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds) * TICKS_PER_MICROSECOND
+
+
 def equals(a: Any, b: Any) -> bool:
     """C# ``==`` on runtime types (neither side missing): null == null, numeric promotion."""
     ka, kb = kind_of(a), kind_of(b)
     if ka == kb:
-        if ka == NUMBER and (a.__class__ is float or b.__class__ is float):
-            return float(a) == float(b)
+        if ka == NUMBER:
+            x, y = _promoted("=", a, b)
+            return x == y
+        if ka == BINARY:
+            return False  # byte[] == byte[] compares references: two properties are never the same array
+        if ka == DATETIMEOFFSET:
+            return a.ticks == b.ticks
         return a == b
+    if ka in INSTANTS and kb in INSTANTS:
+        return instant_ticks(a) == instant_ticks(b)
     if ka == NULL or kb == NULL:
         return False
     raise _mismatch("=", a, b)
@@ -206,18 +491,23 @@ _RELATIONAL: dict[str, Callable[[Any, Any], bool]] = {
     ">": operator.gt,
     ">=": operator.ge,
 }
+#: Kinds C# can order (with null lifted to FALSE).
+ORDERED = (NUMBER, DATETIME, DATETIMEOFFSET, TIMESPAN)
 
 
 def relational(op: str, a: Any, b: Any) -> bool:
-    """C# ``< <= > >=``: numbers (promoted), DateTime, TimeSpan; null vs those is FALSE."""
+    """C# ``< <= > >=``: numbers (promoted), DateTime / DateTimeOffset, TimeSpan; null vs those is FALSE."""
     ka, kb = kind_of(a), kind_of(b)
-    if ka == kb and ka in (NUMBER, DATETIME, TIMESPAN):
-        if ka == NUMBER and (a.__class__ is float or b.__class__ is float):
-            return _RELATIONAL[op](float(a), float(b))
-        return _RELATIONAL[op](a, b)
+    compare = _RELATIONAL[op]
+    if ka == kb == NUMBER:
+        return compare(*_promoted(op, a, b))
+    if ka in INSTANTS and kb in INSTANTS:
+        return compare(instant_ticks(a), instant_ticks(b))
+    if ka == kb == TIMESPAN:
+        return compare(a.ticks, b.ticks)
     if ka == NULL or kb == NULL:
         other = kb if ka == NULL else ka
-        if other in (NULL, NUMBER, DATETIME, TIMESPAN):
+        if other == NULL or other in ORDERED:
             return False
     raise _mismatch(op, a, b)
 
@@ -235,23 +525,44 @@ def compare(op: str, a: Any, b: Any) -> bool:
 # Arithmetic
 # ---------------------------------------------------------------------------------------------
 
-
-def _integer(result: int, a: Any, b: Any, op: str) -> int:
-    if a.__class__ is Int32 and b.__class__ is Int32:
-        if not INT32_MIN <= result <= INT32_MAX:
-            raise SqlEvalError(f"Int32 overflow in {int(a)} {op} {int(b)}")
-        return Int32(result)
-    if not INT64_MIN <= result <= INT64_MAX:
-        raise SqlEvalError(f"Int64 overflow in {int(a)} {op} {int(b)}")
-    return result
+_RESULT_RANGES = {
+    "int": INTEGER_RANGES[ValueType.INT], "uint": INTEGER_RANGES[ValueType.UINT],
+    "long": INTEGER_RANGES[ValueType.LONG], "ulong": INTEGER_RANGES[ValueType.ULONG],
+}
+_TYPE_NAMES = {"int": "Int32", "uint": "UInt32", "long": "Int64", "ulong": "UInt64"}
 
 
-def _null_arith(op: str, a: Any, b: Any) -> None:
-    """null op (number | DateTime | TimeSpan) is null (lifted operator); other null mixes fail."""
+def _integer(result: int, target: str, a: Any, b: Any, op: str) -> Any:
+    low, high = _RESULT_RANGES[target]
+    if not low <= result <= high:
+        raise SqlEvalError(f"{_TYPE_NAMES[target]} overflow in {int(a)} {op} {int(b)}")
+    return _RESULT_CLASS[target](result)
+
+
+def _binary_float(result: float, target: str) -> float:
+    return Single(to_float32(result)) if target == "float" else result
+
+
+def _null_arith(op: str, a: Any, b: Any, lifted: tuple[str, ...]) -> None:
+    """null op (a type with a lifted operator) is null; other null mixes fail."""
     other = kind_of(b) if a is None else kind_of(a)
-    if other in (NUMBER, DATETIME, TIMESPAN):
+    if other in lifted:
         return None
     raise _mismatch(op, a, b)
+
+
+def _arithmetic(op: str, a: Any, b: Any, integer: Callable[[int, int], int], real: Callable[[float, float], float],
+                dec: Callable[[Decimal, Decimal], Decimal]) -> Any:
+    """A binary numeric operator in the promoted type: checked integers, binary32 rounding for float."""
+    target = promote(NUMERIC_TAGS[a.__class__], NUMERIC_TAGS[b.__class__])
+    if target is None:
+        raise _mismatch(op, a, b)
+    x, y = as_number(a, target), as_number(b, target)
+    if target == "decimal":
+        return dec(x, y)
+    if target in ("float", "double"):
+        return _binary_float(real(float(x), float(y)), target)
+    return _integer(integer(x, y), target, a, b, op)
 
 
 def add(a: Any, b: Any) -> Any:
@@ -262,109 +573,139 @@ def add(a: Any, b: Any) -> Any:
             raise SqlEvalError(f"string result longer than {SQL_STRING_RESULT.value} characters")
         return result
     ka, kb = kind_of(a), kind_of(b)
-    if ka == NUMBER and kb == NUMBER:
-        if ca is float or cb is float:
-            return float(a) + float(b)
-        return _integer(a + b, a, b, "+")
+    if ka == kb == NUMBER:
+        return _arithmetic("+", a, b, operator.add, operator.add, decimal_add)
     if ka == NULL or kb == NULL:
-        return _null_arith("+", a, b)
-    if (ka, kb) in ((DATETIME, TIMESPAN), (TIMESPAN, TIMESPAN)):  # C# has no TimeSpan + DateTime
-        return _date_arith(operator.add, a, b)
+        return _null_arith("+", a, b, ORDERED)
+    if kb == TIMESPAN:  # C# has no TimeSpan + DateTime: the TimeSpan must be on the right
+        if ka == DATETIME:
+            return _datetime_plus(a, b.ticks, "+")
+        if ka == DATETIMEOFFSET:
+            return _datetimeoffset(a.ticks + b.ticks)
+        if ka == TIMESPAN:
+            return _timespan(a.ticks + b.ticks)
     raise _mismatch("+", a, b)
 
 
 def subtract(a: Any, b: Any) -> Any:
     ka, kb = kind_of(a), kind_of(b)
-    if ka == NUMBER and kb == NUMBER:
-        if a.__class__ is float or b.__class__ is float:
-            return float(a) - float(b)
-        return _integer(a - b, a, b, "-")
+    if ka == kb == NUMBER:
+        return _arithmetic("-", a, b, operator.sub, operator.sub, decimal_subtract)
     if ka == NULL or kb == NULL:
-        return _null_arith("-", a, b)
-    if (ka, kb) in ((DATETIME, TIMESPAN), (DATETIME, DATETIME), (TIMESPAN, TIMESPAN)):
-        return _date_arith(operator.sub, a, b)
+        return _null_arith("-", a, b, ORDERED)
+    if ka in INSTANTS and kb in INSTANTS:
+        if ka == kb == DATETIME:
+            return TimeSpan(int((a - b) / _dt.timedelta(microseconds=1)) * TICKS_PER_MICROSECOND)
+        return _timespan(instant_ticks(a) - instant_ticks(b))
+    if kb == TIMESPAN:
+        if ka == DATETIME:
+            return _datetime_plus(a, -b.ticks, "-")
+        if ka == DATETIMEOFFSET:
+            return _datetimeoffset(a.ticks - b.ticks)
+        if ka == TIMESPAN:
+            return _timespan(a.ticks - b.ticks)
     raise _mismatch("-", a, b)
 
 
-def _date_arith(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+def _datetime_plus(moment: _dt.datetime, ticks: int, op: str) -> _dt.datetime:
+    """DateTime ± TimeSpan; DateTime has microseconds here, so sub-microsecond ticks are truncated."""
     try:
-        return fn(a, b)
+        return moment + _dt.timedelta(microseconds=int(ticks / TICKS_PER_MICROSECOND))
     except OverflowError:
-        raise SqlEvalError("DateTime/TimeSpan arithmetic out of range") from None
+        raise SqlEvalError(f"DateTime {op} TimeSpan is outside DateTime's range") from None
+
+
+def _datetimeoffset(ticks: int) -> DateTimeOffset:
+    if not 0 <= ticks <= DATETIMEOFFSET_MAX_TICKS:
+        raise SqlEvalError("DateTimeOffset arithmetic outside DateTimeOffset's range")
+    return DateTimeOffset(ticks)
+
+
+def _timespan(ticks: int) -> TimeSpan:
+    low, high = INTEGER_RANGES[ValueType.LONG]
+    if not low <= ticks <= high:
+        raise SqlEvalError("TimeSpan overflow")
+    return TimeSpan(ticks)
 
 
 def multiply(a: Any, b: Any) -> Any:
     ka, kb = kind_of(a), kind_of(b)
-    if ka == NUMBER and kb == NUMBER:
-        if a.__class__ is float or b.__class__ is float:
-            return float(a) * float(b)
-        return _integer(a * b, a, b, "*")
+    if ka == kb == NUMBER:
+        return _arithmetic("*", a, b, operator.mul, operator.mul, decimal_multiply)
     if ka == NULL or kb == NULL:
-        return _null_number("*", a, b)
+        return _null_arith("*", a, b, (NUMBER,))
     raise _mismatch("*", a, b)
 
 
-def _null_number(op: str, a: Any, b: Any) -> None:
-    other = kind_of(b) if a is None else kind_of(a)
-    if other == NUMBER:
-        return None
-    raise _mismatch(op, a, b)
+def _ieee_divide(x: float, y: float) -> float:
+    if y == 0:
+        if x == 0 or x != x:
+            return math.nan
+        return math.copysign(math.inf, x) * math.copysign(1.0, y)
+    return x / y
+
+
+def _ieee_remainder(x: float, y: float) -> float:
+    if y == 0 or math.isinf(x) or x != x or y != y:
+        return math.nan
+    return math.fmod(x, y)
+
+
+def _truncating_divide(x: int, y: int) -> int:
+    if y == 0:
+        raise SqlEvalError("integer division by zero")
+    quotient = abs(x) // abs(y)
+    return -quotient if (x < 0) != (y < 0) else quotient
+
+
+def _truncating_remainder(x: int, y: int) -> int:
+    if y == 0:
+        raise SqlEvalError("integer remainder by zero")
+    result = abs(x) % abs(y)
+    return -result if x < 0 else result
 
 
 def divide(a: Any, b: Any) -> Any:
     ka, kb = kind_of(a), kind_of(b)
-    if ka == NUMBER and kb == NUMBER:
-        if a.__class__ is float or b.__class__ is float:
-            x, y = float(a), float(b)
-            if y == 0:
-                if x == 0 or x != x:
-                    return math.nan
-                return math.copysign(math.inf, x) * math.copysign(1.0, y)
-            return x / y
-        if b == 0:
-            raise SqlEvalError("integer division by zero")
-        quotient = abs(a) // abs(b)
-        return _integer(-quotient if (a < 0) != (b < 0) else quotient, a, b, "/")
+    if ka == kb == NUMBER:
+        return _arithmetic("/", a, b, _truncating_divide, _ieee_divide, decimal_divide)
     if ka == NULL or kb == NULL:
-        return _null_number("/", a, b)
+        return _null_arith("/", a, b, (NUMBER,))
     raise _mismatch("/", a, b)
 
 
 def remainder(a: Any, b: Any) -> Any:
     ka, kb = kind_of(a), kind_of(b)
-    if ka == NUMBER and kb == NUMBER:
-        if a.__class__ is float or b.__class__ is float:
-            x, y = float(a), float(b)
-            if y == 0 or math.isinf(x) or x != x or y != y:
-                return math.nan
-            return math.fmod(x, y)
-        if b == 0:
-            raise SqlEvalError("integer remainder by zero")
-        if b == -1:
+    if ka == kb == NUMBER:
+        target = promote(NUMERIC_TAGS[a.__class__], NUMERIC_TAGS[b.__class__])
+        if target in ("int", "long") and int(b) == -1:
             # C#: MinValue % -1 throws like MinValue / -1; every other x % -1 is 0.
-            _integer(-a, a, b, "%")
-            return Int32(0) if a.__class__ is Int32 and b.__class__ is Int32 else 0
-        result = abs(a) % abs(b)
-        return _integer(-result if a < 0 else result, a, b, "%")
+            _integer(-int(a), target, a, b, "%")
+            return _RESULT_CLASS[target](0)
+        return _arithmetic("%", a, b, _truncating_remainder, _ieee_remainder, decimal_remainder)
     if ka == NULL or kb == NULL:
-        return _null_number("%", a, b)
+        return _null_arith("%", a, b, (NUMBER,))
     raise _mismatch("%", a, b)
 
 
 def negate(a: Any) -> Any:
     cls = a.__class__
-    if cls is int:
-        if a == INT64_MIN:
-            raise SqlEvalError(f"Int64 overflow in -({a})")
-        return -a
-    if cls is float:
-        return -a
-    if cls is Int32:
-        if a == INT32_MIN:
-            raise SqlEvalError(f"Int32 overflow in -({int(a)})")
-        return Int32(-a)
-    if cls is _dt.timedelta:
-        return -a
+    tag = NUMERIC_TAGS.get(cls)
+    if tag is not None:
+        target = NEGATION[tag]
+        if target is None:
+            raise SqlEvalError(f"unary - is not defined for {describe(a)}")
+        if target == "decimal":
+            return -a if a else a.copy_abs()
+        if target in ("float", "double"):
+            return _binary_float(-float(a), target)
+        result = -int(a)
+        low, high = _RESULT_RANGES[target]
+        if not low <= result <= high:
+            raise SqlEvalError(f"{_TYPE_NAMES[target]} overflow in -({int(a)})")
+        return _RESULT_CLASS[target](result)
+    if cls is TimeSpan:
+        return _timespan(-a.ticks)
     raise SqlEvalError(f"unary - is not defined for {describe(a)}")
 
 
@@ -375,6 +716,81 @@ ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
     "/": divide,
     "%": remainder,
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# .NET decimal arithmetic (dotnet/runtime Decimal.DecCalc.cs: VarDecAdd, VarDecMul, VarDecDiv,
+# VarDecMod): exact, then rounded half to even into 96 bits and a scale of at most 28.
+# ---------------------------------------------------------------------------------------------
+
+_EXACT = _decimal.Context(prec=200, rounding=_decimal.ROUND_HALF_EVEN, Emin=-999999, Emax=999999)
+_DECIMAL_OVERFLOW = "Decimal overflow (beyond ±79228162514264337593543950335)"
+
+
+def _scale(value: Decimal) -> int:
+    return -int(value.as_tuple().exponent)
+
+
+def _fits(value: Decimal) -> bool:
+    return value.scaleb(_scale(value), _EXACT).copy_abs() <= DECIMAL_MAX_COEFFICIENT
+
+
+def _fit_scale(exact: Decimal, scale: int) -> Decimal:
+    """``exact`` with at most ``scale`` (≤ 28) digits after the point, fewer while the coefficient
+    would not fit 96 bits, rounded once half to even; OverflowException below scale 0."""
+    for target in range(min(scale, DECIMAL_MAX_SCALE), -1, -1):
+        rounded = exact.quantize(Decimal(1).scaleb(-target), context=_EXACT)
+        if _fits(rounded):
+            return rounded.copy_abs() if rounded.is_zero() else rounded
+    raise SqlEvalError(_DECIMAL_OVERFLOW)
+
+
+def decimal_add(a: Decimal, b: Decimal) -> Decimal:
+    exact = _EXACT.add(a, b)
+    return _fit_scale(exact, _scale(exact))
+
+
+def decimal_subtract(a: Decimal, b: Decimal) -> Decimal:
+    exact = _EXACT.subtract(a, b)
+    return _fit_scale(exact, _scale(exact))
+
+
+def decimal_multiply(a: Decimal, b: Decimal) -> Decimal:
+    """A product whose scale exceeds 28 + 19 is zero outright (scale 0), as VarDecMul returns it."""
+    exact = _EXACT.multiply(a, b)
+    if _scale(exact) > DECIMAL_MAX_SCALE + 19:
+        return Decimal(0)
+    return _fit_scale(exact, _scale(exact))
+
+
+def decimal_divide(a: Decimal, b: Decimal) -> Decimal:
+    """The scale is the dividend's minus the divisor's when the quotient is exact there (at least
+    0); otherwise as many digits as fit, rounded, then trailing zeros removed."""
+    if b.is_zero():
+        raise SqlEvalError("decimal division by zero")
+    natural = _scale(a) - _scale(b)
+    exact_at_natural = _EXACT.divide(a, b)
+    if exact_at_natural == exact_at_natural.quantize(Decimal(1).scaleb(-max(natural, 0)), context=_EXACT):
+        result = exact_at_natural.quantize(Decimal(1).scaleb(-max(natural, 0)), context=_EXACT)
+        if not _fits(result):
+            raise SqlEvalError(_DECIMAL_OVERFLOW)
+        return result.copy_abs() if result.is_zero() else result
+    rounded = _fit_scale(exact_at_natural, DECIMAL_MAX_SCALE)
+    normal = rounded.normalize(_EXACT)
+    if _scale(normal) < 0:
+        normal = normal.quantize(Decimal(1), context=_EXACT)
+    return normal.copy_abs() if normal.is_zero() else normal
+
+
+def decimal_remainder(a: Decimal, b: Decimal) -> Decimal:
+    """The dividend's sign; ``a`` itself when ``|a| < |b|``; otherwise exact, at the larger scale."""
+    if b.is_zero():
+        raise SqlEvalError("decimal remainder by zero")
+    if a.is_zero() or a.copy_abs() < b.copy_abs():
+        return a
+    result = _EXACT.remainder(a, b)
+    result = result.quantize(Decimal(1).scaleb(-max(_scale(a), _scale(b))), context=_EXACT)
+    return result.copy_abs() if result.is_zero() else result
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,25 +6,38 @@ Each message row therefore keeps them in a *tagged map* (docs/sql-language.md §
     props: map<string, struct<k: string, t: string, s: string, l: int64, d: double, b: bool>>
 
 The map key is the property name lower-cased at ingestion (names are case-insensitive in filters),
-``k`` keeps the name as published, ``t`` is the AMQP type tag (:class:`model.ValueType` values:
-``string long int double bool uuid timestamp null``) and exactly one of ``s l d b`` carries the
-value: strings and uuids in ``s``, integers in ``l``, doubles in ``d``, booleans in ``b``,
-timestamps in ``l`` (microseconds since the Unix epoch, UTC). For every non-null type ``s`` also
-holds the value's .NET text form (``Convert.ToString``, invariant culture: ``True``, ``1E+20``),
-computed once at ingestion by the Python evaluator's formatter, because that is what string ``+``
-and LIKE compare and .NET number formatting is costly to rebuild from Spark expressions.
-``t = 'null'`` is a property present with a null value; a key absent from the map is a *missing*
-property. Int32 and Int64 stay distinct (``int`` / ``long``) because correlation filters
-compare with ``object.Equals``.
+``k`` keeps the name as published and ``t`` is the type tag (:class:`model.ValueType` values), so
+the sample keeps every type: ``short 3`` stays short. ``t = 'null'`` is a property present with a
+null value; a key absent from the map is a *missing* property. The value is held by one field,
+chosen so that no type needs a wider Parquet type than its own and none loses a digit:
+
+- ``l`` (int64): the integer types; ``char`` as its UTF-16 code; ``ulong`` as the same 64 bits read
+  signed (values above 2**63 - 1 are negative here); ``timestamp`` as microseconds since the Unix
+  epoch; ``datetimeoffset`` as UTC ticks since 0001-01-01 and ``timespan`` as ticks (100 ns),
+  because Arrow's timestamp and duration types cannot hold .NET's whole tick range;
+- ``d`` (double): ``double``, and ``float`` as the binary32 value (exact in a double);
+- ``b``: ``bool``;
+- ``s`` (string): the value of ``string``, ``symbol``, ``uuid``, ``uri``, and of ``decimal`` as its
+  .NET text, which keeps coefficient and scale exactly (``3.00``; a Parquet decimal column has one
+  scale for all rows and cannot hold .NET's 29 + 28 digits); ``binary`` as base64.
+
+For every non-null type except ``binary`` (whose .NET text is always ``System.Byte[]``) ``s`` also
+holds the value's .NET text form (``Convert.ToString``, invariant culture: ``True``, ``1E+20``,
+``00:05:00``), computed once at ingestion by the Python evaluator's formatter, because that is what
+string ``+`` and LIKE compare and .NET number formatting is costly to rebuild from Spark expressions.
 
 System properties are ordinary typed columns (NULL = unset), named in :data:`SYS_COLUMNS`.
+
+Files record :data:`LAYOUT_VERSION` in their footer. Files without it were written before the
+sample kept every type (short, byte and char were widened to int or string, float to double): they
+are read as they are (their tags are a subset of today's), and the report says to re-sample.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import json
-import uuid as _uuid
 from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
@@ -76,25 +89,49 @@ def micros_since_epoch(value: _dt.datetime) -> int:
 
 #: The struct field that holds a value of each type (``s`` also holds every non-null value's text).
 VALUE_FIELD: dict[str, str] = {
-    ValueType.STRING.value: "s",
-    ValueType.UUID.value: "s",
-    ValueType.LONG.value: "l",
-    ValueType.INT.value: "l",
-    ValueType.TIMESTAMP.value: "l",
-    ValueType.DOUBLE.value: "d",
-    ValueType.BOOL.value: "b",
+    **dict.fromkeys(("string", "symbol", "uuid", "uri", "decimal", "binary"), "s"),
+    **dict.fromkeys(("byte", "ubyte", "short", "ushort", "int", "uint", "long", "ulong", "char"), "l"),
+    **dict.fromkeys(("timestamp", "datetimeoffset", "timespan"), "l"),
+    **dict.fromkeys(("float", "double"), "d"),
+    "bool": "b",
 }
 assert set(VALUE_FIELD) == {t.value for t in ValueType} - {ValueType.NULL.value}, "every type needs a field"
+
+_ULONG_WRAP = 2**64
+
+
+def _stored(vtype: ValueType, value: Any) -> Any:
+    """The field value of a model value (see the module docstring)."""
+    if vtype is ValueType.TIMESTAMP:
+        return micros_since_epoch(value)
+    if vtype is ValueType.ULONG:
+        return value - _ULONG_WRAP if value >= 2**63 else value
+    if vtype is ValueType.CHAR:
+        return ord(value)
+    if vtype is ValueType.BINARY:
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+_FROM_FIELD: dict[ValueType, Any] = {
+    ValueType.TIMESTAMP: lambda raw: _EPOCH + _dt.timedelta(microseconds=int(raw)),
+    ValueType.ULONG: lambda raw: int(raw) + _ULONG_WRAP if raw < 0 else int(raw),
+    ValueType.CHAR: lambda raw: chr(raw),
+    ValueType.BINARY: lambda raw: base64.b64decode(raw),
+}
 
 
 def prop_to_struct(name: str, value: TypedValue) -> dict[str, Any]:
     """One application property as the tagged struct (see module docstring)."""
     vtype = value.type
-    text = None if vtype is ValueType.NULL else values.to_string(values.from_typed(value))
-    cell: dict[str, Any] = {"k": name, "t": vtype.value, "s": text, "l": None, "d": None, "b": None}
-    field = VALUE_FIELD.get(vtype.value)
-    if field and field != "s":
-        cell[field] = micros_since_epoch(value.value) if vtype is ValueType.TIMESTAMP else value.value
+    cell: dict[str, Any] = {"k": name, "t": vtype.value, "s": None, "l": None, "d": None, "b": None}
+    if vtype is ValueType.NULL:
+        return cell
+    field = VALUE_FIELD[vtype.value]
+    if vtype is ValueType.BINARY or field != "s":
+        cell[field] = _stored(vtype, value.value)
+    if vtype is not ValueType.BINARY:
+        cell["s"] = values.to_string(values.from_typed(value))  # the value itself for s-held types
     return cell
 
 
@@ -103,17 +140,9 @@ def struct_to_prop(cell: Mapping[str, Any]) -> TypedValue:
     vtype = ValueType(cell["t"])
     if vtype is ValueType.NULL:
         return TypedValue(vtype)
-    if vtype is ValueType.STRING:
-        return TypedValue(vtype, cell["s"])
-    if vtype in (ValueType.LONG, ValueType.INT):
-        return TypedValue(vtype, int(cell["l"]))
-    if vtype is ValueType.DOUBLE:
-        return TypedValue(vtype, float(cell["d"]))
-    if vtype is ValueType.BOOL:
-        return TypedValue(vtype, bool(cell["b"]))
-    if vtype is ValueType.UUID:
-        return TypedValue(vtype, _uuid.UUID(cell["s"]))
-    return TypedValue(vtype, _EPOCH + _dt.timedelta(microseconds=int(cell["l"])))
+    raw = cell[VALUE_FIELD[vtype.value]]
+    convert = _FROM_FIELD.get(vtype)
+    return TypedValue(vtype, convert(raw) if convert is not None else raw)
 
 
 def props_to_map(user: Mapping[str, TypedValue]) -> list[tuple[str, dict[str, Any]]]:
@@ -175,6 +204,9 @@ def row_to_message(row: Mapping[str, Any]) -> Message:
 
 #: Parquet footer key of a sample file: the type tags each property holds in the file (JSON).
 PROPERTY_TAGS_KEY = b"sbrules.property_tags"
+#: Parquet footer key of the layout version; files without it widened types (see the module docstring).
+LAYOUT_KEY = b"sbrules.layout"
+LAYOUT_VERSION = b"2"
 
 
 def property_tags(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
@@ -191,4 +223,4 @@ def rows_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     (a report translates filters for the types that occur: see ``traffic.property_types``)."""
     batch = list(rows)
     table = pa.Table.from_pylist(batch, schema=SCHEMA)
-    return table.replace_schema_metadata({PROPERTY_TAGS_KEY: json.dumps(property_tags(batch))})
+    return table.replace_schema_metadata({PROPERTY_TAGS_KEY: json.dumps(property_tags(batch)), LAYOUT_KEY: LAYOUT_VERSION})

@@ -10,6 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reconciler.export import dump_json, dump_yaml, rule_file_doc
 from reconciler.model import (
@@ -24,6 +26,7 @@ from reconciler.model import (
     rule_from_doc,
     rule_to_doc,
 )
+from tests.amqp.strategies import typed_values
 
 pytestmark = pytest.mark.unit
 
@@ -82,3 +85,15 @@ def test_exported_yaml_keeps_every_character(text):
     doc = rule_file_doc("orders", {"billing": [rule]})
     (read,) = yaml.safe_load(dump_yaml(doc))["subscriptions"]["billing"]["rules"]
     assert rule_from_doc(read) == rule
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.dictionaries(st.sampled_from("abcdefgh"), typed_values, min_size=1, max_size=6), st.booleans())
+def test_every_property_type_survives_rule_files_and_exports(properties, explicit):
+    """A correlation property of any type: rule document → JSON / YAML → schema-valid → the same rule."""
+    rule = Rule("corr", CorrelationFilter(properties=properties))
+    doc = rule_file_doc("orders", {"billing": [rule]}, explicit_types=explicit)
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+    for back_doc in (json.loads(dump_json(doc)), yaml.safe_load(dump_yaml(doc))):
+        (back,) = back_doc["subscriptions"]["billing"]["rules"]
+        assert rule_from_doc(back) == rule

@@ -231,3 +231,72 @@ def test_alias_bomb_is_refused(write):
 def test_no_rule_files_is_an_error(tmp_path):
     result = rulefiles.load([tmp_path])
     assert [d.code for d in result.diagnostics] == ["no-files"]
+
+
+def test_every_property_type_has_one_spelling_in_rule_files(write):
+    path = write(
+        "types.yaml",
+        """
+        topic: orders
+        subscriptions:
+          typed:
+            rules:
+              - name: every-type
+                correlation:
+                  properties:
+                    sb: {byte: -3}
+                    ub: {ubyte: 200}
+                    sh: {short: 3}
+                    us: {ushort: 3}
+                    i: {int: 3}
+                    ui: {uint: 3}
+                    l: 3
+                    ul: {ulong: 18446744073709551615}
+                    f: {float: 0.3}
+                    d: 0.3
+                    m: {decimal: '0.10'}
+                    c: {char: A}
+                    s: text
+                    y: {symbol: text}
+                    b: true
+                    g: {uuid: 00112233-4455-6677-8899-aabbccddeeff}
+                    t: {timestamp: '2024-01-02T03:04:05.678Z'}
+                    o: {datetimeoffset: '2024-01-02T05:04:05.1234567+02:00'}
+                    ts: {timespan: P1DT2H3M4.5S}
+                    u: {uri: 'https://example.com/a%20b'}
+                    x: {binary: AAEC}
+                    n: null
+        """,
+    )
+    result = rulefiles.load([path])
+    assert result.ok, [d.message for d in result.diagnostics]
+    props = result.state.topics[0].subscriptions[0].rules[0].filter.property_map
+    assert {k: v.type.value for k, v in props.items()} == {
+        "sb": "byte", "ub": "ubyte", "sh": "short", "us": "ushort", "i": "int", "ui": "uint", "l": "long",
+        "ul": "ulong", "f": "float", "d": "double", "m": "decimal", "c": "char", "s": "string", "y": "symbol",
+        "b": "bool", "g": "uuid", "t": "timestamp", "o": "datetimeoffset", "ts": "timespan", "u": "uri",
+        "x": "binary", "n": "null",
+    }
+    assert str(props["m"].value) == "0.10" and props["f"].value == TypedValue("float", 0.3).value != 0.3
+    assert props["o"].to_typed_form() == {"datetimeoffset": "2024-01-02T03:04:05.1234567Z"}
+    assert props["ts"].value == ((26 * 60 + 3) * 60 + 4) * 10_000_000 + 5_000_000
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("{decimal: 0.1}", "write a decimal as text"),
+        ("{sbyte: 1}", "AMQP byte is .NET sbyte"),
+        ("{byte: 200}", "out of range for byte"),
+        ("{timespan: '00:05:00'}", "ISO 8601 duration"),
+        ("{timespan: P1M}", "no years, months"),
+        ("{char: AB}", "exactly one character"),
+        ("{uri: relative/path}", "absolute URI"),
+        ("{datetimeoffset: '2024-13-01T00:00:00Z'}", "not a valid date"),
+    ],
+)
+def test_bad_typed_values_are_explained(write, value, message):
+    path = write("bad.yaml", f"topic: t\nsubscriptions:\n  s:\n    rules:\n      - name: r\n        correlation: {{properties: {{p: {value}}}}}\n")
+    result = rulefiles.load([path])
+    assert not result.ok
+    assert any(message in d.message and d.origin.line == 6 for d in result.diagnostics), [d.message for d in result.diagnostics]

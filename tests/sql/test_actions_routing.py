@@ -43,7 +43,19 @@ def act(text: str, user: dict[str, Any] | None = None, sys: dict[str, Any] | Non
         ("SET q = 1.0", {"q": "x"}, {"q": "1"}),
         ("SET q = 'true'", {"q": False}, {"q": True}),
         ("SET q = 1", {"q": None}, {"q": 1}),  # existing null: no conversion
-        ("SET q = missing", {"q": 1}, {"q": None}),  # UNKNOWN is stored as null
+        ("SET q = missing", {"q": "x"}, {"q": None}),  # UNKNOWN is null, and a string can hold null
+        ("SET q = missing", {}, {"q": None}),
+        ("SET q = 1", {"q": {"short": 7}}, {"q": {"short": 1}}),  # the existing type wins
+        ("SET q = 65", {"q": {"char": "x"}}, {"q": {"char": "A"}}),
+        ("SET q = '0.10'", {"q": {"decimal": "1"}}, {"q": {"decimal": "0.10"}}),
+        ("SET q = 1.0 / 3", {"q": {"decimal": "1"}}, {"q": {"decimal": "0.333333333333333"}}),  # 15 digits
+        ("SET q = 0.3", {"q": {"float": 1}}, {"q": {"float": 0.3}}),
+        ("SET q = '1.02:03:04.5'", {"q": {"timespan": "PT1S"}}, {"q": {"timespan": "P1DT2H3M4.5S"}}),
+        ("SET q = '2024-01-02T05:04:05+02:00'", {"q": {"datetimeoffset": "2000-01-01T00:00:00Z"}},
+         {"q": {"datetimeoffset": "2024-01-02T03:04:05Z"}}),
+        ("SET q = 'https://example.com/x'", {"q": {"uri": "https://a/"}}, {"q": {"uri": "https://example.com/x"}}),
+        ("SET q = 'v'", {"q": {"symbol": "s"}}, {"q": "v"}),  # a symbol is a .NET string on the broker
+        ("SET q = 3", {"q": {"ulong": 9}}, {"q": {"ulong": 3}}),
         ("SET Q = 'x'", {"q": "a"}, {"q": "x"}),  # case-insensitive name keeps the existing key
         ("SET b = 'x'", {}, {"b": "x"}),
         ("REMOVE Q", {"q": 1, "r": 2}, {"r": 2}),
@@ -59,6 +71,15 @@ def test_set_and_remove_user_properties(text: str, before: dict[str, Any], after
     ("text", "before"),
     [
         ("SET q = 'abc'", {"q": 1}),
+        ("SET q = missing", {"q": 1}),  # null into a value type: Convert.ChangeType throws
+        ("SET q = NULL", {"q": {"timespan": "PT1S"}}),
+        ("SET q = -1", {"q": {"ulong": 1}}),
+        ("SET q = 1.5", {"q": {"char": "x"}}),  # double → char is an InvalidCastException
+        ("SET q = 'PT5M'", {"q": {"timespan": "PT1S"}}),  # TimeSpan.Parse does not read ISO 8601
+        ("SET q = 1", {"q": {"timespan": "PT1S"}}),
+        ("SET q = 'relative/path'", {"q": {"uri": "https://a/"}}),
+        ("SET q = 1e30", {"q": {"decimal": "1"}}),
+        ("SET q = 1", {"q": {"binary": "AAE="}}),
         ("SET q = 1e30", {"q": 1}),
         ("SET q = 3000000000", {"q": {"int": 1}}),
         ("SET q = 'maybe'", {"q": True}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import uuid
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -12,7 +13,8 @@ import pytest
 from reconciler.model import Message, TypedValue, ValueType
 from reconciler.sql import MessageView, Outcome, SqlEvalError, compiled_filter, parse_filter
 from reconciler.sql.evaluator import CompiledFilter
-from reconciler.sql.values import Int32, format_double, to_string
+from reconciler.sql.values import Char, DateTimeOffset, Int32, TimeSpan, UInt64, format_double, format_single, to_string
+from reconciler.typed_values import to_float32
 
 pytestmark = pytest.mark.unit
 
@@ -32,7 +34,11 @@ def label(text: str, user: dict[str, Any] | None = None, sys: dict[str, Any] | N
         (1.0, "1"),
         (1.5, "1.5"),
         (1e20, "1E+20"),
-        (1e15, "1E+15"),
+        # .NET Core: scientific beyond max(digits, 17) integer places (dotnet/runtime Number.Formatting.cs)
+        (1e15, "1000000000000000"),
+        (1e16, "10000000000000000"),
+        (1e17, "1E+17"),
+        (12345678901234567e3, "1.2345678901234567E+19"),
         (123456789012345.6, "123456789012345.6"),
         (0.1, "0.1"),
         (0.0001, "0.0001"),
@@ -49,12 +55,29 @@ def test_double_formatting_matches_dotnet(value: float, expected: str) -> None:
     assert format_double(value) == expected
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(0.3, "0.3"), (16777217.0, "16777216"), (1e9, "1E+09"), (123456789.0, "123456790"), (1e-5, "1E-05"),
+     (3.4028234663852886e38, "3.4028235E+38"), (-0.0, "-0"), (1 / 3, "0.33333334")],
+)
+def test_float_formatting_matches_dotnet(value: float, expected: str) -> None:
+    """.NET Core float.ToString(): the shortest digits that round-trip as binary32; scientific beyond
+    max(digits, 9) integer places."""
+    assert format_single(to_float32(value)) == expected
+
+
 def test_to_string_of_other_types() -> None:
     assert to_string(None) == ""
     assert to_string(True) == "True"
     assert to_string(Int32(-3)) == "-3"
     assert to_string(uuid.UUID(int=1)) == "00000000-0000-0000-0000-000000000001"
-    assert to_string(dt.timedelta(minutes=10)) == "00:10:00"
+    assert to_string(TimeSpan(6_000_000_000)) == "00:10:00"
+    assert to_string(TimeSpan(-(86_400 + 3600) * 10_000_000 - 5)) == "-1.01:00:00.0000005"
+    assert to_string(Char(65)) == "A"
+    assert to_string(Decimal("-0.00")) == "0.00" and to_string(Decimal("3.10")) == "3.10"
+    assert to_string(DateTimeOffset(638397614456780000)) == "01/02/2024 03:04:05 +00:00"
+    assert to_string(b"\x00") == "System.Byte[]"
+    assert to_string(UInt64(2**64 - 1)) == "18446744073709551615"
 
 
 @pytest.mark.parametrize(

@@ -9,12 +9,22 @@ import uuid
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reconciler import model
 from reconciler.amqp.client import ManagementClient
 from reconciler.model import Message, TypedValue
-from reconciler.traffic.rows import SCHEMA, message_to_row, row_to_message
+from reconciler.traffic.rows import (
+    LAYOUT_KEY,
+    LAYOUT_VERSION,
+    PROPERTY_TAGS_KEY,
+    SCHEMA,
+    message_to_row,
+    row_to_message,
+)
 from reconciler.traffic.sampler import STATE_FILE, Dataset, SampleError
+from tests.amqp.strategies import typed_values
 
 UTC = dt.timezone.utc
 
@@ -62,6 +72,23 @@ def test_rows_keep_types_and_round_trip_through_parquet(tmp_path):
     back = row_to_message(row)
     assert back.user == message.user
     assert back.sys == message.sys
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(["a", "B", "c", "d", "e"]), typed_values.filter(lambda v: v.value == v.value), min_size=1))
+def test_every_property_type_round_trips_through_parquet_unwidened(tmp_path_factory, user):
+    """No widening: each value comes back with its own type and value (docs/sql-language.md §10.2)."""
+    folder = tmp_path_factory.mktemp("ds")
+    store = Dataset(folder, batch_rows=10)
+    message = Message(sys={"MessageId": TypedValue.infer("m")}, user=user)
+    store.add(message_to_row(message, topic="t", subscription="s"))
+    store.flush()
+    table = pq.read_table(folder)
+    assert table.schema.metadata[LAYOUT_KEY] == LAYOUT_VERSION
+    (row,) = table.to_pylist()
+    assert row_to_message(row).user == user
+    tags = json.loads(table.schema.metadata[PROPERTY_TAGS_KEY])
+    assert tags == {k.lower(): [v.type.value] for k, v in user.items()}
 
 
 def test_state_file_must_be_ours(tmp_path):

@@ -27,7 +27,9 @@ from reconciler.traffic.rows import micros_since_epoch
 
 #: The tag of an absent user property (beside the :class:`ValueType` tags of present values).
 MISSING_TAG = "missing"
-USER_TAGS = frozenset(t.value for t in ValueType) | {MISSING_TAG}
+#: The types the operators below translate natively; a property that holds another type in the
+#: sample is evaluated by the Python fallback (see cells.PropertyCells.val).
+USER_TAGS = frozenset({"string", "long", "int", "double", "bool", "uuid", "timestamp", "null", MISSING_TAG})
 INTEGRAL = frozenset({"int", "long"})
 NUMERIC = frozenset({"int", "long", "double"})
 TIMES = frozenset({"timestamp", "timespan"})
@@ -303,6 +305,8 @@ def let(operands: list[Val], body: Callable[..., Any]) -> Any:
 def literal(value: TypedValue | ast.Literal) -> Val:
     """A constant (or a substituted @parameter) as a Val with a static tag."""
     vtype, raw = value.type, value.value
+    if vtype.value not in USER_TAGS:
+        raise Untranslatable(f"a {vtype.value} parameter has no Spark translation")
     tags = frozenset({vtype.value})
     text = F.lit(values.to_string(values.from_typed(TypedValue(vtype, raw))))
     if vtype is ValueType.NULL:

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from reconciler.model import SYSTEM_PROPERTIES
 from reconciler.traffic.rows import PROPS, SYS_COLUMNS, VALUE_FIELD
-from reconciler.traffic.spark.algebra import MISSING_TAG, USER_TAGS, Val, first_error, only_when
+from reconciler.traffic.spark.algebra import MISSING_TAG, USER_TAGS, Untranslatable, Val, first_error, only_when
 
 #: Pre-computed ``props[name]`` cells by lower-cased name
 #: (see :func:`reconciler.traffic.spark.rules.property_names`).
@@ -78,7 +78,11 @@ class PropertyCells(dict):
         if key not in self.vals:
             cell = _cell_value(self[key])
             if self.types is not None:
-                cell = replace(cell, tags=frozenset(self.types.get(key, ())) | {MISSING_TAG})
+                tags = frozenset(self.types.get(key, ())) | {MISSING_TAG}
+                if not tags <= USER_TAGS:
+                    others = ", ".join(sorted(tags - USER_TAGS))
+                    raise Untranslatable(f"property {key!r} holds {others} values, which have no Spark translation")
+                cell = replace(cell, tags=tags)
             self.vals[key] = replace(cell, test=lambda wanted: self._test(key, cell.tag, wanted))
         return self.vals[key]
 
