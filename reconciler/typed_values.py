@@ -114,7 +114,7 @@ _FLOAT32 = struct.Struct("<f")
 def to_float32(value: float) -> float:
     """``value`` rounded to the nearest binary32 (ties to even), as the Python float holding it exactly."""
     try:
-        return _FLOAT32.unpack(_FLOAT32.pack(value))[0]
+        return float(_FLOAT32.unpack(_FLOAT32.pack(value))[0])
     except OverflowError:
         return math.copysign(math.inf, value)
 
@@ -572,3 +572,72 @@ def typed_properties(props: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> tu
         tv = value if isinstance(value, TypedValue) else TypedValue.from_typed_form(value)
         out.append((str(key), tv))
     return tuple(sorted(out, key=lambda kv: kv[0]))
+
+
+
+_NUMERIC_TYPES = (*INTEGER_RANGES, ValueType.FLOAT, ValueType.DOUBLE, ValueType.DECIMAL)
+#: Types that can carry the same text (tried by constructing the value) or the same instant.
+_LOOKALIKES: dict[ValueType, tuple[ValueType, ...]] = {
+    ValueType.STRING: (ValueType.CHAR, ValueType.URI, ValueType.UUID),
+    ValueType.SYMBOL: (ValueType.CHAR, ValueType.URI, ValueType.UUID),
+    ValueType.CHAR: (ValueType.STRING,),
+    ValueType.URI: (ValueType.STRING,),
+    ValueType.UUID: (ValueType.STRING,),
+    ValueType.TIMESTAMP: (ValueType.DATETIMEOFFSET,),
+    ValueType.DATETIMEOFFSET: (ValueType.TIMESTAMP,),
+}
+
+
+def same_value_other_types(value: TypedValue) -> list[ValueType]:
+    """The other types a producer could send this value as (the same number as written, the same
+    text, the same instant), which a correlation filter holding ``value`` does not match:
+    correlation compares with ``object.Equals``, type first, so ``int 3`` is neither ``short 3``
+    nor ``long 3``. A string and a symbol are one type on the broker, so neither is listed for
+    the other."""
+    if value.type in _NUMERIC_TYPES:
+        written = _number_text(value)
+        if written is None:
+            return [t for t in (ValueType.FLOAT, ValueType.DOUBLE) if t is not value.type]
+        return [t for t in _NUMERIC_TYPES if t is not value.type and _holds(t, written)]
+    out = []
+    for other in _LOOKALIKES.get(value.type, ()):
+        raw = value.value
+        if other is ValueType.STRING:
+            raw = str(raw)
+        elif value.type is ValueType.DATETIMEOFFSET:
+            if raw % 10_000:
+                continue  # finer than the millisecond an AMQP timestamp carries
+            raw = format_datetimeoffset(raw)
+        elif value.type is ValueType.TIMESTAMP:
+            raw = format_timestamp(raw)
+        try:
+            TypedValue(other, raw)
+        except TypedValueError:
+            continue
+        out.append(other)
+    return out
+
+
+def _number_text(value: TypedValue) -> Decimal | None:
+    """The number as its writer would have typed it (binary floats by their shortest digits)."""
+    if value.type is ValueType.FLOAT:
+        text = float32_digits(value.value)
+    elif value.type is ValueType.DOUBLE:
+        text = repr(value.value)
+    else:
+        return Decimal(value.value)
+    number = Decimal(text)
+    return number if number.is_finite() else None
+
+
+def _holds(vtype: ValueType, number: Decimal) -> bool:
+    """Whether a value of ``vtype`` can be exactly ``number`` (binary floats: by shortest digits)."""
+    try:
+        if vtype in INTEGER_RANGES:
+            return number == number.to_integral_value() and TypedValue(vtype, int(number)) is not None
+        if vtype is ValueType.DECIMAL:
+            return TypedValue(vtype, number) is not None
+        converted = TypedValue(vtype, float(number))
+    except TypedValueError:
+        return False
+    return _number_text(converted) == number

@@ -21,12 +21,14 @@ from reconciler.model import (
     RuleFormError,
     Subscription,
     Topic,
+    TypedValue,
     TypedValueError,
     rule_from_doc,
 )
 from reconciler.rulefiles import yaml_versions
 from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
 from reconciler.rulefiles.schema import SCHEMA_NAME, schema_diagnostics
+from reconciler.typed_values import same_value_other_types
 
 RULE_FILE_SUFFIXES = (".yaml", ".yml")
 
@@ -78,6 +80,30 @@ def _ambiguous_scalars(doc: dict, path: DocPath, loc: Located) -> Iterator[Diagn
                 f"32-bit int: write {{int: {value}}} or {{long: {value}}} to say which",
                 loc.origin(where),
             )
+        elif isinstance(value, dict):
+            yield from _typed_correlation_note(doc["name"], key, value, loc.origin(path + ("correlation", "properties", key)))
+
+
+def _typed_correlation_note(rule: str, key: str, written: dict, origin: Origin) -> Iterator[Diagnostic]:
+    """Which producer types a typed correlation value does not match (matching compares the type too)."""
+    try:
+        value = TypedValue.from_typed_form(written)
+    except TypedValueError:
+        return  # the schema check reports it
+    others = same_value_other_types(value)
+    if others:
+        sent = ", ".join(f"{t.value} {_shown(value)}" for t in others)
+        yield Diagnostic(
+            "info",
+            "typed-correlation",
+            f"rule {rule!r}: property {key!r} matches only {value.describe()}: correlation filters compare the type "
+            f"as well as the value, so a message whose {key!r} is {sent} does not match",
+            origin,
+        )
+
+
+def _shown(value: TypedValue) -> str:
+    return value.describe().split(" ", 1)[1]
 
 
 def _build_rule(doc: dict, path: DocPath, loc: Located) -> Rule:

@@ -100,6 +100,30 @@ def test_plain_integer_correlation_property_warns_where_written(write):
     assert "{int: 3} or {long: 3}" in warnings[0].message
 
 
+def test_typed_correlation_value_notes_the_producer_types_it_does_not_match(write):
+    path = write(
+        "r.yaml",
+        """
+        topic: t
+        subscriptions:
+          s:
+            rules:
+              - name: r
+                correlation:
+                  properties: {a: 3, b: {int: 3}, c: {char: A}, d: {ulong: 18446744073709551615}, e: {double: 0.1}}
+              - {name: $Default, filter: true}
+        """,
+    )
+    notes = {d.message.split("property ")[1][:3]: d for d in load([path]).diagnostics if d.code == "typed-correlation"}
+    assert set(notes) == {"'b'", "'c'", "'d'", "'e'"}  # the plain integer keeps its warning instead
+    assert notes["'b'"].severity == "info" and (notes["'b'"].origin.line, notes["'b'"].origin.column) == (7, 33)
+    assert "matches only int 3" in notes["'b'"].message
+    assert "short 3, ushort 3, uint 3, long 3" in notes["'b'"].message
+    assert "is string 'A' does not match" in notes["'c'"].message
+    assert "is decimal 18446744073709551615 does not match" in notes["'d'"].message  # no signed type holds it
+    assert "float 0.1, decimal 0.1 does not" in notes["'e'"].message
+
+
 def test_sql_errors_carry_a_caret_position_in_the_file(write):
     path = write(
         "q.yaml",
