@@ -26,6 +26,7 @@ from reconciler.model import (
     TypedValue,
     ValueType,
 )
+from reconciler.sql import values
 from reconciler.sql.actions import CompiledAction
 from reconciler.sql.errors import SqlError, SqlEvalError
 from reconciler.sql.evaluator import CompiledFilter, MessageView, Outcome
@@ -63,7 +64,7 @@ def correlation_matches(flt: CorrelationFilter, message: Message) -> bool:
 
 
 def _object_equals(a: TypedValue, b: TypedValue) -> bool:
-    return a.type is b.type and a.value == b.value
+    return values.object_equals(values.from_typed(a), values.from_typed(b))
 
 
 def _evaluate(flt: Filter, view: MessageView, message: Message) -> Outcome:

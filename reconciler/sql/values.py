@@ -485,6 +485,24 @@ def equals(a: Any, b: Any) -> bool:
     raise _mismatch("=", a, b)
 
 
+def object_equals(a: Any, b: Any) -> bool:
+    """.NET ``a.Equals(b)`` (correlation filters, docs/sql-language.md §5.10): the same run-time
+    type and value, no promotion (``Int32 3`` is not ``Int64 3``); NaN equals NaN; a decimal's
+    scale does not count (``3.0`` is ``3.00``); Uris compare as ``Uri.Equals`` does (a Uri also equals
+    a string that parses to it, not the other way round); a string and
+    a symbol are both strings on the broker. Arrays compare by reference, so never equal."""
+    if a.__class__ is Uri and b.__class__ is str:  # Uri.Equals(object) parses a string operand
+        try:
+            return bool(urlsplit(b).scheme) and uri_key(b) == a.key
+        except ValueError:
+            return False
+    if a.__class__ is not b.__class__ or a.__class__ is bytes:
+        return False
+    if a.__class__ in (float, Single) and a != a:
+        return b != b
+    return bool(a == b)
+
+
 _RELATIONAL: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt,
     "<=": operator.le,

@@ -7,6 +7,7 @@ Python evaluator in a UDF (:mod:`reconciler.traffic.spark.fallback`), which the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -24,33 +25,62 @@ from reconciler.model import (
     ValueType,
 )
 from reconciler.sql import SqlError, ast, parse_filter
-from reconciler.traffic.rows import SYS_COLUMNS, VALUE_FIELD
-from reconciler.traffic.spark.algebra import Untranslatable, as_column, literal
-from reconciler.traffic.spark.cells import Cells, user_property
+from reconciler.traffic.rows import SYS_COLUMNS, VALUE_FIELD, prop_to_struct
+from reconciler.traffic.spark.algebra import Untranslatable
+from reconciler.traffic.spark.cells import Cells, PropertyCells, cell_column
 from reconciler.traffic.spark.depth import balanced, nesting
 from reconciler.traffic.spark.fallback import python_rule_columns
 from reconciler.traffic.spark.translate import to_spark
 
+#: Tags that are one .NET type on the broker (a symbol arrives as a string).
+_SAME_BROKER_TYPE = {"string": ("string", "symbol"), "symbol": ("string", "symbol")}
+
 
 def correlation_match(flt: CorrelationFilter, cells: Cells | None = None) -> Column:
-    """AND of exact, type-strict ``object.Equals`` matches; never UNKNOWN, never an error (§5.10)."""
+    """AND of exact, type-strict ``object.Equals`` matches; never UNKNOWN, never an error (§5.10).
+
+    Each property is compared on its sample cell (tag and stored field), so it works for every type
+    without the operator translation: the same .NET type (string and symbol are one), then the
+    stored value; NaN equals NaN and a decimal's scale does not count, as in ``Equals``. A Uri
+    filter value (``Uri.Equals`` normalises) is left to the Python evaluator."""
     if flt.is_empty():
         return F.lit(False)
     conds = [F.col(SYS_COLUMNS[CORRELATION_SYS_NAMES[f]]) == F.lit(v) for f, v in flt.system_fields().items()]
+    known = cells.types if isinstance(cells, PropertyCells) else None
     for name, tv in flt.properties:
-        cell = user_property(name, cells)
-        same_type = cell.is_({tv.type.value})
-        if same_type is False:
+        tags = _SAME_BROKER_TYPE.get(tv.type.value, (tv.type.value,))
+        if known is not None and not set(tags) & known.get(name.lower(), frozenset()):
             return F.lit(False)
-        if tv.type is ValueType.NULL:
-            conds.append(as_column(same_type))
-            continue
-        column = VALUE_FIELD[tv.type.value]
-        equal = getattr(cell, column) == getattr(literal(tv), column)
-        if tv.type is ValueType.DOUBLE:
-            equal = equal & ~F.isnan(cell.d)  # Python's float ==: NaN is not NaN
-        conds.append(as_column(same_type) & equal)
+        cell = cell_column(name, cells)
+        same_type = cell.getField("t").isin(*tags)
+        conds.append(same_type if tv.type is ValueType.NULL else same_type & _equal_value(cell, tv))
     return balanced(lambda a, b: a & b, (F.coalesce(cond, F.lit(False)) for cond in conds))
+
+
+def _equal_value(cell: Column, tv: TypedValue) -> Column:
+    """``tv.Equals(value)`` for a cell already known to hold ``tv``'s type."""
+    vtype = tv.type
+    if vtype is ValueType.URI:
+        raise Untranslatable("a Uri correlation value (Uri.Equals) has no Spark translation")
+    if vtype is ValueType.BINARY:
+        return F.lit(False)  # byte[].Equals compares references
+    stored = prop_to_struct("", tv)
+    if vtype is ValueType.DECIMAL:
+        return _decimal_key(cell.getField("s")) == F.lit(_decimal_key_text(stored["s"]))
+    field = VALUE_FIELD[vtype.value]
+    equal = cell.getField(field) == F.lit(stored[field])
+    if vtype in (ValueType.FLOAT, ValueType.DOUBLE) and math.isnan(tv.value):
+        return F.isnan(cell.getField("d"))  # double.Equals: NaN equals NaN
+    return equal
+
+
+def _decimal_key(text: Column) -> Column:
+    """A decimal's text without trailing fraction zeros (``3.00`` → ``3``): Equals ignores the scale."""
+    return F.regexp_replace(F.regexp_replace(text, r"(\.[0-9]*?)0+$", "$1"), r"\.$", "")
+
+
+def _decimal_key_text(text: str) -> str:
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 @dataclass(frozen=True)
