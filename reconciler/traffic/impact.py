@@ -175,7 +175,7 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from reconciler.traffic.executors import executor_imports
-    from reconciler.traffic.property_types import property_types
+    from reconciler.traffic.property_types import OutdatedSample, property_types
     from reconciler.traffic.session import is_connect
     from reconciler.traffic.spark import PropertyCells, property_names, rule_columns
     from reconciler.traffic.spark.depth import CONNECT_MAX_NESTING
@@ -184,7 +184,14 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     # Each property the filters name is looked up in the props map once per message, and the
     # filters are translated for the types the sample's properties actually have.
     names = {n for s in scopes for r in s.desired + s.current for n in property_names(r.filter)}
-    frame, cells = PropertyCells.over(frame, names, property_types(frame))
+    try:
+        types = property_types(frame)
+    except OutdatedSample as exc:
+        raise ImpactError(
+            f"{exc.path} was sampled by an older sbrules, which widened property types (short to int, float to double, "
+            "char to string); sample the traffic again with `sbrules sample`"
+        ) from None
+    frame, cells = PropertyCells.over(frame, names, types)
 
     # Over Spark Connect a filter's columns must leave room for the grouping query above them.
     max_nesting = CONNECT_MAX_NESTING - OUTCOME_NESTING if is_connect(frame.sparkSession) else None

@@ -15,16 +15,28 @@ import logging
 from typing import Any, Mapping
 from urllib.parse import unquote
 
-from reconciler.traffic.rows import PROPERTY_TAGS_KEY, PROPS
+from reconciler.traffic.rows import LAYOUT_KEY, LAYOUT_VERSION, PROPERTY_TAGS_KEY, PROPS
 
 log = logging.getLogger(__name__)
 
 PropertyTypes = Mapping[str, frozenset[str]]
 
 
+class OutdatedSample(Exception):
+    """A sample file written by an sbrules whose layout widened property types (short → int,
+    float → double, char → string): its types are not the ones the producers sent."""
+
+    def __init__(self, path: str, layout: bytes | None):
+        self.path = path
+        super().__init__(f"{path} has sample layout {(layout or b'1').decode()}, not {LAYOUT_VERSION.decode()}")
+
+
 def property_types(frame: Any) -> PropertyTypes:
     """Lower-cased property name → the type tags it has somewhere in ``frame`` (a sample read
-    with ``spark.read.parquet``); names never present are absent."""
+    with ``spark.read.parquet``); names never present are absent.
+
+    Raises :class:`OutdatedSample` for a file an older sbrules wrote (it records tags but not the
+    current layout): its widened types would make the report disagree with the broker."""
     from_footers = _from_footers(frame.inputFiles())
     if from_footers is not None:
         return from_footers
@@ -50,10 +62,12 @@ def _from_footers(files: list[str]) -> dict[str, frozenset[str]] | None:
             if parent not in directories:
                 directories[parent] = filesystem(parent)
             fs, path = directories[parent]
-            footer = pq.read_metadata(f"{path}/{unquote(base)}", filesystem=fs)
-            recorded = (footer.metadata or {}).get(PROPERTY_TAGS_KEY)
+            footer = pq.read_metadata(f"{path}/{unquote(base)}", filesystem=fs).metadata or {}
+            recorded = footer.get(PROPERTY_TAGS_KEY)
             if recorded is None:
                 return None
+            if footer.get(LAYOUT_KEY) != LAYOUT_VERSION:
+                raise OutdatedSample(uri, footer.get(LAYOUT_KEY))
             for name, tags in json.loads(recorded).items():
                 seen.setdefault(name, set()).update(tags)
     except (LocationError, OSError, ValueError, TypeError, AttributeError) as exc:

@@ -28,9 +28,10 @@ string ``+`` and LIKE compare and .NET number formatting is costly to rebuild fr
 
 System properties are ordinary typed columns (NULL = unset), named in :data:`SYS_COLUMNS`.
 
-Files record :data:`LAYOUT_VERSION` in their footer. Files without it were written before the
-sample kept every type (short, byte and char were widened to int or string, float to double): they
-are read as they are (their tags are a subset of today's), and the report says to re-sample.
+Files record :data:`LAYOUT_VERSION` in their footer. A file that records property tags but no
+layout was written by an sbrules that widened types (short, byte and char to int or string, float
+to double): the report refuses it with one line telling to sample again
+(``traffic.property_types.OutdatedSample``).
 """
 
 from __future__ import annotations

@@ -89,3 +89,18 @@ def test_known_types_drop_unreachable_branches(spark):
 
     value, err = to_spark(parse_filter("absent * 2 = 3"), typed)
     assert str(value) == str(F.lit(None).cast("boolean")) and str(err) == str(F.lit(None).cast("string"))
+
+
+def test_a_file_an_older_sbrules_wrote_is_refused_with_a_reason(spark, tmp_path):
+    """Older samples recorded tags but widened short to int and float to double: a report on them
+    would disagree with the broker, so they are refused (one line, in the report's error)."""
+    from reconciler.traffic.property_types import OutdatedSample, property_types
+    from reconciler.traffic.rows import LAYOUT_KEY
+
+    _write(tmp_path / "sample", [_message(a=TypedValue("short", 1))])
+    old = rows_to_table([message_to_row(_message(a=TypedValue("int", 1)), topic="t")])
+    footer = {k: v for k, v in old.schema.metadata.items() if k != LAYOUT_KEY}
+    pq.write_table(old.replace_schema_metadata(footer), tmp_path / "sample" / "old.parquet")
+    with pytest.raises(OutdatedSample) as info:
+        property_types(spark.read.parquet(str(tmp_path / "sample")))
+    assert info.value.path.endswith("old.parquet")
