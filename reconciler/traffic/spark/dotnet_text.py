@@ -4,8 +4,8 @@ String ``+`` and LIKE compare the text a value has in .NET. Property cells carry
 stores every non-null property value's text in ``s``), and so do literals; what remains is the
 text of computed values: numbers, booleans, timestamps and time spans.
 
-Known approximation: a double is formatted like .NET (shortest round-trip digits, ``E+XX``
-exponent outside 1e-5 ≤ |x| < 1e15) from Spark's own shortest text; the JVM's
+Known approximation: a double is formatted like .NET (:func:`dotnet_double_text`) from Spark's
+own shortest text; the JVM's
 ``Double.toString`` before JDK 19 occasionally prints one digit more than the shortest
 round-trip form (e.g. ``4.9E-324``), and then the text differs from .NET's.
 """
@@ -21,7 +21,8 @@ from reconciler.traffic.spark.algebra import INTEGRAL, Cond, Val, when_chain
 
 
 def dotnet_double_text(d: Column) -> Column:
-    """``double.ToString()`` of .NET (shortest round-trip digits, ``E+XX`` outside [1e-5, 1e15))."""
+    """``double.ToString()`` of .NET Core 3.0+: shortest round-trip digits, ``E+XX`` when the point
+    would sit more than max(digits, 17) places right of the first digit or more than 4 left of it."""
     java = F.abs(d).cast("string")  # "123.45", "1.0E20", "1.234E-5"
     mantissa = F.regexp_extract(java, r"^([0-9.]+)", 1)
     exp_text = F.regexp_extract(java, r"E(-?[0-9]+)$", 1)
@@ -44,7 +45,7 @@ def dotnet_double_text(d: Column) -> Column:
         .when(n <= e + 1, F.concat(digits, F.repeat(F.lit("0"), e + 1 - n)))
         .otherwise(F.concat(F.substring(digits, 1, e + 1), F.lit("."), F.substring(digits, e + 2, 400)))
     )
-    body = F.when((e >= 15) | (e < -4), scientific).otherwise(fixed)
+    body = F.when((e + 1 > F.greatest(n, F.lit(17))) | (e < -4), scientific).otherwise(fixed)
     return (
         F.when(F.isnan(d), F.lit("NaN"))
         .when(d == F.lit(float("inf")), F.lit("Infinity"))
