@@ -74,7 +74,7 @@ def test_every_rule_file_key_is_documented_and_no_other():
 def test_every_typed_value_type_is_documented():
     schema = json.loads((SCHEMAS / "rules.schema.json").read_text())
     types = set(schema["$defs"]["typedValue"]["anyOf"][1]["properties"])
-    written = " ".join(row[0] for row in table("| written | AMQP type |"))
+    written = " ".join(row[0] for row in table("| written | type |"))
     assert {t for t in types if f"{{{t}: " not in written} == set()
 
 
