@@ -60,11 +60,12 @@ def _ambiguous_scalars(doc: dict, path: DocPath, loc: Located) -> Iterator[Diagn
     integers (int or long?). Matching is type-strict, so each gets a warning saying how to pin it."""
     correlation = doc.get("correlation")
     props = (correlation.get("properties") if isinstance(correlation, dict) else None) or {}
-    for key, value in props.items():
+    for key, written in props.items():
         where = path + ("correlation", "properties", key)
-        typed = isinstance(value, dict) and len(value) == 1
+        value = written
+        typed = isinstance(written, dict) and len(written) == 1
         if typed:  # {long: 010} is 8 here and 10 elsewhere; {string: yes} is not a string here
-            ((tag, value),) = value.items()
+            ((tag, value),) = written.items()
             where += (tag,)
         text = loc.plain.get(where)
         unclear = yaml_versions.ambiguity(text, value) if text is not None else None
@@ -80,8 +81,8 @@ def _ambiguous_scalars(doc: dict, path: DocPath, loc: Located) -> Iterator[Diagn
                 f"32-bit int: write {{int: {value}}} or {{long: {value}}} to say which",
                 loc.origin(where),
             )
-        elif isinstance(value, dict):
-            yield from _typed_correlation_note(doc["name"], key, value, loc.origin(path + ("correlation", "properties", key)))
+        elif typed:
+            yield from _typed_correlation_note(doc["name"], key, written, loc.origin(path + ("correlation", "properties", key)))
 
 
 def _typed_correlation_note(rule: str, key: str, written: dict, origin: Origin) -> Iterator[Diagnostic]:
