@@ -39,6 +39,7 @@ from reconciler.emulator.namespace import (
     bad_request,
     utcnow,
 )
+from reconciler.emulator.outgoing import OutgoingParts
 from reconciler.model import TypedValue, ValueType
 
 FILTER_ERROR_REASON = "FilterEvaluationException"
@@ -151,7 +152,7 @@ class Broker:
             else:
                 entity.store.enqueue(
                     message.payload, session_id=session_id, message_id=message_id,
-                    ttl=_ttl_seconds(message.sections), now=now,
+                    ttl=_ttl_seconds(message.sections), now=now, parts=OutgoingParts.of(message.sections),
                 )
             self.namespace.touch()
             return evaluations
@@ -160,6 +161,7 @@ class Broker:
         """Offer one message to every subscription of ``topic``; how many rules it was evaluated against."""
         view = self._view(message, now)
         message_id, ttl = _sys_text(message.message, "MessageId"), _ttl_seconds(message.sections)
+        parts: OutgoingParts | None = None
         evaluations = 0
         for sub in topic.subscriptions.values():
             rules = [entry.rule for entry in sub.rules.values()]
@@ -172,9 +174,14 @@ class Broker:
                 description = "; ".join(f"rule {name!r}: {error}" for name, error in errors)
                 self._dead_letter_new(sub, message, FILTER_ERROR_REASON, description, now)
             for rule_name, copy in result.copies:
-                body = message.payload if rule_name is None else self._apply_copy(message.sections, copy)
+                if rule_name is None:
+                    body, parts = message.payload, parts or OutgoingParts.of(message.sections)
+                    copy_parts: OutgoingParts | None = parts
+                else:
+                    body, copy_parts = self._apply_copy(message.sections, copy), None
                 sub.store.enqueue(
                     body, session_id=_sys_text(copy, "SessionId"), message_id=message_id, ttl=ttl, now=now,
+                    parts=copy_parts,
                 )
         return evaluations
 
@@ -298,10 +305,13 @@ class Broker:
 
     def wire(self, stored: StoredMessage, store: MessageStore, *, delivered: bool) -> bytes:
         """The message as it leaves the broker, with broker annotations (docs/protocol.md §6)."""
-        sections = Sections.decode(stored.payload)
-        ann = dict(sections.message_annotations or {})
-        ann[_SEQUENCE_NUMBER] = int(stored.sequence_number)
-        ann[_ENQUEUED_TIME] = codec.datetime_to_timestamp(stored.enqueued_time)
+        parts = stored.parts
+        if parts is None:
+            parts = stored.parts = OutgoingParts.of(Sections.decode(stored.payload))
+        ann = {
+            _SEQUENCE_NUMBER: int(stored.sequence_number),
+            _ENQUEUED_TIME: codec.datetime_to_timestamp(stored.enqueued_time),
+        }
         if stored.locked_until is not None:
             ann[_LOCKED_UNTIL] = codec.datetime_to_timestamp(stored.locked_until)
         if stored.scheduled_time is not None:
@@ -310,37 +320,30 @@ class Broker:
             ann[_MESSAGE_STATE] = proton.int32(stored.state.code)
         if stored.dead_letter_source is not None:
             ann[_DEAD_LETTER_SOURCE] = stored.dead_letter_source
-        sections.message_annotations = ann
-        props = dict(sections.application_properties or {})
+        props: dict[Any, Any] = {}
         if stored.dead_letter_reason is not None:
             props["DeadLetterReason"] = stored.dead_letter_reason
         if stored.dead_letter_description is not None:
             props["DeadLetterErrorDescription"] = stored.dead_letter_description
         props.update(stored.modified_properties)
-        if props:
-            sections.application_properties = props
         delivery_count = max(stored.delivery_count - 1, 0) if delivered else stored.delivery_count
         # Every header field written out, delivery-count included even when 0: without it the
         # Python SDK reports None where the service says 0.
-        priority = sections.header_field("priority")
-        sections.header = [
+        header = [
             True,
-            _DEFAULT_PRIORITY if priority is None else priority,
-            sections.header_field("ttl") or None,
-            bool(sections.header_field("first-acquirer")),
+            _DEFAULT_PRIORITY if parts.priority is None else parts.priority,
+            parts.ttl or None,
+            parts.first_acquirer,
             uint(delivery_count),
         ]
-        return sections.encode()
+        return parts.encode(header, ann, props)
 
     def peek(
         self, store: MessageStore, from_sequence: int, count: int, session_id: str | None = None
     ) -> list[bytes]:
         with self.namespace.lock:
             out = []
-            for number in sorted(store.messages):
-                if number < from_sequence:
-                    continue
-                stored = store.messages[number]
+            for stored in store.from_sequence(from_sequence):
                 if session_id is not None and stored.session_id != session_id:
                     continue
                 out.append(self.wire(stored, store, delivered=False))
@@ -388,7 +391,9 @@ class Broker:
         if target is None:
             raise OperationError(400, "amqp:not-allowed", "messages in a dead-letter queue cannot be dead-lettered")
         store.remove(stored.sequence_number)
-        moved = target.enqueue(stored.payload, session_id=stored.session_id, message_id=stored.message_id, now=now)
+        moved = target.enqueue(
+            stored.payload, session_id=stored.session_id, message_id=stored.message_id, now=now, parts=stored.parts
+        )
         moved.delivery_count = stored.delivery_count
         moved.modified_properties = dict(stored.modified_properties)
         moved.dead_letter_reason = reason

@@ -12,14 +12,18 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 import uuid
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from reconciler import model
 from reconciler.errors import SbrulesError
 from reconciler.limits import EntityKind, name_problem
 from reconciler.model import DEFAULT_RULE_NAME, EmptyAction, Rule, TrueFilter
+
+if TYPE_CHECKING:
+    from reconciler.emulator.outgoing import OutgoingParts
 
 #: Service Bus defaults: lock duration 60 s, max delivery count 10.
 LOCK_DURATION = _dt.timedelta(seconds=60)
@@ -88,6 +92,9 @@ class StoredMessage:
     expires_at: _dt.datetime | None = None
     #: Application properties to set on the next delivery (update-disposition properties-to-modify).
     modified_properties: dict = field(default_factory=dict)
+    #: The payload split for writing out (set when stored, else on first use; shared by the copies
+    #: of one published message in several subscriptions).
+    parts: OutgoingParts | None = field(default=None, compare=False, repr=False)
 
     def visible(self, now: _dt.datetime) -> bool:
         """Receivable now: active, not expired and not locked by anyone."""
@@ -124,6 +131,8 @@ class MessageStore:
         self.scheduled: set[int] = set()
         #: Sequence numbers of messages with a time-to-live.
         self.expiring: set[int] = set()
+        #: The sequence numbers of ``messages`` in order, kept until a message leaves (see ``from_sequence``).
+        self._order: list[int] | None = None
         #: The namespace's stores with timed work (scheduled messages, time-to-live, locks), which
         #: this store joins when it gets some: the broker's tick visits only those, not every store.
         self.timed = timed if timed is not None else set()
@@ -151,12 +160,14 @@ class MessageStore:
         scheduled_time: _dt.datetime | None = None,
         ttl: float | None = None,
         now: _dt.datetime | None = None,
+        parts: OutgoingParts | None = None,
     ) -> StoredMessage:
         now = now or utcnow()
         stored = StoredMessage(
             sequence_number=self.next_sequence,
             enqueued_time=now,
             payload=payload,
+            parts=parts,
             session_id=session_id,
             message_id=message_id,
             expires_at=now + _dt.timedelta(seconds=ttl) if ttl else None,
@@ -165,11 +176,31 @@ class MessageStore:
             stored.state = MessageState.SCHEDULED
             stored.scheduled_time = scheduled_time
         self.next_sequence += 1
+        self.restore(stored)
+        return stored
+
+    def restore(self, stored: StoredMessage) -> None:
+        """Put ``stored`` in the store under its own sequence number (enqueue, or loading saved state)."""
+        order = self._order
+        if order is not None and (not order or order[-1] < stored.sequence_number):
+            order.append(stored.sequence_number)
+        else:
+            self._order = None
         self.messages[stored.sequence_number] = stored
         self.schedule(stored)
-        if session_id is not None:
-            self.sessions.setdefault(session_id, SessionInfo())
-        return stored
+        if stored.session_id is not None:
+            self.sessions.setdefault(stored.session_id, SessionInfo())
+
+    def from_sequence(self, first: int) -> Iterator[StoredMessage]:
+        """The messages numbered ``first`` or more, in order (a peek's scan, without sorting the store
+        each time: the order is kept while messages only arrive, and rebuilt after one leaves)."""
+        if self._order is None:
+            self._order = sorted(self.messages)
+        order, messages = self._order, self.messages
+        for index in range(bisect_left(order, first), len(order)):
+            stored = messages.get(order[index])
+            if stored is not None:
+                yield stored
 
     def due_scheduled(self, now: _dt.datetime) -> list[StoredMessage]:
         return [m for m in (self.messages[n] for n in sorted(self.scheduled)) if (m.scheduled_time or now) <= now]
@@ -240,6 +271,7 @@ class MessageStore:
 
     def remove(self, sequence_number: int) -> StoredMessage | None:
         stored = self.messages.pop(sequence_number, None)
+        self._order = None
         self.scheduled.discard(sequence_number)
         self.expiring.discard(sequence_number)
         if stored is not None:

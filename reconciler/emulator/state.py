@@ -91,8 +91,7 @@ def _load_store(store: MessageStore, doc: dict[str, Any]) -> None:
             dead_letter_description=m.get("dead_letter_description"),
             expires_at=_untime(m.get("expires_at")),
         )
-        store.messages[stored.sequence_number] = stored
-        store.schedule(stored)
+        store.restore(stored)
     for sid, state in doc.get("sessions", {}).items():
         store.sessions[sid] = SessionInfo(state=_unb64(state))
 

@@ -218,3 +218,41 @@ def test_deleting_a_subscription_stops_routing_to_it(broker):
     assert [s.name for s in broker.namespace.topic("orders").subscriptions.values()] == ["sessions", "eu"]
     with pytest.raises(OperationError):
         broker.namespace.delete_subscription("orders", "all")
+
+
+def _peeked(broker: Broker, store, start: int, count: int = 100) -> list[proton.Message]:
+    out = []
+    for payload in broker.peek(store, start, count):
+        message = proton.Message()
+        message.decode(payload)
+        out.append(message)
+    return out
+
+
+def test_peek_serves_each_message_as_published_with_the_brokers_fields(broker):
+    for n in range(1, 6):
+        _send(broker, "work", body=f"b{n}", id=f"m{n}", subject="s", priority=7, ttl=60,
+              properties={"n": n}, annotations={"x-app": "kept"})
+    queue = broker.namespace.queue("work")
+    first, _ = broker.receive(queue.store, peek_lock=True)
+    broker.complete(queue.store, first.lock_token)
+    second, _ = broker.receive(queue.store, peek_lock=True)
+    broker.dead_letter(queue.store, second.lock_token, "why", "because", {"extra": True})
+    third, _ = broker.receive(queue.store, peek_lock=True)
+    broker.abandon(queue.store, third.lock_token, {"n": 30})
+    _send(broker, "work", body="b6", id="m6")
+
+    peeked = _peeked(broker, queue.store, 2)
+    assert [m.annotations["x-opt-sequence-number"] for m in peeked] == [3, 4, 5, 6]
+    assert [m.id for m in peeked] == ["m3", "m4", "m5", "m6"]
+    assert [m.body for m in peeked] == ["b3", "b4", "b5", "b6"]
+    assert [m.properties for m in peeked] == [{"n": 30}, {"n": 4}, {"n": 5}, None]
+    assert [m.delivery_count for m in peeked] == [1, 0, 0, 0]
+    assert all(m.annotations["x-app"] == "kept" for m in peeked[:3])
+    assert (peeked[0].priority, peeked[0].ttl, peeked[0].subject) == (7, 60, "s")
+    assert [m.id for m in _peeked(broker, queue.store, 4, count=2)] == ["m4", "m5"]
+
+    (dead,) = _peeked(broker, queue.dead_letters, 1)
+    assert dead.id == "m2"
+    assert dead.properties == {"n": 2, "DeadLetterReason": "why", "DeadLetterErrorDescription": "because", "extra": True}
+    assert dead.annotations["x-app"] == "kept"

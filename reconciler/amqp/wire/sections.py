@@ -43,6 +43,12 @@ def _section(code: int, value: Any) -> bytes:
     return _HEADS[code] + encode_value(value)
 
 
+def encode_section(code: int, value: Any) -> bytes:
+    """One complete section (a list section without its trailing nulls), for a server that encodes
+    the unchanging sections of a message once and writes the rest per delivery."""
+    return _section(code, _trimmed(value) if code in (HEADER, PROPERTIES) else value)
+
+
 def _trimmed(fields: list[Any]) -> list[Any]:
     """A list section without its trailing nulls (they mean the same as absent fields)."""
     end = len(fields)
