@@ -15,6 +15,7 @@ import enum
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from proton import UNDESCRIBED, Array, Data, int32, uint
@@ -24,7 +25,7 @@ from reconciler.amqp import codec
 from reconciler.amqp.connection import ConnectionString
 from reconciler.amqp.engine import Engine
 from reconciler.amqp.errors import ManagementError
-from reconciler.amqp.messages import decode_model_message, encode_model_message
+from reconciler.amqp.messages import MessageFields, decode_message_fields, encode_model_message
 from reconciler.amqp.pacing import Pacer
 from reconciler.amqp.pipeline import Call, OnAttempt, RequestPipeline, Response
 from reconciler.amqp.retry import RetryPolicy
@@ -63,14 +64,25 @@ class SettleMode(enum.IntEnum):
 
 @dataclass(frozen=True)
 class PeekedMessage:
-    """A message read by peek or receive-by-sequence-number."""
+    """A message read by peek or receive-by-sequence-number: its decoded fields, and the model view
+    made from them when first asked for (the traffic sampler stores the fields and never asks)."""
 
     sequence_number: int
     enqueued_time: _dt.datetime | None
-    message: model.Message
-    body_size: int
-    annotations: Mapping[str, Any]
+    fields: MessageFields
     lock_token: uuid.UUID | None = None
+
+    @cached_property
+    def message(self) -> model.Message:
+        return self.fields.model()
+
+    @property
+    def body_size(self) -> int:
+        return len(self.fields.body)
+
+    @property
+    def annotations(self) -> Mapping[str, Any]:
+        return self.fields.annotations
 
 
 @dataclass(frozen=True)
@@ -340,19 +352,15 @@ class ManagementClient:
         for index, entry in enumerate(entries):
             if not isinstance(entry, Mapping) or entry.get("message") is None:
                 raise codec.CodecError(f"{what} message #{index} has no 'message' binary")
-            decoded = decode_model_message(entry["message"])
-            sys_props = decoded.message.sys
-            seq = sys_props.get("SequenceNumber")
+            fields = decode_message_fields(entry["message"])
+            seq = fields.system.get("SequenceNumber")
             if seq is None:
                 raise codec.CodecError(f"{what} message #{index} has no x-opt-sequence-number annotation")
-            enq = sys_props.get("EnqueuedTimeUtc")
             lock = entry.get("lock-token")
             out.append(PeekedMessage(
-                sequence_number=int(seq.value),
-                enqueued_time=enq.value if enq else None,
-                message=decoded.message,
-                body_size=len(decoded.message.body),
-                annotations=decoded.annotations,
+                sequence_number=int(seq),
+                enqueued_time=fields.system.get("EnqueuedTimeUtc"),
+                fields=fields,
                 lock_token=uuid.UUID(str(lock)) if lock is not None else None,
             ))
         return out

@@ -131,24 +131,41 @@ def _body_bytes(body: list[tuple[int, Any]]) -> bytes:
     return b""
 
 
-def _model_view(payload: bytes, sections: Sections) -> DecodedMessage:
-    """The model view of decoded sections (lenient about property types: peeked traffic is foreign)."""
-    sys_props: dict[str, TypedValue] = {}
+@dataclass(frozen=True)
+class MessageFields:
+    """The fields the model view is made of, before it is made: each system property's value (of
+    its type in the system-property table), the typed application properties, the body and every
+    message annotation. A reader that stores fields rather than evaluating filters (the traffic
+    sampler) takes them as they are; ``model()`` wraps them in the model view."""
+
+    system: dict[str, Any]
+    user: dict[str, TypedValue]
+    body: bytes
+    annotations: dict[str, Any]
+
+    def model(self) -> model.Message:
+        types = model.SYSTEM_PROPERTIES
+        sys_props = {name: TypedValue(types[name], value) for name, value in self.system.items()}
+        return model.Message(sys=sys_props, user=self.user, body=self.body)
+
+
+def _message_fields(sections: Sections) -> MessageFields:
+    """The fields of decoded sections (lenient about property types: peeked traffic is foreign)."""
+    system: dict[str, Any] = {}
     for name, field_name in PROPERTY_FIELDS.items():
         value = sections.properties_field(field_name)
-        if model.SYSTEM_PROPERTIES[name] is ValueType.TIMESTAMP:
+        if _PROPERTY_TIMESTAMPS[name]:
             if value:
-                sys_props[name] = TypedValue(ValueType.TIMESTAMP, timestamp_to_datetime(value))
+                system[name] = timestamp_to_datetime(value)
             continue
         if isinstance(value, bytes):
             value = value.hex()  # a binary message-id / correlation-id
         if value is not None:
-            sys_props[name] = TypedValue(ValueType.STRING, str(value))
+            system[name] = str(value)
     ttl = sections.header_field(HEADER_FIELDS["TimeToLive"])
     if ttl:
-        sys_props["TimeToLive"] = TypedValue(ValueType.DOUBLE, int(ttl) / 1000)
-    delivery_count = sections.header_field(HEADER_FIELDS["DeliveryCount"])
-    sys_props["DeliveryCount"] = TypedValue(ValueType.INT, int(delivery_count or 0))
+        system["TimeToLive"] = int(ttl) / 1000
+    system["DeliveryCount"] = int(sections.header_field(HEADER_FIELDS["DeliveryCount"]) or 0)
     annotations = {str(k): v for k, v in (sections.message_annotations or {}).items()}
     for key, value in annotations.items():
         sys_name = _ANNOTATION_TO_SYS.get(key)
@@ -161,7 +178,7 @@ def _model_view(payload: bytes, sections: Sections) -> DecodedMessage:
                 typed = TypedValue(expected, typed.value)
         except (CodecError, model.TypedValueError) as exc:
             raise CodecError(f"message annotation {key}: {exc}") from None
-        sys_props[sys_name] = typed
+        system[sys_name] = typed.value
     user: dict[str, TypedValue] = {}
     for key, value in (sections.application_properties or {}).items():
         try:
@@ -170,8 +187,16 @@ def _model_view(payload: bytes, sections: Sections) -> DecodedMessage:
             continue  # .NET receivers drop another vendor's described types; filters do not see them
         except CodecError as exc:
             raise CodecError(f"application property {key!r}: {exc}") from None
-    message = model.Message(sys=sys_props, user=user, body=_body_bytes(sections.body))
-    return DecodedMessage(payload, sections, message, annotations)
+    return MessageFields(system, user, _body_bytes(sections.body), annotations)
+
+
+#: System properties of the properties section that are timestamps.
+_PROPERTY_TIMESTAMPS = {name: model.SYSTEM_PROPERTIES[name] is ValueType.TIMESTAMP for name in PROPERTY_FIELDS}
+
+
+def _model_view(payload: bytes, sections: Sections) -> DecodedMessage:
+    fields = _message_fields(sections)
+    return DecodedMessage(payload, sections, fields.model(), fields.annotations)
 
 
 def _sections(payload: bytes) -> Sections:
@@ -179,6 +204,12 @@ def _sections(payload: bytes) -> Sections:
         return Sections.decode(payload)
     except DecodeError as exc:
         raise CodecError(f"undecodable AMQP message ({len(payload)} bytes): {exc}") from None
+
+
+def decode_message_fields(payload: bytes | memoryview) -> MessageFields:
+    """Decode AMQP message bytes into their fields, without the model view (CodecError when they
+    are not a message)."""
+    return _message_fields(_sections(bytes(payload)))
 
 
 def decode_model_message(payload: bytes | memoryview) -> DecodedMessage:

@@ -162,17 +162,27 @@ def message_to_row(
     body_size: int | None = None,
 ) -> dict[str, Any]:
     """The sample row of ``message`` (the only Message → row conversion in sbrules)."""
+    system = {name: value.value for name, value in message.sys.items()}
+    size = len(message.body) if body_size is None else body_size
+    return fields_to_row(system, message.user, topic=topic, subscription=subscription, body_size=size)
+
+
+def fields_to_row(
+    system: Mapping[str, Any],
+    user: Mapping[str, TypedValue],
+    *,
+    topic: str | None,
+    subscription: str | None,
+    body_size: int,
+) -> dict[str, Any]:
+    """The sample row of a message given as its fields: system property values (None = unset)
+    and typed application properties; what ``message_to_row`` and the sampler both build on."""
     row: dict[str, Any] = {"topic": topic, "subscription": subscription}
     for name, column in SYS_COLUMNS.items():
-        value = message.sys.get(name)
-        if value is None or value.type is ValueType.NULL:
-            row[column] = None
-        elif value.type is ValueType.UUID:
-            row[column] = str(value.value)
-        else:
-            row[column] = value.value
-    row["body_size"] = len(message.body) if body_size is None else body_size
-    row[PROPS] = props_to_map(message.user)
+        value = system.get(name)
+        row[column] = str(value) if isinstance(value, _uuid.UUID) else value
+    row["body_size"] = body_size
+    row[PROPS] = props_to_map(user)
     return row
 
 

@@ -26,9 +26,8 @@ from pyarrow.fs import FileSelector, FileType, LocalFileSystem
 
 from reconciler.atomic_file import replacing, write_atomically
 from reconciler.errors import SbrulesError
-from reconciler.model import TypedValue, ValueType
 from reconciler.traffic.location import filesystem
-from reconciler.traffic.rows import message_to_row, micros_since_epoch, rows_to_table
+from reconciler.traffic.rows import fields_to_row, micros_since_epoch, rows_to_table
 
 STATE_FILE = "_sbrules_state.json"
 STATE_VERSION = 1
@@ -187,19 +186,6 @@ def _row_key(row: dict[str, Any]) -> int:
     return _dedupe_key(row.get("message_id"), micros, row.get("sequence_number"))
 
 
-def _with_peek_fields(peeked: Any) -> Any:
-    """The peeked Message with SequenceNumber/EnqueuedTimeUtc set from the peek envelope if absent."""
-    message = peeked.message
-    extra = {}
-    if "SequenceNumber" not in message.sys and peeked.sequence_number is not None:
-        extra["SequenceNumber"] = TypedValue(ValueType.LONG, peeked.sequence_number)
-    if "EnqueuedTimeUtc" not in message.sys and peeked.enqueued_time is not None:
-        extra["EnqueuedTimeUtc"] = TypedValue(ValueType.TIMESTAMP, peeked.enqueued_time)
-    if not extra:
-        return message
-    return type(message)(sys={**message.sys, **extra}, user=message.user, body=message.body)
-
-
 #: Pages asked for at once when nothing but the round trip limits peeking.
 PAGES_IN_FLIGHT = 8
 
@@ -305,8 +291,11 @@ class _Writer:
     def _write(self, sub_stats: SubscriptionStats, page: list[Any]) -> None:
         store, seen = self.store, self._seen
         for peeked in page:
-            message = _with_peek_fields(peeked)
-            row = message_to_row(message, topic=self.topic, subscription=sub_stats.subscription, body_size=peeked.body_size)
+            fields = peeked.fields
+            row = fields_to_row(
+                fields.system, fields.user, topic=self.topic, subscription=sub_stats.subscription,
+                body_size=len(fields.body),
+            )
             key = _row_key(row)
             sub_stats.peeked += 1
             sub_stats.last_sequence = max(sub_stats.last_sequence or 0, peeked.sequence_number)

@@ -77,18 +77,28 @@ _SHAPES: dict[int, tuple[type, str]] = {
 }
 
 
+_SMALLULONG = 0x53
+
+
 def _read_sections(payload: bytes | bytearray | memoryview) -> Iterator[tuple[int, Any]]:
     buf = bytes(payload)
-    pos = 0
-    while pos < len(buf):
+    pos, size = 0, len(buf)
+    while pos < size:
         if buf[pos] != DESCRIBED:
             raise DecodeError(f"byte {pos} does not start a message section")
         start = pos
-        section, pos = read_value(buf, pos)
-        code = section.descriptor
-        if not isinstance(code, ulong) or code not in SECTION_CODES:
+        if pos + 2 < size and buf[pos + 1] == _SMALLULONG:
+            # The descriptor every encoder writes (0x00 0x53 code): read as the byte it is, no
+            # Described or ulong built for it, since a message is a handful of sections.
+            code: Any = buf[pos + 2]
+            value, pos = read_value(buf, pos + 3)
+        else:
+            section, pos = read_value(buf, pos)
+            code, value = section.descriptor, section.value
+            if not isinstance(code, ulong):
+                raise DecodeError(f"unknown message section {code!r}")
+        if code not in SECTION_CODES:
             raise DecodeError(f"unknown message section {code!r}")
-        value = section.value
         shape = _SHAPES.get(code)
         if shape is not None and not isinstance(value, shape[0]):
             raise DecodeError(f"the section at byte {start} (0x{code:02x}) is {type(value).__name__}, not {shape[1]}")
