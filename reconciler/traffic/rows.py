@@ -39,6 +39,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import json
+import uuid as _uuid
 from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
