@@ -11,6 +11,8 @@ Every emulator runs in its own process (``sbrules emulator``), as a server would
 2. sampling without throttling: ``sbrules sample`` (a process of its own: start-up, peek, decode,
    Parquet) against a sequential loop of the SDK's ``peek_messages`` (250 per call) over the same
    ``--messages``, at 0 ms and with a simulated 20 ms round trip (the emulator's latency fault).
+   The floor at 0 ms: the emulator's raw peek rate (pipelined, messages left undecoded) and the
+   client's CPU per message to decode and build a row.
 3. sampling under Standard throttling with ``--max-credits 400``: credits spent per second as a
    share of the budget, and messages lost or stored twice.
 
@@ -202,6 +204,53 @@ def sample_cli(connection_string: str, out: Path, expected: int, *extra: str) ->
     return expected / elapsed
 
 
+def raw_peeks(connection_string: str, expected: int) -> tuple[float, list[bytes]]:
+    """The floor the emulator sets: pipelined peeks (the sampler's pages in flight) with the
+    messages left undecoded; messages/s and their bytes."""
+    from proton import int32
+
+    from reconciler.amqp.client import PEEK_MESSAGE, entity_path
+    from reconciler.cli.common import Namespace
+    from reconciler.traffic.sampler import PAGES_IN_FLIGHT
+
+    payloads: list[bytes] = []
+    with Namespace(connection_string).amqp() as client:
+        client.peek_messages("orders", "all", 1, 1)
+        started = time.perf_counter()
+        sequence = 1
+        while True:
+            starts = [sequence + k * PAGE for k in range(PAGES_IN_FLIGHT)]
+            body = {"message-count": int32(PAGE)}
+            calls = [(entity_path("orders", "all"), PEEK_MESSAGE, {**body, "from-sequence-number": s}) for s in starts]
+            responses = client.request_all(calls, ok=(200, 204), empty_ok=True)
+            pages = [[e["message"] for e in r.body["messages"]] if r.body else [] for r in responses]
+            payloads += [p for page in pages for p in page]
+            sequence += PAGE * PAGES_IN_FLIGHT
+            if sum(map(len, pages)) < PAGE * PAGES_IN_FLIGHT:
+                break
+        elapsed = time.perf_counter() - started
+    assert len(payloads) == expected, (len(payloads), expected)
+    return expected / elapsed, payloads
+
+
+def client_cpu_per_message(payloads: list[bytes]) -> dict:
+    """CPU microseconds per message of what the sampler does with a peeked message: decode its
+    fields, build its row (no network, no Parquet)."""
+    from reconciler.amqp.messages import decode_message_fields
+    from reconciler.traffic.rows import fields_to_row
+
+    started = time.process_time()
+    fields = [decode_message_fields(p) for p in payloads]
+    decoded = time.process_time()
+    for f in fields:
+        fields_to_row(f.system, f.user, topic="orders", subscription="all", body_size=len(f.body))
+    done = time.process_time()
+    return {
+        "client_decode_cpu_us_per_msg": round((decoded - started) / len(payloads) * 1e6, 1),
+        "client_row_cpu_us_per_msg": round((done - decoded) / len(payloads) * 1e6, 1),
+    }
+
+
 def bench_sampling(tmp: Path, messages: int) -> dict:
     out: dict = {}
     for latency_ms in (0, 20):
@@ -211,6 +260,10 @@ def bench_sampling(tmp: Path, messages: int) -> dict:
             seed(conn, "orders", messages)
             sdk = sdk_peek_loop(conn, messages)
             ours = sample_cli(conn, run / "sample", messages)
+            if latency_ms == 0:
+                raw, payloads = raw_peeks(conn, messages)
+                out["emulator_raw_peek_msgs_per_s"] = round(raw)
+                out |= client_cpu_per_message(payloads)
         suffix = "" if latency_ms == 0 else f"_{latency_ms}ms"
         out[f"sample_msgs_per_s{suffix}"] = round(ours)
         out[f"sdk_peek_msgs_per_s{suffix}"] = round(sdk)
