@@ -22,6 +22,7 @@ from reconciler.typed_values import (  # noqa: F401 - the model's typed values l
     INT32_MIN,
     INT64_MAX,
     INT64_MIN,
+    NonFiniteValueError,
     TypedValue,
     TypedValueError,
     ValueType,
@@ -232,17 +233,26 @@ def rule_to_doc(rule: Rule, *, explicit_types: bool = False) -> dict[str, Any]:
     return doc
 
 
-def correlation_from_doc(doc: Mapping[str, Any]) -> CorrelationFilter:
+def _properties_from_doc(props: Mapping[str, Any], path: tuple[str, ...], finite: bool) -> tuple[tuple[str, TypedValue], ...]:
+    """Each property's typed value; the first that is not one is a RuleFormError at that property."""
+    out = []
+    for name, raw in props.items():
+        try:
+            out.append((str(name), TypedValue.from_typed_form(raw, finite=finite)))
+        except TypedValueError as exc:
+            raise RuleFormError(f"property {name!r}: {exc}", (*path, name)) from exc
+    return tuple(out)
+
+
+def correlation_from_doc(doc: Mapping[str, Any], *, finite: bool = False) -> CorrelationFilter:
+    """A correlation filter from its rule-file form (``finite``: see TypedValue.from_typed_form)."""
     fields: dict[str, Any] = {}
     for key, value in doc.items():
         name = CORRELATION_ALIASES.get(key, key)
         if name == "properties":
             if not isinstance(value, Mapping):
                 raise RuleFormError("correlation properties must be a map", ("correlation", key))
-            try:
-                fields["properties"] = typed_properties(value)
-            except TypedValueError as exc:
-                raise RuleFormError(str(exc), ("correlation", key)) from None
+            fields["properties"] = _properties_from_doc(value, ("correlation", key), finite)
         elif name in CORRELATION_FIELDS:
             if name in fields:
                 raise RuleFormError(f"{key!r} repeats {name!r}", ("correlation", key))
@@ -254,8 +264,9 @@ def correlation_from_doc(doc: Mapping[str, Any]) -> CorrelationFilter:
     return CorrelationFilter(**fields)
 
 
-def rule_from_doc(doc: Mapping[str, Any]) -> Rule:
-    """Build a Rule from its rule-file form (after schema validation, so errors here are rare)."""
+def rule_from_doc(doc: Mapping[str, Any], *, finite: bool = False) -> Rule:
+    """Build a Rule from its rule-file form (after schema validation, so errors here are rare);
+    ``finite`` refuses NaN and infinities in its values, for rules a person declares."""
     name = doc.get("name")
     if not isinstance(name, str):
         raise RuleFormError("a rule needs a string 'name'", ("name",))
@@ -275,7 +286,7 @@ def rule_from_doc(doc: Mapping[str, Any]) -> Rule:
     else:
         if not isinstance(doc["correlation"], Mapping):
             raise RuleFormError("correlation: must be a map", ("correlation",))
-        flt = correlation_from_doc(doc["correlation"])
+        flt = correlation_from_doc(doc["correlation"], finite=finite)
     action_text = doc.get("action")
     action: Action = SqlRuleAction(str(action_text)) if action_text is not None else EmptyAction()
     return Rule(name=name, filter=flt, action=action)

@@ -104,6 +104,10 @@ class TypedValueError(ValueError):
     """A value that cannot be represented as the requested type."""
 
 
+class NonFiniteValueError(TypedValueError):
+    """NaN or an infinity where a person declares a value (rule files, an environment's variables)."""
+
+
 # ------------------------------------------------------------------------------------------------
 # float (IEEE binary32)
 # ------------------------------------------------------------------------------------------------
@@ -349,8 +353,24 @@ class TypedValue:
         raise TypedValueError(f"unsupported value {value!r} of type {type(value).__name__}")
 
     @classmethod
-    def from_typed_form(cls, obj: Any) -> "TypedValue":
-        """Read the typed form: a plain scalar, or a one-key map naming the type (``{short: 3}``)."""
+    def from_typed_form(cls, obj: Any, *, finite: bool = False) -> "TypedValue":
+        """Read the typed form: a plain scalar, or a one-key map naming the type (``{short: 3}``).
+
+        ``finite`` refuses NaN and infinities, for values a person declares: a plan could never
+        compare a NaN with the live rule (it would show as drift forever), and JSON, which plans
+        and reports are written in, has no number for either. What the namespace holds (a live
+        rule in a plan, the emulator's state, a message) is read as it is.
+        """
+        value = cls._read_typed_form(obj)
+        if finite and isinstance(value.value, float) and not math.isfinite(value.value):
+            raise NonFiniteValueError(
+                f"{value.describe()} is refused: declare a finite number (a plan cannot compare NaN with the "
+                "live rule, and JSON has no number for NaN or infinities)"
+            )
+        return value
+
+    @classmethod
+    def _read_typed_form(cls, obj: Any) -> "TypedValue":
         if isinstance(obj, Mapping):
             if len(obj) != 1:
                 raise TypedValueError(

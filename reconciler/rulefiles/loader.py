@@ -16,6 +16,7 @@ from reconciler.diagnostics import Diagnostic, render_text
 from reconciler.errors import SbrulesError
 from reconciler.model import (
     DesiredState,
+    NonFiniteValueError,
     Origin,
     Rule,
     RuleFormError,
@@ -108,7 +109,7 @@ def _shown(value: TypedValue) -> str:
 
 
 def _build_rule(doc: dict, path: DocPath, loc: Located) -> Rule:
-    rule = rule_from_doc(doc)
+    rule = rule_from_doc(doc, finite=True)
     kind = next(k for k in ("sql", "correlation", "filter") if k in doc)
     return replace(
         rule,
@@ -138,12 +139,15 @@ def build_rule(doc: dict, path: DocPath, loc: Located, diags: list[Diagnostic]) 
     try:
         return _build_rule(doc, path, loc)
     except (RuleFormError, TypedValueError) as exc:
-        sub_key = getattr(exc, "path", ())
-        diags.append(Diagnostic("error", "rule", str(exc), loc.origin(path + tuple(sub_key))))
+        message, origin = f"rule {doc['name']!r}: {exc}", loc.origin(path + tuple(getattr(exc, "path", ())))
+        if isinstance(exc.__cause__, NonFiniteValueError):
+            diags.append(Diagnostic("error", "non-finite", message, origin))
+        else:
+            diags.append(Diagnostic("error", "rule", message, origin))
         return None
 
 
-def topic_from_doc(read: "ReadFile", diags: list[Diagnostic]) -> Topic:
+def topic_from_doc(read: ReadFile, diags: list[Diagnostic]) -> Topic:
     """The topic a rule file declares: every subscription and rule its schema violations spare
     (rules that cannot be built are errors in ``diags``)."""
     doc, loc = read.doc, read.loc

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from reconciler.diagnostics import Diagnostic
 from reconciler.errors import InputError
-from reconciler.model import Origin, TypedValue, TypedValueError
+from reconciler.model import NonFiniteValueError, Origin, TypedValue, TypedValueError
 from reconciler.rulefiles.loader import RuleFileErrors, display_path, read_valid
 from reconciler.rulefiles.located import Located
 from reconciler.rulefiles.yaml_versions import Ambiguity, ambiguity
@@ -151,9 +151,14 @@ def _environment(
         try:
             text = loc.plain.get(var_path)
             unclear = ambiguity(text, raw) if text is not None else None
-            variables[var_name] = Variable(var_name, TypedValue.from_typed_form(raw), loc.key_origin(var_path), unclear)
+            value = TypedValue.from_typed_form(raw, finite=True)
+            variables[var_name] = Variable(var_name, value, loc.key_origin(var_path), unclear)
         except TypedValueError as exc:
-            diags.append(Diagnostic("error", "typed-value", f"{where}: variable {var_name!r}: {exc}", loc.origin(var_path)))
+            message, origin = f"{where}: variable {var_name!r}: {exc}", loc.origin(var_path)
+            if isinstance(exc, NonFiniteValueError):
+                diags.append(Diagnostic("error", "non-finite", message, origin))
+            else:
+                diags.append(Diagnostic("error", "typed-value", message, origin))
     overlays = []
     for index, written in enumerate(doc.get("overlays") or ()):
         origin = loc.origin(path + ("overlays", index))

@@ -170,3 +170,34 @@ def test_route_allow_invalid_routes_through_what_could_be_read(run_cli, write, m
     assert code == 0 and "1 errors" in err
     (delivery,) = json.loads(out)["deliveries"]
     assert delivery["delivered"] is True
+
+
+@pytest.mark.parametrize("written", ["{double: .nan}", "{double: -.inf}", "{double: 'NaN'}", "{double: 1.0e+400}", "{float: .inf}"])
+def test_nan_and_infinities_are_refused_in_rule_files_at_the_property(run_cli, write, written):
+    path = write("t.yaml", f"topic: t\nsubscriptions:\n  s:\n    rules:\n      - {{name: r, correlation: {{properties: {{d: {written}}}}}}}\n")
+    code, out, err = run_cli("validate", path)
+    assert code == 1 and "Traceback" not in out + err
+    (line,) = [line for line in out.splitlines() if "error[" in line]
+    written_line = path.read_text().splitlines()[4]
+    column = written_line.index("{", written_line.index("d: ")) + 1
+    assert f":5:{column}: error[non-finite]" in line and "'d'" in line and "finite" in line
+
+
+def test_nan_is_refused_in_an_environment_variable(run_cli, tmp_path):
+    root = project(tmp_path, {
+        "sbrules.yaml": "environments:\n  dev: {vars: {d: {double: .nan}}}\n",
+        "t.yaml": "topic: t\nsubscriptions:\n  s: {rules: [{name: all, filter: true}]}\n",
+    })
+    code, out, err = run_cli("validate", root)
+    assert code == 1 and "Traceback" not in out + err
+    assert "sbrules.yaml:2:" in err and "[non-finite]" in err and "variable 'd'" in err
+
+
+def test_a_nan_the_namespace_holds_is_still_read():
+    """Only declared values are refused: a live rule in a plan, or a message, may carry NaN."""
+    from reconciler.model import NonFiniteValueError, TypedValue, rule_from_doc
+
+    doc = {"name": "r", "correlation": {"properties": {"d": {"double": "nan"}}}}
+    assert rule_from_doc(doc).filter.properties[0][1].type.value == "double"
+    with pytest.raises(NonFiniteValueError):
+        TypedValue.from_typed_form({"double": "-inf"}, finite=True)

@@ -215,3 +215,48 @@ def test_names_the_service_refuses_fail_validate_at_the_name(run_cli, write):
     assert any(":1:8: error[topic-name]" in line and "contains #" in line for line in lines)
     assert any(":3:3: error[subscription-name]" in line and "contains /" in line for line in lines)
     assert any(":5:9: error[rule-name]" in line and ".sbrules-tmp" in line for line in lines)
+
+
+ISSUE_15_REPRODUCTIONS = """\
+topic: orders
+subscriptions:
+  "team/billing?#":
+    rules:
+      - {name: x.sbrules-tmp, filter: true}
+  sssssssssssssssssssssssssssssssssssssssssssssssssss:
+    rules:
+      - {name: flags, correlation: {properties: {on: yes, scale: 1e3, when: 1:30}}}
+      - {name: nan, correlation: {properties: {d: {double: .nan}}}}
+      - {name: typo, correlation: {properties: {tier: {int: 99999999999}}}}
+      - {name: sql, sql: "a = = 1"}
+"""
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("command", [["validate"], ["plan"], ["route", "--message", "-"]], ids=lambda c: c[0])
+def test_what_the_service_would_refuse_is_refused_offline_in_one_pass(run_cli, write, command, monkeypatch):
+    """Every reproduction of issue 15's validation gaps, in one file: one run reports all of them,
+    and the commands that would act on the files refuse them (exit 1) without touching the network."""
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"user": {}}'))
+    path = write("orders.yaml", ISSUE_15_REPRODUCTIONS)
+    namespace = ["--connection-string", "Endpoint=sb://x/;SharedAccessKeyName=a;SharedAccessKey=b"]
+    code, out, err = run_cli(*command, path, *(namespace if command == ["plan"] else []))
+    assert code == 1 and "Traceback" not in out + err
+    report = out if command == ["validate"] else err
+    lines = report.splitlines()
+    for code_name, words in [
+        ("subscription-name", "contains # / ?"),
+        ("subscription-name", "limit is 50"),
+        ("rule-name", ".sbrules-tmp"),
+        ("ambiguous-yaml", "'on' is written yes"),
+        ("ambiguous-yaml", "'scale' is written 1e3"),
+        ("ambiguous-yaml", "'when' is written 1:30"),
+        ("non-finite", "'d'"),
+        ("typed-value", "'tier'"),
+        ("sql-syntax", "'sql'"),
+    ]:
+        if code_name == "ambiguous-yaml" and command != ["validate"]:
+            continue  # a warning: plan and route show the errors that stop them
+        assert any(f"[{code_name}]" in line and words in line for line in lines), (code_name, words)
