@@ -89,9 +89,9 @@ def _ambiguous_scalars(doc: dict, path: DocPath, loc: Located) -> Iterator[Diagn
 def _typed_correlation_note(rule: str, key: str, written: dict, origin: Origin) -> Iterator[Diagnostic]:
     """Which producer types a typed correlation value does not match (matching compares the type too)."""
     try:
-        value = TypedValue.from_typed_form(written)
+        value = TypedValue.from_typed_form(written, finite=True)
     except TypedValueError:
-        return  # the schema check reports it
+        return  # the schema check or the rule builder reports it
     others = same_value_other_types(value)
     if others:
         sent = ", ".join(f"{t.value} {_shown(value)}" for t in others)
