@@ -261,6 +261,12 @@ def _unpack(tags: frozenset[str], packed: Column, has_err: bool, depth: int) -> 
     )
 
 
+def bound(value: Column, body: Callable[[Column], Column]) -> Column:
+    """``body(value)`` with ``value`` computed once per row: the element of a one-element
+    ``transform``, referred to through its lambda variable however often ``body`` reads it."""
+    return F.transform(F.array(value), body)[0]
+
+
 def let(operands: list[Val], body: Callable[..., Any]) -> Any:
     """``body(*operands)`` with deeply computed operands bound once (a one-element ``transform``).
 
@@ -276,17 +282,17 @@ def let(operands: list[Val], body: Callable[..., Any]) -> Any:
         if deepest and isinstance(result, Val):
             result = replace(result, depth=deepest + 1)
         return result
-    bound = [i for i, o in enumerate(operands) if o.depth]
+    computed = [i for i, o in enumerate(operands) if o.depth]
     # One bound operand is the array's element itself; several are the fields of one struct.
-    if len(bound) == 1:
-        record = F.array(_pack(operands[bound[0]]))
+    if len(computed) == 1:
+        record = _pack(operands[computed[0]])
     else:
-        record = F.array(_struct(**{f"o{i}": _pack(operands[i]) for i in bound}))
+        record = _struct(**{f"o{i}": _pack(operands[i]) for i in computed})
     results: list[Any] = []
 
     def inner(x: Column) -> Column:
         args = [
-            _unpack(o.tags, x if len(bound) == 1 else x.getField(f"o{i}"), o.err is not None, 0) if o.depth else o
+            _unpack(o.tags, x if len(computed) == 1 else x.getField(f"o{i}"), o.err is not None, 0) if o.depth else o
             for i, o in enumerate(operands)
         ]
         result = body(*args)
@@ -295,7 +301,7 @@ def let(operands: list[Val], body: Callable[..., Any]) -> Any:
             return _pack(result)
         return _struct(v=result.v, e=error_column(result.err))
 
-    out = F.transform(record, inner)[0]
+    out = bound(record, inner)
     (result,) = results
     if isinstance(result, Val):
         return _unpack(result.tags, out, result.err is not None, BOUND)

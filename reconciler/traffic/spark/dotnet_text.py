@@ -17,13 +17,23 @@ from typing import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from reconciler.traffic.spark.algebra import INTEGRAL, Cond, Val, when_chain
+from reconciler.traffic.spark.algebra import INTEGRAL, Cond, Val, bound, when_chain
 
 
 def dotnet_double_text(d: Column) -> Column:
     """``double.ToString()`` of .NET Core 3.0+: shortest round-trip digits, ``E+XX`` when the point
-    would sit more than max(digits, 17) places right of the first digit or more than 4 left of it."""
-    java = F.abs(d).cast("string")  # "123.45", "1.0E20", "1.234E-5"
+    would sit more than max(digits, 17) places right of the first digit or more than 4 left of it.
+
+    The formatting reads its operand a dozen times and the digits and exponent many times more, so
+    both are bound once (:func:`~reconciler.traffic.spark.algebra.bound`): inlined, a computed
+    operand was copied into the expression about a hundred times."""
+    return bound(d, lambda x: bound(_digits_and_exponent(x), lambda parts: _dotnet_text(x, parts)))
+
+
+def _digits_and_exponent(d: Column) -> Column:
+    """``struct(digits, e)``: the shortest round-trip digits of ``|d|`` without leading or trailing
+    zeros, and the decimal exponent of the first one, from the JVM's text ("123.45", "1.0E20")."""
+    java = F.abs(d).cast("string")
     mantissa = F.regexp_extract(java, r"^([0-9.]+)", 1)
     exp_text = F.regexp_extract(java, r"E(-?[0-9]+)$", 1)
     exponent = F.when(exp_text == "", F.lit(0)).otherwise(exp_text.try_cast("int"))
@@ -32,6 +42,11 @@ def dotnet_double_text(d: Column) -> Column:
     no_lead = F.regexp_replace(all_digits, "^0+", "")
     digits = F.regexp_replace(no_lead, "0+$", "")
     e = F.length(int_part) + exponent - 1 - (F.length(all_digits) - F.length(no_lead))
+    return F.named_struct(F.lit("digits"), digits, F.lit("e"), e)
+
+
+def _dotnet_text(d: Column, parts: Column) -> Column:
+    digits, e = parts.getField("digits"), parts.getField("e")
     n = F.length(digits)
     scientific = F.concat(
         F.substring(digits, 1, 1),
