@@ -76,3 +76,17 @@ def test_type_correlation_vectors_agree_with_python(interpreted, frame_of):
             assert cell["v"] is want and cell["e"] is None, (rule.name, vectors[idx]["id"])
             if rule.name == vectors[idx]["id"]:
                 assert want is vectors[idx]["expect"], rule.name
+
+
+@pytest.mark.parametrize("d", [1e300, -2.5e-300, 1.5e100, 2.5e-5, 1e17, 123.25])
+def test_computed_double_text_is_the_evaluators(interpreted, frame_of, d):
+    """String + of a computed double: .NET's text, exponents of three digits included."""
+    from reconciler.sql import values
+    from reconciler.traffic.spark import rule_columns
+
+    text = values.format_double(d * 1.0)
+    rule = Rule("r", SqlFilter(f"'' + (d * 1.0) = '{text}'"))
+    message = Message(sys={"MessageId": TypedValue("string", "m")}, user={"d": TypedValue("double", d)})
+    columns = rule_columns(rule)
+    ((_, (cell,)),) = evaluate_matrix(frame_of([message]), [(columns.matched, columns.error)])
+    assert columns.fallback is None and cell["v"] is True and matches(rule, message).matched is True

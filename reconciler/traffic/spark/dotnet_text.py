@@ -53,7 +53,8 @@ def _dotnet_text(d: Column, parts: Column) -> Column:
         F.when(n > 1, F.concat(F.lit("."), F.substring(digits, 2, 400))).otherwise(F.lit("")),
         F.lit("E"),
         F.when(e < 0, F.lit("-")).otherwise(F.lit("+")),
-        F.lpad(F.abs(e).cast("string"), 2, "0"),
+        F.when(F.abs(e) < 10, F.lit("0")).otherwise(F.lit("")),  # at least two digits (lpad would cut 300 to 30)
+        F.abs(e).cast("string"),
     )
     fixed = (
         F.when(e < 0, F.concat(F.lit("0."), F.repeat(F.lit("0"), -e - 1), digits))
