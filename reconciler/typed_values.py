@@ -259,13 +259,19 @@ def parse_duration(text: str) -> int:
     return ticks
 
 
-def format_duration(ticks: int) -> str:
-    """The ISO 8601 duration of ``ticks`` in days, hours, minutes and seconds (``PT0S`` for zero)."""
-    sign = "-" if ticks < 0 else ""
+def split_ticks(ticks: int) -> tuple[str, int, int, int, int, int]:
+    """``ticks`` as (sign, days, hours, minutes, seconds, ticks of the second): what every text form of a
+    time span is written from."""
     seconds, fraction = divmod(abs(ticks), TICKS_PER_SECOND)
     days, seconds = divmod(seconds, 86_400)
     hours, seconds = divmod(seconds, 3600)
     minutes, seconds = divmod(seconds, 60)
+    return ("-" if ticks < 0 else ""), days, hours, minutes, seconds, fraction
+
+
+def format_duration(ticks: int) -> str:
+    """The ISO 8601 duration of ``ticks`` in days, hours, minutes and seconds (``PT0S`` for zero)."""
+    sign, days, hours, minutes, seconds, fraction = split_ticks(ticks)
     clock = ""
     if hours:
         clock += f"{hours}H"

@@ -34,13 +34,13 @@ from reconciler.typed_values import (
     DECIMAL_MAX_SCALE,
     INTEGER_RANGES,
     TICKS_PER_MICROSECOND,
-    TICKS_PER_SECOND,
     UNIX_EPOCH_TICKS,
     TypedValue,
     ValueType,
     decimal_text,
     float32_digits,
     int_to_float32,
+    split_ticks,
     to_float32,
 )
 
@@ -396,11 +396,7 @@ def format_single(value: float) -> str:
 
 def format_timespan(ticks: int) -> str:
     """.NET ``TimeSpan.ToString()``: ``[-][d.]hh:mm:ss[.fffffff]``."""
-    sign = "-" if ticks < 0 else ""
-    seconds, fraction = divmod(abs(ticks), TICKS_PER_SECOND)
-    days, seconds = divmod(seconds, 86400)
-    hours, seconds = divmod(seconds, 3600)
-    minutes, seconds = divmod(seconds, 60)
+    sign, days, hours, minutes, seconds, fraction = split_ticks(ticks)
     text = f"{sign}{f'{days}.' if days else ''}{hours:02d}:{minutes:02d}:{seconds:02d}"
     return text + (f".{fraction:07d}" if fraction else "")
 
