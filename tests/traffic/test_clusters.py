@@ -38,7 +38,8 @@ RUN_TIMEOUT = 900
 # -- the rules and the traffic --------------------------------------------------------------------
 
 OR_100 = " OR ".join(f"q={i}" for i in range(100))
-DEEP = " + ".join(["q"] * 30) + " > 100"  # nested by hand deeper than a Spark Connect plan carries
+DEEP = " + ".join(["q"] * 8) + " > 100"  # nested by hand deeper than a Spark Connect plan carries
+DEEPEST = " + ".join(["q"] * 30) + " > 100"  # deeper than Spark's analyzer resolves in any session
 
 
 def _declared() -> dict[str, list[dict]]:
@@ -47,7 +48,8 @@ def _declared() -> dict[str, list[dict]]:
         "low": [{"name": f"eq{i}", "sql": f"q = {i}"} for i in range(33)],
         "high": [{"name": f"gt{i}", "sql": f"q > {i * 3} AND s <> 'v{i}'"} for i in range(33)],
         "hundred": [{"name": "or100", "sql": OR_100}],
-        "dynamic": [{"name": "self-like", "sql": "'v1' LIKE s"}, {"name": "deep", "sql": DEEP}],
+        "dynamic": [{"name": "self-like", "sql": "'v1' LIKE s"}, {"name": "deep", "sql": DEEP},
+                    {"name": "deepest", "sql": DEEPEST}],
     }
 
 
@@ -237,8 +239,8 @@ def local_report(workspace) -> dict:
     report = _traffic(out)
     # What the report must show for the comparison to mean something.
     assert report["messages"] == 60 and report["unrouted"] > 0
-    assert sum(len(s["rules"]) for s in report["subscriptions"]) == 69
-    assert {r["rule"] for r in report["python_fallback_rules"]} == {"self-like"}
+    assert sum(len(s["rules"]) for s in report["subscriptions"]) == 70
+    assert {r["rule"] for r in report["python_fallback_rules"]} == {"self-like", "deepest"}
     assert any(s["gained"] for s in report["subscriptions"]) and any(s["lost"] for s in report["subscriptions"])
     assert any(s["errors"] for s in report["subscriptions"])
     return report

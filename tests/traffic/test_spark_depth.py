@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from reconciler.model import Message, Rule, SqlFilter, TypedValue
-from reconciler.sql import matches
-from reconciler.traffic.spark.depth import balanced
+from reconciler.sql import matches, parse_filter
+from reconciler.traffic.spark.depth import MAX_OPERATOR_NESTING, balanced, operator_nesting
 
 #: Twelve comparisons; on each message every property is 1, 2, missing or a string (an error).
 OPERATORS = ["=", "<>", "<", "<=", ">", ">="]
@@ -28,6 +28,15 @@ def test_balanced_keeps_the_order_and_nests_log2_deep():
     assert balanced(lambda a, b: max(a, b) + 1, [0] * 2000) == 11
     with pytest.raises(ValueError):
         balanced(lambda a, b: a, [])
+
+
+@pytest.mark.unit
+def test_operator_nesting_counts_each_link_of_a_chain_and_not_and_or():
+    assert operator_nesting(parse_filter("a = 1")) == 1
+    assert operator_nesting(parse_filter("a + b + c > 1 AND (x = 1 OR NOT y LIKE 'z%')")) == 3
+    assert operator_nesting(parse_filter("-(a * (b - 1)) IN (1, 2)")) == 4
+    assert operator_nesting(parse_filter("+".join(["q"] * 500) + ">0")) == 500
+    assert MAX_OPERATOR_NESTING < 14  # the deepest chain measured to resolve for every property type
 
 
 def _messages(count: int, seed: int) -> list[Message]:
@@ -153,8 +162,10 @@ for name, text in filters.items():
     others = [F.lit(True)] * 62  # a mask's depth is its OR tree's and its deepest term's
     masks = [_mask(F, [matched, *others]).alias("m"), _mask(F, [error.isNotNull(), *others]).alias("e")]
     out[name] = {"length": len(text), "nesting": depth, "budget": budget, "carried": all(carried(m) for m in masks)}
-deep = Rule("deep", SqlFilter(" + ".join(["q"] * 30) + " > 0"))
+deep = Rule("deep", SqlFilter(" + ".join(["q"] * 8) + " > 0"))
 out["deep"] = [rule_columns(deep, max_nesting=budget).fallback, rule_columns(deep).fallback]
+deepest = Rule("deepest", SqlFilter(" + ".join(["q"] * 30) + " > 0"))
+out["deepest"] = [rule_columns(deepest, max_nesting=budget).fallback, rule_columns(deepest).fallback]
 print(json.dumps(out))
 """
 
@@ -177,3 +188,5 @@ def test_what_a_report_builds_fits_a_spark_connect_plan():
     # Connect, and natively elsewhere.
     connect, local = out["deep"]
     assert "Spark Connect" in connect and local is None
+    # Deeper than Spark's analyzer resolves: the Python UDF in any session, decided before building.
+    assert all("analyzer" in reason for reason in out["deepest"])

@@ -28,7 +28,7 @@ from reconciler.sql import SqlError, ast, parse_filter
 from reconciler.traffic.rows import SYS_COLUMNS, VALUE_FIELD, prop_to_struct
 from reconciler.traffic.spark.algebra import Untranslatable
 from reconciler.traffic.spark.cells import Cells, PropertyCells, cell_column
-from reconciler.traffic.spark.depth import balanced, nesting
+from reconciler.traffic.spark.depth import MAX_OPERATOR_NESTING, balanced, nesting, operator_nesting
 from reconciler.traffic.spark.fallback import python_rule_columns
 from reconciler.traffic.spark.translate import to_spark
 
@@ -130,7 +130,13 @@ def filter_columns(
     if isinstance(flt, CorrelationFilter):
         return correlation_match(flt, cells), F.lit(None).cast("string")
     if isinstance(flt, SqlFilter):
-        pred, err = to_spark(parse_filter(flt.expression, parameters), cells)
+        tree = parse_filter(flt.expression, parameters)
+        depth = operator_nesting(tree)
+        if depth > MAX_OPERATOR_NESTING:
+            raise Untranslatable(
+                f"operators nest {depth} deep, more than Spark's analyzer resolves ({MAX_OPERATOR_NESTING})"
+            )
+        pred, err = to_spark(tree, cells)
         return F.coalesce(pred, F.lit(False)) & err.isNull(), err
     raise TypeError(f"not a filter: {flt!r}")
 
