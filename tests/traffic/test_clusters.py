@@ -38,7 +38,7 @@ RUN_TIMEOUT = 900
 # -- the rules and the traffic --------------------------------------------------------------------
 
 OR_100 = " OR ".join(f"q={i}" for i in range(100))
-DEEP = " + ".join(["q"] * 8) + " > 100"  # nested by hand deeper than a Spark Connect plan carries
+DEEP = " + ".join(["q"] * 10) + " > 100"  # nested by hand deeper than a Spark Connect plan carries (42 > 39)
 DEEPEST = " + ".join(["q"] * 30) + " > 100"  # deeper than Spark's analyzer resolves in any session
 
 
