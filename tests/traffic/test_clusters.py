@@ -266,5 +266,6 @@ def test_spark_connect_report_equals_the_local_one(workspace, connect_server, lo
     (dynamic,) = [s for s in expected["subscriptions"] if s["subscription"] == "dynamic"]
     (rule,) = [r for r in dynamic["rules"] if r["name"] == "deep"]
     rule["evaluation"] = "python"
-    expected["python_fallback_rules"].append(deep)
+    fallbacks = expected["python_fallback_rules"]
+    fallbacks.insert([r["rule"] for r in fallbacks].index("deepest"), deep)  # the report lists rules in file order
     assert report == expected
