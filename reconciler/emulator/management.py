@@ -265,12 +265,10 @@ class ManagementNode:
         limit, kind = (
             (limits.SQL_FILTERS_PER_TOPIC, "SQL") if as_sql else (limits.CORRELATION_FILTERS_PER_TOPIC, "correlation")
         )
-        topic = self.namespace.topic(topic_name)
-        count = sum(
-            limits.counts_as_sql_filter(e.rule.filter) is as_sql
-            for s in topic.subscriptions.values()
-            for e in s.rules.values()
-        )
+        subscriptions = self.namespace.topic(topic_name).subscriptions.values()
+        if sum(len(s.rules) for s in subscriptions) < limit.value:
+            return  # fewer rules of any kind than the limit: no need to visit each one
+        count = sum(limits.counts_as_sql_filter(e.rule.filter) is as_sql for s in subscriptions for e in s.rules.values())
         if count >= limit.value:
             raise OperationError(
                 403,

@@ -103,6 +103,26 @@ def test_invalid_sql_is_400_with_the_parser_message(eu):
     assert status == 400 and "invalid SQL action" in props["statusDescription"]
 
 
+def test_a_topic_at_its_sql_filter_limit_refuses_one_more_and_still_takes_correlation_filters():
+    """2,000 SQL (or true/false) filters over all subscriptions of a topic, as the service counts."""
+    from reconciler import limits
+    from reconciler.model import DesiredState, Rule, SqlFilter, Subscription, Topic, TrueFilter
+
+    half = limits.SQL_FILTERS_PER_TOPIC.value // 2
+    subs = tuple(
+        Subscription(name, tuple(Rule(f"r{i}", SqlFilter(f"n = {i}") if i % 2 else TrueFilter()) for i in range(half)))
+        for name in ("a", "b")
+    )
+    with Emulator(DesiredState((Topic("t", subs),))) as emulator, RawManagement(emulator, "t/Subscriptions/a") as mgmt:
+        status, props, _ = mgmt.request(ADD, _sql_rule("over", "n = -1"))
+        assert (status, props["errorCondition"]) == (403, "amqp:resource-limit-exceeded")
+        assert "2000" in props["statusDescription"]
+        correlation = {"rule-name": "c", "rule-description": {"correlation-filter": {"label": "x"}, "rule-name": "c"}}
+        assert mgmt.request(ADD, correlation)[0] == 200
+        assert mgmt.request(REMOVE, {"rule-name": "r1"})[0] == 200
+        assert mgmt.request(ADD, _sql_rule("over", "n = -1"))[0] == 200
+
+
 def test_remove_missing_rule_is_404_not_found(eu):
     status, props, _ = eu.request(REMOVE, {"rule-name": "nope"})
     assert (status, props["errorCondition"]) == (404, "amqp:not-found")
