@@ -339,7 +339,9 @@ class ConnectServer:
         self.url = f"sc://127.0.0.1:{port}"
         self.proc = subprocess.Popen(
             [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-             "--master", master, "--conf", "spark.ui.enabled=false",
+             # A Connect server is a shared service sized for its clients' plans; spark-submit's 1 GB
+             # default heap runs out analysing a 2,000-filter report.
+             "--master", master, "--driver-memory", "4g", "--conf", "spark.ui.enabled=false",
              "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", f"spark.connect.grpc.binding.port={port}"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -423,19 +425,37 @@ def targets(report: dict) -> list[dict]:
         out.append({"target": name, "value": value, "limit": limit, "met": met})
 
     for run in report.get("evaluation", []):
+        if "error" in run:
+            target(f"evaluation: {run['error'][:200]}", None, None, False)
+            continue
         ratio = run["native_vs_plain_spark_filters"]
         target(f"warm report / plain_spark_filters_tally_s at {run['messages']} x {run['rules']} rules", ratio, 2.0, ratio <= 2.0)
         speedup = run["native_speedup_vs_python_udf"]
         target(f"native vs Python UDF at {run['rules']} rules", speedup, 10.0, speedup >= 10.0)
-    if "cold" in report:
+    if "error" in report.get("cold", {}) or "error" in report.get("connect", {}):
+        for name in ("cold", "connect"):
+            if "error" in report.get(name, {}):
+                target(f"{name}: {report[name]['error'][:200]}", None, None, False)
+    if "cold" in report and "error" not in report["cold"]:
         ratio = report["cold"]["cold_cli_vs_cold_scan"]
         target("cold CLI report / cold PySpark scan", ratio, 1.2, ratio <= 1.2)
-    if "connect" in report:
+    if "connect" in report and "error" not in report["connect"]:
         c = report["connect"]
         target("Spark Connect warm / local warm", c["connect_warm_vs_local_warm"], 2.0, c["connect_warm_vs_local_warm"] <= 2.0)
         target(f"{c['connect_many_filters']} filters over Spark Connect complete", c["connect_many_filters_completed"], None,
                c["connect_many_filters_completed"])
     return out
+
+
+def part(name: str, run: Any, *args: Any) -> dict:
+    """One part's results, or its error: a part that fails does not lose the others' figures
+    (each is also written to stderr as it completes)."""
+    try:
+        result = run(*args)
+    except Exception as exc:  # reported in the JSON; the other parts still run
+        result = {"error": f"{type(exc).__name__}: {str(exc)[:1000]}"}
+    print(json.dumps({name: result}), file=sys.stderr, flush=True)
+    return result
 
 
 def main() -> None:
@@ -457,18 +477,19 @@ def main() -> None:
             generate_s = write_dataset(path, args.messages)
             report["dataset"] = {"messages": args.messages, "generate_and_write_s": round(generate_s, 1)}
             report["evaluation"] = [
-                spark_benchmark(path, int(count), args.master, args.udf_fraction) for count in args.rules.split(",")
+                part(f"evaluation at {count} rules", spark_benchmark, path, int(count), args.master, args.udf_fraction)
+                for count in args.rules.split(",")
             ]
         small = os.path.join(tmp, "small")
         if not {"cold", "connect"} <= skip:
             write_dataset(small, args.small_messages)
             report["small_dataset"] = {"messages": args.small_messages}
         if "cold" not in skip:
-            report["cold"] = cold_benchmark(small, Path(tmp) / "cli", args.master)
+            report["cold"] = part("cold", cold_benchmark, small, Path(tmp) / "cli", args.master)
         if "connect" not in skip:
-            report["connect"] = connect_benchmark(small, args.master, args.connect_filters)
+            report["connect"] = part("connect", connect_benchmark, small, args.master, args.connect_filters)
     if args.sampling_messages and "sampling" not in skip:
-        report["sampling"] = sampling_benchmark(args.sampling_messages)
+        report["sampling"] = part("sampling", sampling_benchmark, args.sampling_messages)
     report["load_average"] = [round(x, 2) for x in os.getloadavg()]
     report["targets"] = targets(report)
     print(json.dumps(report, indent=2))
