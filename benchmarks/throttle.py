@@ -17,6 +17,7 @@ Every emulator runs in its own process (``sbrules emulator``), as a server would
    share of the budget, and messages lost or stored twice.
 
     python benchmarks/throttle.py [--changes 1000] [--messages 20000] [--throttled-messages 5000]
+                                  [--only apply,sampling,throttled]
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ SHARE = 0.4
 PRODUCTION_SHARE = 0.5
 SAMPLE_BUDGET = 400
 PAGE = 250
+#: The parts of the benchmark, in the order they run (``--only`` picks some).
+PARTS = ("apply", "sampling", "throttled")
 
 
 @contextlib.contextmanager
@@ -235,15 +238,17 @@ def raw_peeks(connection_string: str, expected: int) -> tuple[float, list[bytes]
 
 def client_cpu_per_message(payloads: list[bytes]) -> dict:
     """CPU microseconds per message of what the sampler does with a peeked message: decode its
-    fields, build its row (no network, no Parquet)."""
+    fields, add it to the batch's columns and build the Arrow table (no network, no Parquet)."""
     from reconciler.amqp.messages import decode_message_fields
-    from reconciler.traffic.rows import fields_to_row
+    from reconciler.traffic.rows import Columns
 
     started = time.process_time()
     fields = [decode_message_fields(p) for p in payloads]
     decoded = time.process_time()
+    columns = Columns()
     for f in fields:
-        fields_to_row(f.system, f.user, topic="orders", subscription="all", body_size=len(f.body))
+        columns.add(f.system, f.user, topic="orders", subscription="all", body_size=len(f.body))
+    columns.table()
     done = time.process_time()
     return {
         "client_decode_cpu_us_per_msg": round((decoded - started) / len(payloads) * 1e6, 1),
@@ -308,6 +313,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--throttled-messages", type=int, default=5000)
+    parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts to run ({', '.join(PARTS)})")
     parser.add_argument("--production-sender", nargs=2, metavar=("CONNECTION_STRING", "CREDITS_PER_S"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -321,9 +327,13 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for name, bench in (("apply", lambda d: bench_apply(d, args.changes)),
-                            ("sampling", lambda d: bench_sampling(d, args.messages)),
-                            ("throttled", lambda d: bench_throttled_sampling(d, args.throttled_messages))):
+        benches = {"apply": lambda d: bench_apply(d, args.changes),
+                   "sampling": lambda d: bench_sampling(d, args.messages),
+                   "throttled": lambda d: bench_throttled_sampling(d, args.throttled_messages)}
+        for name in args.only.split(","):
+            if name not in benches:
+                parser.error(f"--only: unknown part {name!r} (parts: {', '.join(PARTS)})")
+            bench = benches[name]
             (root / name).mkdir()
             result |= bench(root / name)
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]

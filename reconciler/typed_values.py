@@ -348,6 +348,16 @@ class TypedValue:
 
     # -- constructors -------------------------------------------------------------------------
     @classmethod
+    def of_checked(cls, vtype: ValueType, value: Any) -> "TypedValue":
+        """A value already of ``vtype``'s Python type and range, built without checking it again:
+        for a decoder whose wire type guarantees both (a 16-bit integer read from two bytes), on
+        the path that reads every peeked message."""
+        typed = object.__new__(cls)
+        object.__setattr__(typed, "type", vtype)
+        object.__setattr__(typed, "value", value)
+        return typed
+
+    @classmethod
     def infer(cls, value: Any) -> "TypedValue":
         """The type a plain Python value means: str→string, int→long, float→double, bool, None→null
         (and uuid, datetime, Decimal, bytes for the values that have one obvious type)."""

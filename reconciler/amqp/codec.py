@@ -11,6 +11,7 @@ compares correlation properties by type as well as value.
 from __future__ import annotations
 
 import datetime as _dt
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -149,6 +150,18 @@ _DESCRIBED = {kind.descriptor: kind for kind in DESCRIBED_TYPES}
 _IEEE_DECIMALS = {proton.decimal32: decode_decimal32, proton.decimal64: decode_decimal64}
 
 
+#: AMQP types whose decoded values are always of their model type's Python type and within its range
+#: (a fixed-width integer, a binary32, UTF-8 or ASCII text…), so that reading them needs no check:
+#: Python class → (model type, conversion or None). char (UTF-32 on the wire, one UTF-16 unit in
+#: .NET) and decimal are checked.
+_UNCHECKED: dict[type, tuple[ValueType, Callable[[Any], Any] | None]] = {
+    kind: (ValueType(tag), None if kind in (str, int, float, bytes, bool, uuid.UUID) else _FROM_WIRE.get(tag, int))
+    for kind, tag in _PROPERTY_TYPES.items()
+    if tag not in ("char", "decimal") and kind in {t.python for t in TYPES}
+}
+_UNCHECKED[type(None)] = (ValueType.NULL, None)
+
+
 class UnknownDescribedValue(CodecError):
     """A described value whose descriptor is not one of Microsoft's property types (§10.3)."""
 
@@ -161,6 +174,10 @@ def from_amqp(value: Any) -> TypedValue:
     reader drops it, as .NET receivers do).
     """
     kind = type(value)
+    unchecked = _UNCHECKED.get(kind)
+    if unchecked is not None:
+        vtype, convert = unchecked
+        return TypedValue.of_checked(vtype, value if convert is None else convert(value))
     try:
         tag = _PROPERTY_TYPES.get(kind)
         if tag is not None:

@@ -26,7 +26,8 @@ from reconciler.amqp.codec import (
     to_amqp,
 )
 from reconciler.amqp.wire.encode import encode_value
-from reconciler.amqp.wire.sections import DATA, Sections
+from reconciler.amqp.wire.sections import DATA, PROPERTIES_FIELDS, Sections
+from reconciler.amqp.wire.sections import HEADER_FIELDS as HEADER_LIST_FIELDS
 from reconciler.amqp.wire.types import DecodeError, EncodeError
 from reconciler.model import TypedValue, ValueType, WireSection
 
@@ -152,30 +153,33 @@ class MessageFields:
 def _message_fields(sections: Sections) -> MessageFields:
     """The fields of decoded sections (lenient about property types: peeked traffic is foreign)."""
     system: dict[str, Any] = {}
-    for name, field_name in PROPERTY_FIELDS.items():
-        value = sections.properties_field(field_name)
-        if _PROPERTY_TIMESTAMPS[name]:
+    fields = sections.properties or ()
+    for name, index, is_timestamp in _PROPERTY_SLOTS:
+        if index >= len(fields):
+            break
+        value = fields[index]
+        if value is None:
+            continue
+        if is_timestamp:
             if value:
                 system[name] = timestamp_to_datetime(value)
-            continue
-        if isinstance(value, bytes):
-            value = value.hex()  # a binary message-id / correlation-id
-        if value is not None:
-            system[name] = str(value)
-    ttl = sections.header_field(HEADER_FIELDS["TimeToLive"])
+        else:
+            system[name] = value.hex() if isinstance(value, bytes) else str(value)  # a binary id as hex
+    header = sections.header or ()
+    ttl = header[_TTL] if len(header) > _TTL else None
     if ttl:
         system["TimeToLive"] = int(ttl) / 1000
-    system["DeliveryCount"] = int(sections.header_field(HEADER_FIELDS["DeliveryCount"]) or 0)
+    count = header[_DELIVERY_COUNT] if len(header) > _DELIVERY_COUNT else None
+    system["DeliveryCount"] = int(count or 0)
     annotations = {str(k): v for k, v in (sections.message_annotations or {}).items()}
     for key, value in annotations.items():
         sys_name = _ANNOTATION_TO_SYS.get(key)
         if sys_name is None or value is None:
             continue
-        expected = model.SYSTEM_PROPERTIES[sys_name]
         try:
             typed = from_amqp(value)
-            if typed.type is not expected:
-                typed = TypedValue(expected, typed.value)
+            if typed.type is not _SYSTEM_TYPES[sys_name]:
+                typed = TypedValue(_SYSTEM_TYPES[sys_name], typed.value)
         except (CodecError, model.TypedValueError) as exc:
             raise CodecError(f"message annotation {key}: {exc}") from None
         system[sys_name] = typed.value
@@ -190,8 +194,15 @@ def _message_fields(sections: Sections) -> MessageFields:
     return MessageFields(system, user, _body_bytes(sections.body), annotations)
 
 
-#: System properties of the properties section that are timestamps.
-_PROPERTY_TIMESTAMPS = {name: model.SYSTEM_PROPERTIES[name] is ValueType.TIMESTAMP for name in PROPERTY_FIELDS}
+_SYSTEM_TYPES = model.SYSTEM_PROPERTIES
+#: (system property, index in the properties section, whether a timestamp), in list order.
+_PROPERTY_SLOTS = sorted(
+    ((name, PROPERTIES_FIELDS.index(field), _SYSTEM_TYPES[name] is ValueType.TIMESTAMP)
+     for name, field in PROPERTY_FIELDS.items()),
+    key=lambda slot: slot[1],
+)
+_TTL = HEADER_LIST_FIELDS.index(HEADER_FIELDS["TimeToLive"])
+_DELIVERY_COUNT = HEADER_LIST_FIELDS.index(HEADER_FIELDS["DeliveryCount"])
 
 
 def _model_view(payload: bytes, sections: Sections) -> DecodedMessage:

@@ -19,7 +19,7 @@ import queue
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 import pyarrow.parquet as pq
 from pyarrow.fs import FileSelector, FileType, LocalFileSystem
@@ -27,7 +27,7 @@ from pyarrow.fs import FileSelector, FileType, LocalFileSystem
 from reconciler.atomic_file import replacing, write_atomically
 from reconciler.errors import SbrulesError
 from reconciler.traffic.location import filesystem
-from reconciler.traffic.rows import fields_to_row, micros_since_epoch, rows_to_table
+from reconciler.traffic.rows import Columns, micros_since_epoch
 
 STATE_FILE = "_sbrules_state.json"
 STATE_VERSION = 1
@@ -103,7 +103,7 @@ class Dataset:
         self.batch_rows = batch_rows
         self.run_id = uuid.uuid4().hex[:12]
         self.files: list[str] = []
-        self._pending: list[dict[str, Any]] = []
+        self._pending = Columns()
         self._positions: dict[str, int] = {}
         self._staged: dict[str, int] = {}
         self._load_state()
@@ -157,23 +157,34 @@ class Dataset:
         return keys
 
     # -- rows ---------------------------------------------------------------------------------
-    def add(self, row: dict[str, Any]) -> None:
-        self._pending.append(row)
+    def add(self, row: Mapping[str, Any]) -> None:
+        """One row (``rows.message_to_row``)."""
+        self._pending.add_row(row)
+        self._flush_when_full()
+
+    def add_fields(
+        self, system: Mapping[str, Any], user: Mapping[str, Any], *, topic: str, subscription: str, body_size: int
+    ) -> None:
+        """One message given as its fields, the row never made (``rows.Columns.add``)."""
+        self._pending.add(system, user, topic=topic, subscription=subscription, body_size=body_size)
+        self._flush_when_full()
+
+    def _flush_when_full(self) -> None:
         if len(self._pending) >= self.batch_rows:
             self.flush()
 
     def flush(self) -> None:
         """Write pending rows as one complete Parquet file, then make the staged positions durable."""
-        if self._pending:
+        if len(self._pending):
             name = f"part-{self.run_id}-{len(self.files):05d}.parquet"
-            table, target = rows_to_table(self._pending), f"{self.path}/{name}"
+            table, target = self._pending.table(), f"{self.path}/{name}"
             if self._local:
                 with replacing(target) as tmp:
                     pq.write_table(table, tmp, compression="zstd")
             else:
                 pq.write_table(table, target, compression="zstd", filesystem=self.fs)
             self.files.append(name)
-            self._pending = []
+            self._pending = Columns()
         if self._staged:
             self._positions.update(self._staged)
             self._staged = {}
@@ -184,6 +195,13 @@ def _row_key(row: dict[str, Any]) -> int:
     enqueued = row.get("enqueued_time")
     micros = None if enqueued is None else micros_since_epoch(enqueued)
     return _dedupe_key(row.get("message_id"), micros, row.get("sequence_number"))
+
+
+def _fields_key(system: Mapping[str, Any]) -> int:
+    """The key ``_row_key`` gives the row of a message with these system property values."""
+    enqueued = system.get("EnqueuedTimeUtc")
+    micros = None if enqueued is None else micros_since_epoch(enqueued)
+    return _dedupe_key(system.get("MessageId"), micros, system.get("SequenceNumber"))
 
 
 #: Pages asked for at once when nothing but the round trip limits peeking.
@@ -292,18 +310,17 @@ class _Writer:
         store, seen = self.store, self._seen
         for peeked in page:
             fields = peeked.fields
-            row = fields_to_row(
-                fields.system, fields.user, topic=self.topic, subscription=sub_stats.subscription,
-                body_size=len(fields.body),
-            )
-            key = _row_key(row)
+            key = _fields_key(fields.system)
             sub_stats.peeked += 1
             sub_stats.last_sequence = max(sub_stats.last_sequence or 0, peeked.sequence_number)
             if key in seen:
                 sub_stats.duplicates += 1
                 continue
             seen.add(key)
-            store.add(row)
+            store.add_fields(
+                fields.system, fields.user, topic=self.topic, subscription=sub_stats.subscription,
+                body_size=len(fields.body),
+            )
             sub_stats.written += 1
         if sub_stats.last_sequence is not None:
             store.advance(sub_stats.topic, sub_stats.subscription, sub_stats.last_sequence)

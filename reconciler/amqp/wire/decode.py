@@ -13,9 +13,9 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
-from proton import UNDESCRIBED, Array, Described
+from proton import UNDESCRIBED, Array, Described, symbol
 
-from reconciler.amqp.wire.types import DESCRIBED, TYPES, AmqpType, DecodeError, Encoding, Form
+from reconciler.amqp.wire.types import DESCRIBED, TYPES, AmqpType, DecodeError, Encoding, Form, text_error
 
 Reader = Callable[[bytes, int], "tuple[Any, int]"]
 
@@ -28,6 +28,13 @@ def _constant(value: Any) -> Reader:
 
 def _fixed(fmt: struct.Struct, wrap: Callable[[Any], Any] | None) -> Reader:
     size, unpack = fmt.size, fmt.unpack_from
+    if size == 1:
+        # One byte (ubyte, the small uint/ulong/int/long, boolean): its 256 values made once, since
+        # proton's integer types check their range in Python on every construction.
+        table = [unpack(bytes([byte]))[0] for byte in range(256)]
+        if wrap is not None:
+            table = [wrap(value) for value in table]
+        return lambda buf, pos: (table[buf[pos]], pos + 1)
     if wrap is None:
         return lambda buf, pos: (unpack(buf, pos)[0], pos + size)
     return lambda buf, pos: (wrap(unpack(buf, pos)[0]), pos + size)
@@ -57,27 +64,50 @@ def _compound(width: struct.Struct, is_map: bool) -> Reader:
         if end > len(buf) or length < size:
             raise DecodeError(f"a compound of {length} bytes at byte {pos} does not fit")
         count = unpack(buf, pos + size)[0]
-        pos += 2 * size
-        readers = _READERS
-        result: Any
-        if is_map:
-            if count % 2:
-                raise DecodeError(f"the map at byte {pos} has an odd number of elements")
-            result = {}
-            for _ in range(count // 2):
-                key, pos = readers[buf[pos]](buf, pos + 1)
-                result[key], pos = readers[buf[pos]](buf, pos + 1)
-        else:
-            result = []
-            append = result.append
-            for _ in range(count):
-                value, pos = readers[buf[pos]](buf, pos + 1)
-                append(value)
+        if is_map and count % 2:
+            raise DecodeError(f"the map at byte {pos} has an odd number of elements")
+        values, pos = _elements(buf, pos + 2 * size, count)
         if pos != end:
             raise DecodeError(f"a compound ending at byte {end} does not match its size ({pos - end:+d} bytes)")
-        return result, pos
+        if is_map:
+            items = iter(values)
+            return dict(zip(items, items)), pos
+        return values, pos
 
     return read
+
+
+_NULL, _TRUE, _FALSE, _STR8, _SYM8 = 0x40, 0x41, 0x42, 0xA1, 0xA3
+
+
+def _elements(buf: bytes, pos: int, count: int) -> tuple[list[Any], int]:
+    """``count`` encoded values from ``pos``: what every message section and management body is made
+    of. The constructors that make up most of them (null, booleans, short strings and symbols) are
+    read in line, the others by their reader; a short value that runs past its compound is caught by
+    the compound's size check, and bad text by ``read_value``."""
+    readers = _READERS
+    values: list[Any] = []
+    append = values.append
+    for _ in range(count):
+        code = buf[pos]
+        if code == _STR8:
+            start = pos + 2
+            pos = start + buf[pos + 1]
+            append(buf[start:pos].decode())
+        elif code == _SYM8:
+            start = pos + 2
+            pos = start + buf[pos + 1]
+            append(symbol(buf[start:pos].decode("ascii")))
+        elif code == _NULL:
+            append(None)
+            pos += 1
+        elif code in (_TRUE, _FALSE):
+            append(code == _TRUE)
+            pos += 1
+        else:
+            value, pos = readers[code](buf, pos + 1)
+            append(value)
+    return values, pos
 
 
 def _array(width: struct.Struct) -> Reader:
@@ -160,6 +190,8 @@ def read_value(buf: bytes, pos: int) -> tuple[Any, int]:
         return _READERS[buf[pos]](buf, pos + 1)
     except (struct.error, IndexError):
         raise DecodeError(f"the encoding ends early (in the value at byte {pos})") from None
+    except UnicodeDecodeError as exc:
+        raise DecodeError(text_error(exc)) from None
     except RecursionError:
         raise DecodeError(f"the value at byte {pos} is nested too deeply") from None
 

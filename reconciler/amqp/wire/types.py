@@ -124,11 +124,11 @@ def _decimal128(value: decimal128) -> bytes:
     return bytes(value)
 
 
-def _utf8_decode(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"invalid UTF-8 in a string: {exc.reason}") from None
+def text_error(exc: UnicodeDecodeError) -> str:
+    """What is wrong with a string's or a symbol's bytes (the decoder raises it as a DecodeError)."""
+    if exc.encoding == "ascii":
+        return "a symbol holds non-ASCII bytes"
+    return f"invalid UTF-8 in a string: {exc.reason}"
 
 
 def _utf8_encode(value: str) -> bytes:
@@ -139,10 +139,7 @@ def _utf8_encode(value: str) -> bytes:
 
 
 def _symbol_decode(raw: bytes) -> symbol:
-    try:
-        return symbol(raw.decode("ascii"))
-    except UnicodeDecodeError:
-        raise DecodeError("a symbol holds non-ASCII bytes") from None
+    return symbol(raw.decode("ascii"))
 
 
 def _symbol_encode(value: str) -> bytes:
@@ -184,7 +181,7 @@ TYPES: tuple[AmqpType, ...] = (
     AmqpType("binary", bytes, Data.BINARY, (_sized(0xB0, VARIABLE, "I"), _sized(0xA0, VARIABLE, "B")),
              also=(bytearray, memoryview), to_wire=bytes, property_type="binary"),
     AmqpType("string", str, Data.STRING, (_sized(0xB1, VARIABLE, "I"), _sized(0xA1, VARIABLE, "B")),
-             from_wire=_utf8_decode, to_wire=_utf8_encode, property_type="string"),
+             from_wire=bytes.decode, to_wire=_utf8_encode, property_type="string"),
     AmqpType("symbol", symbol, Data.SYMBOL, (_sized(0xB3, VARIABLE, "I"), _sized(0xA3, VARIABLE, "B")),
              from_wire=_symbol_decode, to_wire=_symbol_encode, property_type="symbol"),
     AmqpType("list", list, Data.LIST, (_sized(0xD0, LIST, "I"), _sized(0xC0, LIST, "B"), _constant(0x45, [])),
