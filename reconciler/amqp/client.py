@@ -317,13 +317,26 @@ class ManagementClient:
     ) -> list[list[PeekedMessage] | ManagementError]:
         """Up to ``count`` messages from each sequence number of ``starts``, the requests pipelined
         from this thread; per start its page (decoded here, not on the network thread) or its error."""
+        return [r if isinstance(r, ManagementError) else self._messages(r, "peek-message")
+                for r in self._peeks(topic, subscription, starts, count, window)]
+
+    def peek_payloads(
+        self, topic: str, subscription: str | None, starts: Sequence[int], count: int, *, window: int | None = None
+    ) -> list[list[bytes] | ManagementError]:
+        """As ``peek_pages``, the messages left encoded, for a caller that decodes them on another
+        thread while the next pages are fetched (``messages.sequence_number`` reads one's number)."""
+        return [r if isinstance(r, ManagementError) else [e["message"] for e in self._entries(r, "peek-message")]
+                for r in self._peeks(topic, subscription, starts, count, window)]
+
+    def _peeks(
+        self, topic: str, subscription: str | None, starts: Sequence[int], count: int, window: int | None
+    ) -> list[Response | ManagementError]:
         entity = entity_path(topic, subscription)
         calls = [
             (entity, PEEK_MESSAGE, {"from-sequence-number": int(start), "message-count": int32(count)})
             for start in starts
         ]
-        responses = self.request_all(calls, ok=(200, 204), empty_ok=True, window=window)
-        return [r if isinstance(r, ManagementError) else self._messages(r, "peek-message") for r in responses]
+        return self.request_all(calls, ok=(200, 204), empty_ok=True, window=window)
 
     def receive_by_sequence_number(
         self,
@@ -344,14 +357,20 @@ class ManagementClient:
         return self._messages(response, "receive-by-sequence-number")
 
     @staticmethod
-    def _messages(response: Response, what: str) -> list[PeekedMessage]:
+    def _entries(response: Response, what: str) -> list[Mapping[str, Any]]:
+        """The entries of a peek or receive answer, each a map with the message's bytes."""
         if response.status == 204 or response.body is None:
             return []
         entries = _elements(_body_map(response, what).get("messages"), f"{what} 'messages'")
-        out = []
         for index, entry in enumerate(entries):
-            if not isinstance(entry, Mapping) or entry.get("message") is None:
+            if not isinstance(entry, Mapping) or not isinstance(entry.get("message"), bytes):
                 raise codec.CodecError(f"{what} message #{index} has no 'message' binary")
+        return entries
+
+    @classmethod
+    def _messages(cls, response: Response, what: str) -> list[PeekedMessage]:
+        out = []
+        for index, entry in enumerate(cls._entries(response, what)):
             fields = decode_message_fields(entry["message"])
             seq = fields.system.get("SequenceNumber")
             if seq is None:

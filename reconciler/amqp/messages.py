@@ -26,7 +26,7 @@ from reconciler.amqp.codec import (
     to_amqp,
 )
 from reconciler.amqp.wire.encode import encode_value
-from reconciler.amqp.wire.sections import DATA, PROPERTIES_FIELDS, Sections
+from reconciler.amqp.wire.sections import DATA, MESSAGE_ANNOTATIONS, PROPERTIES_FIELDS, Sections, read_section
 from reconciler.amqp.wire.sections import HEADER_FIELDS as HEADER_LIST_FIELDS
 from reconciler.amqp.wire.types import DecodeError, EncodeError
 from reconciler.model import TypedValue, ValueType, WireSection
@@ -221,6 +221,22 @@ def decode_message_fields(payload: bytes | memoryview) -> MessageFields:
     """Decode AMQP message bytes into their fields, without the model view (CodecError when they
     are not a message)."""
     return _message_fields(_sections(bytes(payload)))
+
+
+_SEQUENCE_NUMBER = ANNOTATIONS["SequenceNumber"]
+
+
+def sequence_number(payload: bytes) -> int:
+    """A peeked or received message's sequence number, read from its message annotations without
+    decoding the rest (CodecError when it has none or the bytes are not a message)."""
+    try:
+        annotations = read_section(payload, MESSAGE_ANNOTATIONS)
+    except DecodeError as exc:
+        raise CodecError(f"undecodable AMQP message ({len(payload)} bytes): {exc}") from None
+    value = annotations.get(_SEQUENCE_NUMBER) if annotations is not None else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise CodecError(f"the message has no {_SEQUENCE_NUMBER} annotation")
+    return int(value)
 
 
 def decode_model_message(payload: bytes | memoryview) -> DecodedMessage:

@@ -18,12 +18,14 @@ import os
 import queue
 import threading
 import uuid
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 import pyarrow.parquet as pq
 from pyarrow.fs import FileSelector, FileType, LocalFileSystem
 
+from reconciler.amqp.messages import decode_message_fields, sequence_number
 from reconciler.atomic_file import replacing, write_atomically
 from reconciler.errors import SbrulesError
 from reconciler.traffic.location import filesystem
@@ -39,9 +41,9 @@ class SampleError(SbrulesError):
 
 class Peeker(Protocol):
     """What the sampler needs from a management client (``ManagementClient`` has it): pages of up to
-    ``count`` messages from each sequence number of ``starts``, pipelined, or an error per page."""
+    ``count`` messages (encoded) from each sequence number of ``starts``, pipelined, or an error per page."""
 
-    def peek_pages(self, topic: str, subscription: str, starts: Sequence[int], count: int) -> list[Any]:
+    def peek_payloads(self, topic: str, subscription: str, starts: Sequence[int], count: int) -> list[Any]:
         ...
 
 
@@ -233,8 +235,9 @@ def sample(
     """Peek every subscription from its stored position onward and append new messages to ``dataset``.
 
     ``max_messages`` bounds the messages peeked per subscription in this run; ``pages_in_flight``
-    pages are asked for at once (see ``_pages``). Peeking and decoding run on this thread, building
-    rows and writing Parquet on another, so neither waits for the other. ``on_page`` is told
+    pages are asked for at once (see ``_pages``). Peeking runs on this thread (reading only the
+    sequence numbers it needs to place the next pages), decoding messages, building columns and
+    writing Parquet on another, so a round of pages is decoded while the next is fetched. ``on_page`` is told
     (subscription, new messages in the page) after each page, for progress display.
 
     Ctrl-C ends the run early rather than losing it: the pages handed over so far are written whole
@@ -251,7 +254,8 @@ def sample(
                 sub_stats = SubscriptionStats(topic, subscription, start_sequence=store.position(topic, subscription) + 1)
                 stats.subscriptions.append(sub_stats)
                 pages = _pages(
-                    client, topic, subscription, sub_stats.start_sequence, max_messages, page_size, pages_in_flight
+                    client.peek_payloads, topic, subscription, sub_stats.start_sequence, max_messages, page_size,
+                    pages_in_flight, sequence_number,
                 )
                 for page in pages:
                     writer.put(sub_stats, page)
@@ -264,7 +268,7 @@ def sample(
 
 
 class _Writer:
-    """Rows, deduplication and Parquet for pages handed over by the peeking thread, on a thread of
+    """Decoding, deduplication, columns and Parquet for pages handed over by the peeking thread, on a thread of
     its own; at most ``QUEUED`` pages wait, so memory stays bounded when writing is the slower side.
     An error on this thread is raised on the peeking thread at its next hand-over or at the end."""
 
@@ -308,11 +312,11 @@ class _Writer:
 
     def _write(self, sub_stats: SubscriptionStats, page: list[Any]) -> None:
         store, seen = self.store, self._seen
-        for peeked in page:
-            fields = peeked.fields
+        for payload in page:
+            fields = decode_message_fields(payload)
             key = _fields_key(fields.system)
             sub_stats.peeked += 1
-            sub_stats.last_sequence = max(sub_stats.last_sequence or 0, peeked.sequence_number)
+            sub_stats.last_sequence = max(sub_stats.last_sequence or 0, fields.system["SequenceNumber"])
             if key in seen:
                 sub_stats.duplicates += 1
                 continue
@@ -327,10 +331,14 @@ class _Writer:
 
 
 def _pages(
-    client: Peeker, topic: str, subscription: str, start: int, max_messages: int | None, page_size: int,
-    in_flight: int,
+    peek: Callable[[str, str, Sequence[int], int], list[Any]], topic: str, subscription: str, start: int,
+    max_messages: int | None, page_size: int, in_flight: int, sequence: Callable[[Any], int],
 ) -> Iterator[list[Any]]:
     """Every message from sequence number ``start`` on, in order and each once, as pages.
+
+    ``peek`` fetches a round of pages (``Peeker.peek_payloads``); ``sequence`` reads a message's
+    sequence number, which is asked of a few messages per page (the last, and those a binary search
+    for the first new one visits), so that the next round goes out before this one is decoded.
 
     Pages are asked for in rounds of ``in_flight`` at once, by sequence-number ranges: page k of a
     round starts ``k * stride`` after the round's start. A peek of ``page_size`` from s returns the
@@ -352,23 +360,24 @@ def _pages(
         starts = [base + k * stride for k in range(wanted)]
         covered = base - 1  # every message up to here has been yielded
         spans = []
-        for first, page in zip(starts, client.peek_pages(topic, subscription, starts, page_size)):
+        for first, page in zip(starts, peek(topic, subscription, starts, page_size)):
             if isinstance(page, Exception):
                 raise page
             if first > covered + 1:
                 break  # a hole before this page: the next round starts at it
-            if page:
-                spans.append(page[-1].sequence_number - first + 1)
-            new = [p for p in page if p.sequence_number > covered]
+            last = sequence(page[-1]) if page else None
+            if last is not None:
+                spans.append(last - first + 1)
+            new = page[bisect_right(page, covered, key=sequence):] if page and first <= covered else page
             if remaining is not None:
                 new = new[:remaining]
                 remaining -= len(new)
             if new:
-                covered = new[-1].sequence_number
+                covered = last if new[-1] is page[-1] and last is not None else sequence(new[-1])
                 yield new
             if len(page) < page_size or remaining == 0:
                 return
-            covered = max(covered, page[-1].sequence_number)
+            covered = max(covered, last or 0)
         base = covered + 1
         if spans:
             stride = max(page_size, int(min(spans) * 0.9))

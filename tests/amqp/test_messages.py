@@ -155,3 +155,15 @@ def test_plain_messages_are_not_split():
 def test_header_fields_out_of_a_uint_are_refused(name, value):
     with pytest.raises(c.CodecError, match=f"{name} is out of range"):
         messages.encode_model_message(m.Message(sys={name: value}))
+
+
+def test_a_messages_sequence_number_is_read_alone():
+    """The sampler places its next pages by sequence numbers read without decoding the messages."""
+    msg = m.Message(sys={"SequenceNumber": m.TypedValue("long", 42), "MessageId": m.TypedValue.infer("x")}, body=b"b")
+    payload = messages.encode_model_message(msg)
+    assert messages.sequence_number(payload) == 42
+    without = messages.encode_model_message(m.Message(sys={"MessageId": m.TypedValue.infer("x")}))
+    with pytest.raises(c.CodecError, match="x-opt-sequence-number"):
+        messages.sequence_number(without)
+    with pytest.raises(c.CodecError, match="undecodable"):
+        messages.sequence_number(b"\x00Sr\xc1\x09\x02")  # message annotations cut short

@@ -31,7 +31,7 @@ class Subscription:
         return [[Peeked(n) for n in self.numbers[bisect_left(self.numbers, start) :][:count]] for start in starts]
 
     def peeked(self, start: int = 1, max_messages: int | None = None, page: int = 10, in_flight: int = 4) -> list[int]:
-        pages = _pages(self, "t", "s", start, max_messages, page, in_flight)
+        pages = _pages(self.peek_pages, "t", "s", start, max_messages, page, in_flight, lambda p: p.sequence_number)
         return [p.sequence_number for pages_ in pages for p in pages_]
 
 

@@ -105,6 +105,15 @@ def _read_sections(payload: bytes | bytearray | memoryview) -> Iterator[tuple[in
         yield int(code), value
 
 
+def read_section(payload: bytes | bytearray | memoryview, code: int) -> Any:
+    """The value of one section (None when absent), decoding the message no further than it: a
+    reader that needs one field of many messages (a peeked message's sequence number) skips the rest."""
+    for found, value in _read_sections(payload):
+        if found == code:
+            return value
+    return None
+
+
 @dataclass
 class Sections:
     """One message's sections; ``body`` holds its body sections, (code, value), in order."""
