@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 import pyarrow.parquet as pq
 from pyarrow.fs import FileSelector, FileType, LocalFileSystem
 
+from reconciler.amqp.codec import CodecError
 from reconciler.amqp.messages import decode_message_fields, sequence_number
 from reconciler.atomic_file import replacing, write_atomically
 from reconciler.errors import SbrulesError
@@ -314,9 +315,12 @@ class _Writer:
         store, seen = self.store, self._seen
         for payload in page:
             fields = decode_message_fields(payload)
+            sequence = fields.system.get("SequenceNumber")
+            if sequence is None:
+                raise CodecError("a peeked message has no x-opt-sequence-number annotation")
             key = _fields_key(fields.system)
             sub_stats.peeked += 1
-            sub_stats.last_sequence = max(sub_stats.last_sequence or 0, fields.system["SequenceNumber"])
+            sub_stats.last_sequence = max(sub_stats.last_sequence or 0, sequence)
             if key in seen:
                 sub_stats.duplicates += 1
                 continue
