@@ -16,8 +16,15 @@ additive increase / multiplicative decrease is the scheme that converges to an e
 share (Chiu and Jain, 1989; TCP's congestion avoidance). So on throttling the credit rate and the
 window are halved, once per congestion event (a request sent before the last decrease does not
 decrease again), and they grow back linearly while nothing is throttled: the rate by 5 % of the
-budget per second (half to full in 10 s), the window by one per window's worth of answers. The
-budget caps the rate, so with no one else on the namespace it is used fully and never exceeded.
+budget per second, the window by one per window's worth of answers. The budget caps the rate, so
+with no one else on the namespace it is used fully and never exceeded.
+
+One refinement, TCP's fast recovery in spirit: an *isolated* event (none in the ``RECURRING``
+seconds before it) is a burst by another client, over within the second in which it exhausted the
+namespace's credits; after it the rate returns quickly to where it was, closing half the gap every
+second, instead of taking ten seconds at 5 % of the budget per second. Events that recur within
+``RECURRING`` seconds mean the others' load stays high, and then the linear growth alone applies, so
+sbrules settles below what they leave, as plain AIMD does.
 
 Rates are enforced by virtual scheduling (the generic cell-rate algorithm): each request moves a
 theoretical arrival time on by its cost over the rate, and may go when that time is at most
@@ -37,6 +44,11 @@ from reconciler.credits import MANAGEMENT_CREDITS
 
 #: The credit rate grows back by this share of the budget per second without throttling.
 INCREASE_PER_SECOND = 0.05
+#: A congestion event this many seconds or less after the previous one is a recurring one.
+RECURRING = 10.0
+#: After an isolated event, the gap between the credit rate and the rate it struck at halves every
+#: this many seconds (on top of the linear growth).
+RECOVERY_HALF_LIFE = 1.0
 #: Seconds of the credit rate that may go at once.
 BURST_SECONDS = 0.1
 #: The effective rate is measured over this many recent seconds.
@@ -92,6 +104,7 @@ class Pacer:
         self._request_interval = 1.0 / max_rate if max_rate else 0.0
         self._rate = budget
         self._floor = min(budget, MANAGEMENT_CREDITS) if budget else None
+        self._recover_to: float | None = None  # the rate an isolated event struck at, until regained
         self._burst = burst
         self._lock = threading.Condition()
         self._in_flight = 0
@@ -167,6 +180,7 @@ class Pacer:
         with self._lock:
             self.budget = budget
             self._rate = budget
+            self._recover_to = None
             self._floor = min(budget, MANAGEMENT_CREDITS) if budget else None
             self._lock.notify_all()
 
@@ -209,15 +223,21 @@ class Pacer:
         return 0.0
 
     def _decrease(self, now: float) -> None:
+        isolated = now - self._last_decrease > RECURRING
         self._last_decrease = now
         self._window = max(1.0, self._window / 2)
         if self._rate is not None and self._floor is not None:
+            self._recover_to = self._rate if isolated else None
             self._rate = max(self._floor, self._rate / 2)
 
     def _increase(self, now: float) -> None:
-        """Additive increase of the credit rate, for the time since the last look that was neither
-        held nor right after a decrease."""
+        """Growth of the credit rate for the time since the last look that was neither held nor right
+        after a decrease: linear, and after an isolated event also half the way back per half-life."""
         since = max(self._last_increase, self._hold_until, self._last_decrease)
-        if self._rate is not None and self.budget is not None and now > since and self._rate < self.budget:
-            self._rate = min(self.budget, self._rate + INCREASE_PER_SECOND * self.budget * (now - since))
+        rate, budget, target = self._rate, self.budget, self._recover_to
+        if rate is not None and budget is not None and now > since and rate < budget:
+            elapsed = now - since
+            if target is not None and rate < target:
+                rate = target - (target - rate) * 0.5 ** (elapsed / RECOVERY_HALF_LIFE)
+            self._rate = min(budget, rate + INCREASE_PER_SECOND * budget * elapsed)
         self._last_increase = max(self._last_increase, now)

@@ -1,4 +1,5 @@
-"""The pacer on a clock of the test's own: window, rates, budget, the service's wait hint, AIMD."""
+"""The pacer on a clock of the test's own: window, rates, budget, the service's wait hint, AIMD and its
+fast recovery from an isolated event."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 
 import pytest
 
-from reconciler.amqp.pacing import Pacer
+from reconciler.amqp.pacing import INCREASE_PER_SECOND, RECOVERY_HALF_LIFE, RECURRING, Pacer
 
 pytestmark = pytest.mark.unit
 
@@ -90,19 +91,45 @@ def test_a_throttled_answer_holds_every_request_for_the_services_hint_and_halves
     assert pacer.stats().held_seconds == pytest.approx(2.0)
 
 
-def test_after_throttling_the_rate_grows_back_linearly_to_the_budget():
+def throttle_once(pacer: Pacer, clock: Clock) -> None:
+    """One request throttled (without a wait hint), answered a moment after it went."""
+    assert pacer.try_acquire(10) == 0.0
+    sent = clock.now
+    clock.now += 0.001
+    pacer.release(10, 0, throttled=True, sent=sent)
+
+
+def rate_after(pacer: Pacer, clock: Clock, seconds: float) -> float:
+    clock.now += seconds
+    pacer.try_acquire(0)
+    rate = pacer.stats().rate
+    assert rate is not None
+    return rate
+
+
+def test_after_an_isolated_throttling_the_rate_returns_to_the_budget_within_seconds():
     clock = Clock()
     pacer = Pacer(budget=400, clock=clock)
-    sent = send(pacer, clock, 10)
-    pacer.try_acquire(10)
-    pacer.release(10, 0, throttled=True, sent=sent + 0.001)
+    throttle_once(pacer, clock)
     assert pacer.stats().rate == 200
-    clock.now += 5  # 5 % of the budget per second
-    pacer.try_acquire(0)
-    assert pacer.stats().rate == pytest.approx(300)
-    clock.now += 60
-    pacer.try_acquire(0)
-    assert pacer.stats().rate == 400  # never above the budget
+    # At least half the gap back in a half-life: far more than the linear growth alone brings.
+    assert rate_after(pacer, clock, RECOVERY_HALF_LIFE) >= 300
+    assert rate_after(pacer, clock, 4 * RECOVERY_HALF_LIFE) == 400  # never above the budget
+
+
+def test_when_throttling_recurs_the_rate_grows_back_only_linearly():
+    clock = Clock()
+    pacer = Pacer(budget=400, clock=clock)
+    throttle_once(pacer, clock)
+    clock.now += RECURRING / 2
+    throttle_once(pacer, clock)  # the others' load stays high
+    after_second = pacer.stats().rate
+    assert after_second == 200  # it was back at the budget, and is halved again
+    assert rate_after(pacer, clock, 5) == pytest.approx(after_second + 5 * INCREASE_PER_SECOND * 400)
+    assert rate_after(pacer, clock, 60) == 400
+    # Long after, an event is isolated again.
+    throttle_once(pacer, clock)
+    assert rate_after(pacer, clock, 4 * RECOVERY_HALF_LIFE) == 400
 
 
 def test_repeated_throttling_reaches_a_floor_of_one_management_operation_a_second():
