@@ -15,9 +15,11 @@ Every emulator runs in its own process (``sbrules emulator``), as a server would
    client's CPU per message to decode and build a row.
 3. sampling under Standard throttling with ``--max-credits 400``: credits spent per second as a
    share of the budget, and messages lost or stored twice.
+4. "bursts": part 1 again, the production sender adding two isolated bursts (``BURST_TIMES``): what
+   a throttling event costs apply, and how production fares (keys prefixed ``bursts_``).
 
     python benchmarks/throttle.py [--changes 1000] [--messages 20000] [--throttled-messages 5000]
-                                  [--only apply,sampling,throttled]
+                                  [--only apply,sampling,throttled,bursts]
 """
 
 from __future__ import annotations
@@ -45,10 +47,15 @@ SHARE = 0.4
 PRODUCTION_SHARE = 0.5
 #: Seconds of sends the production sender may send at once to catch up after a stall.
 PRODUCTION_BURST = 0.1
+#: The "bursts" part: the production sender also sends this many messages at once (300 credits,
+#: 0.3 s of the whole namespace) at these seconds after it starts: isolated bursts, as another client
+#: catching up after an outage would send, which throttle the namespace for the rest of their second.
+BURST_SENDS = 150
+BURST_TIMES = (8.0, 22.0)
 SAMPLE_BUDGET = 400
 PAGE = 250
 #: The parts of the benchmark, in the order they run (``--only`` picks some).
-PARTS = ("apply", "sampling", "throttled")
+PARTS = ("apply", "sampling", "throttled", "bursts")
 
 
 @contextlib.contextmanager
@@ -103,9 +110,10 @@ def seed(connection_string: str, topic: str, count: int) -> None:
 
 
 # -- 1. apply under throttling -------------------------------------------------------------------
-def production_sender(connection_string: str, credits_per_second: float) -> None:
+def production_sender(connection_string: str, credits_per_second: float, bursts: list[float]) -> None:
     """Child process: send to topic 'production' at ``credits_per_second`` (each send is one message
-    and one filter evaluation) until stdin closes; print sends and throttled sends as JSON."""
+    and one filter evaluation), and ``BURST_SENDS`` at once at each of ``bursts`` seconds after the
+    start, until stdin closes; print sends and throttled sends as JSON."""
     from azure.servicebus import ServiceBusClient, ServiceBusMessage
     from azure.servicebus.exceptions import ServiceBusServerBusyError
 
@@ -117,13 +125,17 @@ def production_sender(connection_string: str, credits_per_second: float) -> None
         with sb.get_topic_sender("production") as sender:
             sender.send_messages(ServiceBusMessage("warm-up"))
             print("ready", flush=True)
-            due = time.monotonic()
+            due = started = time.monotonic()
             while not stop.is_set():
-                try:
-                    sender.send_messages(ServiceBusMessage("order"))
-                except ServiceBusServerBusyError:
-                    throttled += 1
-                sent += 1
+                burst = bool(bursts) and time.monotonic() - started >= bursts[0]
+                for _ in range(1 + BURST_SENDS * burst):
+                    try:
+                        sender.send_messages(ServiceBusMessage("order"))
+                    except ServiceBusServerBusyError:
+                        throttled += 1
+                    sent += 1
+                if burst:
+                    bursts.pop(0)
                 # Paced as a rate limiter paces: behind schedule (a stall: this machine is shared), it
                 # catches up at most PRODUCTION_BURST seconds of sends at once, not its whole backlog.
                 due = max(due + interval, time.monotonic() - PRODUCTION_BURST)
@@ -131,7 +143,7 @@ def production_sender(connection_string: str, credits_per_second: float) -> None
     print(json.dumps({"sent": sent, "throttled": throttled}), flush=True)
 
 
-def bench_apply(tmp: Path, changes: int) -> dict:
+def bench_apply(tmp: Path, changes: int, bursts: tuple[float, ...] = ()) -> dict:
     subs = max(1, changes // 10)
     per_sub = changes // subs
     live = {"bench": {f"s{i:03d}": ["keep"] for i in range(subs)}, "production": {"all": ["all"]}}
@@ -149,7 +161,8 @@ def bench_apply(tmp: Path, changes: int) -> dict:
         assert planned.returncode == 0, planned.stderr
         time.sleep(1.0)  # the next second's credits for the measured run
         producer = subprocess.Popen(
-            [sys.executable, __file__, "--production-sender", conn, str(PRODUCTION_SHARE * STANDARD)],
+            [sys.executable, __file__, "--production-sender", conn, str(PRODUCTION_SHARE * STANDARD),
+             *map(str, bursts)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )
         assert producer.stdout is not None and producer.stdin is not None
@@ -318,11 +331,11 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--throttled-messages", type=int, default=5000)
     parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts to run ({', '.join(PARTS)})")
-    parser.add_argument("--production-sender", nargs=2, metavar=("CONNECTION_STRING", "CREDITS_PER_S"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--production-sender", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.production_sender:
-        production_sender(args.production_sender[0], float(args.production_sender[1]))
+        connection_string, rate, *bursts = args.production_sender
+        production_sender(connection_string, float(rate), [float(b) for b in bursts])
         return
     result: dict = {
         "python": platform.python_version(),
@@ -333,7 +346,9 @@ def main() -> None:
         root = Path(tmp)
         benches = {"apply": lambda d: bench_apply(d, args.changes),
                    "sampling": lambda d: bench_sampling(d, args.messages),
-                   "throttled": lambda d: bench_throttled_sampling(d, args.throttled_messages)}
+                   "throttled": lambda d: bench_throttled_sampling(d, args.throttled_messages),
+                   "bursts": lambda d: {f"bursts_{key}": value
+                                        for key, value in bench_apply(d, args.changes, BURST_TIMES).items()}}
         for name in args.only.split(","):
             if name not in benches:
                 parser.error(f"--only: unknown part {name!r} (parts: {', '.join(PARTS)})")
