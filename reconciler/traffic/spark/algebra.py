@@ -23,20 +23,30 @@ from pyspark.sql import functions as F
 
 from reconciler.model import TypedValue, ValueType
 from reconciler.sql import ast, values
-from reconciler.traffic.rows import micros_since_epoch
+from reconciler.sql.values import INTEGER_TAGS
+from reconciler.traffic.rows import VALUE_FIELD, micros_since_epoch, prop_to_struct
 
 #: The tag of an absent user property (beside the :class:`ValueType` tags of present values).
 MISSING_TAG = "missing"
+#: Integer types (``char`` too: numeric in C#), in the ``l`` field; ulong as its 64 bits read signed.
+INTEGRAL = INTEGER_TAGS
+#: Numbers the operators translate: the integers and the binary floats (float as its binary32 value in ``d``).
+NUMERIC = INTEGRAL | {"float", "double"}
+#: One .NET type on the broker: System.String (an AMQP symbol arrives as a string).
+STRINGS = frozenset({"string", "symbol"})
 #: The types the operators below translate natively; a property that holds another type in the
-#: sample is evaluated by the Python fallback (see cells.PropertyCells.val).
-USER_TAGS = frozenset({"string", "long", "int", "double", "bool", "uuid", "timestamp", "null", MISSING_TAG})
-INTEGRAL = frozenset({"int", "long"})
-NUMERIC = frozenset({"int", "long", "double"})
+#: sample (decimal, datetimeoffset, timespan, uri, binary) is evaluated by the Python fallback
+#: (see cells.PropertyCells.val).
+USER_TAGS = NUMERIC | STRINGS | {"bool", "uuid", "timestamp", "null", MISSING_TAG}
 TIMES = frozenset({"timestamp", "timespan"})
 
 #: Computed operands up to this nesting depth are inlined by their parent operator, deeper ones bound.
 INLINE_DEPTH = 1
 BOUND = INLINE_DEPTH + 1
+#: A computed operand that may hold one of these is bound whatever its depth: each is one more
+#: ``CASE`` branch of C#'s promotion in every operator reading it (uint, ulong and float results
+#: are read through conversions), so inlining it copies a large expression many times.
+BOUND_TAGS = frozenset({"uint", "ulong", "float"})
 
 _FIELD_TYPES = {"tag": "string", "s": "string", "l": "bigint", "d": "double", "b": "boolean", "err": "string"}
 
@@ -274,9 +284,12 @@ def let(operands: list[Val], body: Callable[..., Any]) -> Any:
     at every level would grow the expression exponentially with nesting depth, so operands deeper
     than :data:`INLINE_DEPTH` are bound through a lambda variable (linear size). Shallower ones are
     inlined: higher-order functions are interpreted, not compiled, and cost far more per row than
-    Spark's common-subexpression elimination of a repeated small operand.
+    Spark's common-subexpression elimination of a repeated small operand. Operands that may hold
+    a :data:`BOUND_TAGS` type are bound at any depth (they are never small).
     """
     deepest = max(o.depth for o in operands)
+    if any(o.depth and o.tags & BOUND_TAGS for o in operands):
+        deepest = max(deepest, BOUND)
     if deepest <= INLINE_DEPTH:
         result = body(*operands)
         if deepest and isinstance(result, Val):
@@ -325,4 +338,9 @@ def literal(value: TypedValue | ast.Literal) -> Val:
         return Val(tags, d=F.lit(float(raw)).cast("double"), const=True, text=text)
     if vtype is ValueType.BOOL:
         return Val(tags, b=F.lit(bool(raw)), const=True, text=text)
-    return Val(tags, l=F.lit(micros_since_epoch(raw)).cast("bigint"), const=True, text=text)
+    if vtype is ValueType.TIMESTAMP:
+        return Val(tags, l=F.lit(micros_since_epoch(raw)).cast("bigint"), const=True, text=text)
+    holder = VALUE_FIELD[vtype.value]  # a parameter of another type: stored as a sample cell stores it
+    stored = prop_to_struct("", TypedValue(vtype, raw))
+    columns = {"s": F.lit(stored["s"]), holder: F.lit(stored[holder]).cast(_FIELD_TYPES[holder])}
+    return Val(tags, **columns, const=True, text=text)

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from reconciler.model import SYSTEM_PROPERTIES
 from reconciler.traffic.rows import PROPS, SYS_COLUMNS, VALUE_FIELD
-from reconciler.traffic.spark.algebra import MISSING_TAG, USER_TAGS, Untranslatable, Val, first_error, only_when
+from reconciler.traffic.spark.algebra import MISSING_TAG, STRINGS, USER_TAGS, Untranslatable, Val, first_error, only_when
 
 #: Pre-computed ``props[name]`` cells by lower-cased name
 #: (see :func:`reconciler.traffic.spark.rules.property_names`).
@@ -158,6 +158,6 @@ def system_property(name: str) -> Val:
 def dynamic_property(name: Val) -> Val:
     """``property(expr)``: the user property named by a computed string (error if not a string)."""
     found = _lookup(F.lower(name.s) if name.s is not None else F.lit(None).cast("string"))
-    bad = name.is_(USER_TAGS - {"string"})
+    bad = name.is_(USER_TAGS - STRINGS)
     err = only_when(bad, F.concat(F.lit("property() needs a string, got "), name.tag_col()))
     return Val(found.tags, found.tag, found.s, found.l, found.d, found.b, first_error(name.err, err), depth=1)

@@ -18,11 +18,13 @@ from pyspark.sql import functions as F
 
 from reconciler.limits import SQL_STRING_RESULT
 from reconciler.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from reconciler.sql.values import NEGATION, promote
 from reconciler.traffic.rows import micros_since_epoch
 from reconciler.traffic.spark.algebra import (
     INTEGRAL,
     MISSING_TAG,
     NUMERIC,
+    STRINGS,
     TIMES,
     Branch,
     Case,
@@ -40,17 +42,74 @@ from reconciler.traffic.spark.algebra import (
     with_error,
 )
 from reconciler.traffic.spark.dotnet_text import text_of
+from reconciler.typed_values import INTEGER_RANGES, ValueType
 
 DATETIME_MIN = micros_since_epoch(_dt.datetime(1, 1, 1, tzinfo=_dt.timezone.utc))
 DATETIME_MAX = micros_since_epoch(_dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=_dt.timezone.utc))
 
 
+_UINT_MAX = INTEGER_RANGES[ValueType.UINT][1]
+_ULONG_MAX = INTEGER_RANGES[ValueType.ULONG][1]
+_UNSIGNED = "decimal(20,0)"  # every 64-bit integer, signed or not
+#: The types a promoted operation computes in, in the order C#'s promotion picks them.
+_RESULTS = ("int", "uint", "long", "ulong", "float", "double")
+
+
+def _wide(number: int) -> Column:
+    """An integer beyond bigint as a decimal literal."""
+    return F.lit(str(number)).cast("decimal(38,0)")
+
+
+def _unsigned(value: Val) -> Column:
+    """An integer operand as its exact value: a ulong's bits read signed are negative above
+    2**63 - 1, other integers are what ``l`` says (a negative short stays negative)."""
+    number = value.l.cast(_UNSIGNED)
+    wrapped = all_of(value.is_({"ulong"}), value.l < 0)
+    return number if wrapped is False else F.when(wrapped, number + _wide(2**64)).otherwise(number)
+
+
 def _as_double(value: Val) -> Column:
-    if value.tags & NUMERIC <= {"double"}:
+    """A number as the double C# converts it to (a float is already its binary32 value in ``d``)."""
+    integral = value.tags & INTEGRAL
+    if not integral:
         return value.d
-    if not value.tags & {"double"}:
-        return value.l.cast("double")
-    return F.when(value.is_({"double"}), value.d).otherwise(value.l.cast("double"))
+    whole = _unsigned(value).cast("double") if "ulong" in integral else value.l.cast("double")
+    if not value.tags & {"float", "double"}:
+        return whole
+    return F.when(value.is_(INTEGRAL), whole).otherwise(value.d)
+
+
+def _as_float(value: Val) -> Column:
+    """A number converted to float (one rounding to binary32), held in a double."""
+    integral = value.tags & INTEGRAL
+    if not integral:
+        return value.d
+    whole = (_unsigned(value) if "ulong" in integral else value.l).cast("float").cast("double")
+    if not value.tags & {"float"}:
+        return whole
+    return F.when(value.is_(INTEGRAL), whole).otherwise(value.d)
+
+
+def _promoted_cases(make: Callable[[str], Callable[[], Any]]) -> list[Case]:
+    """One case per result type of C#'s numeric promotion (``values.promote``, the one table),
+    first match winning: the case of a result also takes the pairs of earlier results (already
+    taken), which keeps each condition one product of tag sets where the tags allow."""
+    taken: set[tuple[str, str]] = set()
+    cases: list[Case] = []
+    for result in _RESULTS:
+        taken |= {(x, y) for x in NUMERIC for y in NUMERIC if promote(x, y) == result}
+        by_right: dict[frozenset[str], set[str]] = {}
+        for x in NUMERIC:
+            rights = frozenset(y for y in NUMERIC if (x, y) in taken)
+            if rights:
+                by_right.setdefault(rights, set()).add(x)
+        groups = [(frozenset(lefts), rights) for rights, lefts in by_right.items()]
+
+        def cond(x: Val, y: Val, groups: list[tuple[frozenset[str], frozenset[str]]] = groups) -> Cond:
+            return any_of(*(all_of(x.is_(lefts), y.is_(rights)) for lefts, rights in groups))
+
+        cases.append((cond, make(result)))
+    return cases
 
 
 def _mismatch(op: str, a: Val, b: Val) -> Column:
@@ -62,44 +121,60 @@ def _any_missing(a: Val, b: Val) -> Cond:
 
 
 def _numeric_cases(op: str, a: Val, b: Val) -> list[Case]:
-    """int⊕int → int (checked), integral → long (checked), else double."""
+    """Arithmetic in the promoted type: checked integers, unsigned 64-bit through decimals,
+    float rounded to binary32 after each operation, double; no common type falls through (error)."""
 
-    def integral(tag: str, low: int, high: int, wide: bool) -> Callable[[], Any]:
+    def make(result: str) -> Callable[[], Any]:
         def build() -> Any:
-            value, err = _integral_op(op, a.l, b.l, low, high, wide)
-            return frozenset({tag}), {"l": value, "err": err}
+            if result in ("int", "uint", "long"):
+                low, high = {"int": (INT32_MIN, INT32_MAX), "uint": (0, _UINT_MAX), "long": (INT64_MIN, INT64_MAX)}[result]
+                value, err = _integral_op(op, a.l, b.l, low, high, wide=result == "int")
+                return frozenset({result}), {"l": value, "err": err}
+            if result == "ulong":
+                value, err = _ulong_op(op, _unsigned(a), _unsigned(b))
+                return frozenset({result}), {"l": value, "err": err}
+            if result == "float":
+                return frozenset({result}), {"d": _double_op(op, _as_float(a), _as_float(b)).cast("float").cast("double")}
+            return frozenset({result}), {"d": _double_op(op, _as_double(a), _as_double(b))}
 
         return build
 
-    return [
-        (lambda x, y: all_of(x.is_({"int"}), y.is_({"int"})), integral("int", INT32_MIN, INT32_MAX, True)),
-        (lambda x, y: all_of(x.is_(INTEGRAL), y.is_(INTEGRAL)), integral("long", INT64_MIN, INT64_MAX, False)),
-        (
-            lambda x, y: all_of(x.is_(NUMERIC), y.is_(NUMERIC)),
-            lambda: (frozenset({"double"}), {"d": _double_op(op, _as_double(a), _as_double(b))}),
-        ),
-    ]
+    return _promoted_cases(make)
 
 
 def _integral_op(op: str, x: Column, y: Column, low: int, high: int, wide: bool) -> tuple[Column, Column]:
-    """Checked C# integer arithmetic. ``wide``: operands are Int32 held in a bigint (cannot overflow it)."""
+    """Checked C# integer arithmetic in [low, high]. ``wide``: operands are Int32 held in a bigint
+    (their + - * cannot overflow it); otherwise ``try_*`` (NULL on bigint overflow) guards."""
     overflow = F.lit(f"arithmetic overflow in {op}")
     if op in ("/", "%"):
         zero = y == 0
         min_div = (x == low) & (y == -1)
         safe_y = F.when(zero | min_div, F.lit(1).cast("bigint")).otherwise(y)
-        if op == "/":
-            value = F.call_function("div", x, safe_y)
-            err = F.when(zero, F.lit("division by zero")).when(min_div, overflow)
-        else:
-            value = x % safe_y
-            err = F.when(zero, F.lit("division by zero")).when(min_div, overflow)
-        return value, err
+        value = F.call_function("div", x, safe_y) if op == "/" else x % safe_y
+        return value, F.when(zero, F.lit("division by zero")).when(min_div, overflow)
     if wide:
         value = {"+": x + y, "-": x - y, "*": x * y}[op]
-        return value, F.when((value < low) | (value > high), overflow)
-    value = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[op](x, y)
-    return value, F.when(value.isNull(), overflow)
+    else:
+        value = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[op](x, y)
+    out_of_range = (value < low) | (value > high)
+    return value, F.when(value.isNull() | out_of_range if not wide else out_of_range, overflow)
+
+
+def _ulong_op(op: str, x: Column, y: Column) -> tuple[Column, Column]:
+    """Checked unsigned 64-bit arithmetic on decimal(20,0) operands; the result as its bits in a bigint."""
+    overflow = F.lit(f"arithmetic overflow in {op}")
+    if op in ("/", "%"):
+        zero = y == 0
+        safe_y = F.when(zero, F.lit(1).cast(_UNSIGNED)).otherwise(y)
+        rough = F.floor(x / safe_y).cast("decimal(38,0)")  # the decimal quotient may round up past an integer
+        quotient = F.when(rough * safe_y > x, rough - 1).otherwise(rough)
+        value = quotient if op == "/" else x - quotient * safe_y
+        err = F.when(zero, F.lit("division by zero"))
+    else:
+        value = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[op](x, y)
+        err = F.when(value.isNull() | (value < 0) | (value > _wide(_ULONG_MAX)), overflow)
+    bits = F.when(value > INT64_MAX, value - _wide(2**64)).otherwise(value).cast("bigint")
+    return F.when(err.isNull(), bits), err
 
 
 def _double_op(op: str, x: Column, y: Column) -> Column:
@@ -130,7 +205,7 @@ def _arithmetic(op: str, a: Val, b: Val) -> Val:
             too_long = F.when(utf16_units > SQL_STRING_RESULT.value, F.lit(f"string longer than {SQL_STRING_RESULT.value}"))
             return frozenset({"string"}), {"s": text, "err": too_long}
 
-        cases.append((lambda x, y: any_of(x.is_({"string"}), y.is_({"string"})), concat))
+        cases.append((lambda x, y: any_of(x.is_(STRINGS), y.is_(STRINGS)), concat))
     cases += _numeric_cases(op, a, b)
     lifted = NUMERIC
     if op in ("+", "-"):
@@ -174,18 +249,26 @@ def negate(a: Val) -> Val:
 
 
 def _negate(a: Val) -> Val:
-    def long_negation() -> Any:
-        value = F.try_subtract(F.lit(0).cast("bigint"), a.l)
-        return frozenset({"long"}), {"l": value, "err": F.when(value.isNull(), F.lit("arithmetic overflow in -"))}
+    """C#'s unary minus: small integers negate as int, uint as long, float and double keep their
+    type; ulong has no unary minus (an error)."""
 
-    cases: list[Case] = [
-        (lambda x: x.is_({MISSING_TAG}), lambda: (frozenset({MISSING_TAG}), {})),
-        (
-            lambda x: x.is_({"int"}),
-            lambda: (frozenset({"int"}), {"l": -a.l, "err": F.when(a.l == INT32_MIN, F.lit("arithmetic overflow in -"))}),
-        ),
-        (lambda x: x.is_({"long"}), long_negation),
-        (lambda x: x.is_({"double"}), lambda: (frozenset({"double"}), {"d": -a.d})),
+    def checked(result: str, low: int) -> Callable[[], Any]:
+        def build() -> Any:
+            value = F.try_subtract(F.lit(0).cast("bigint"), a.l)
+            err = F.when(value.isNull() | (a.l == low), F.lit("arithmetic overflow in -"))
+            return frozenset({result}), {"l": value, "err": err}
+
+        return build
+
+    def negated(result: str) -> Callable[[], Any]:
+        return lambda: (frozenset({result}), {"d": -a.d})
+
+    cases: list[Case] = [(lambda x: x.is_({MISSING_TAG}), lambda: (frozenset({MISSING_TAG}), {}))]
+    for negated_type, build in (("int", checked("int", INT32_MIN)), ("long", checked("long", INT64_MIN)),
+                                ("float", negated("float")), ("double", negated("double"))):
+        operand_tags = frozenset(tag for tag, to in NEGATION.items() if to == negated_type and tag in NUMERIC)
+        cases.append((lambda x, tags=operand_tags: x.is_(tags), build))
+    cases += [
         (lambda x: x.is_({"timespan"}), lambda: (frozenset({"timespan"}), {"l": -a.l})),
         (lambda x: True, lambda: (frozenset({MISSING_TAG}), {"err": F.concat(F.lit("cannot negate "), a.tag_col())})),
     ]
@@ -226,13 +309,24 @@ def _compare(op: str, a: Val, b: Val) -> Pred:
     else:
         null_ordered = lambda x, y: any_of(all_of(x.is_({"null"}), y.is_(ordered)), all_of(x.is_(ordered), y.is_({"null"})))  # noqa: E731
         cases.append((null_ordered, lambda: (F.lit(False), None)))
-    cases.append((lambda x, y: all_of(x.is_(INTEGRAL), y.is_(INTEGRAL)), lambda: (cmp(a.l, b.l), None)))
-    cases.append((lambda x, y: all_of(x.is_(NUMERIC), y.is_(NUMERIC)), doubles))
-    same = [("string", "s"), ("bool", "b"), ("uuid", "s")] if equality else []
-    for tag, column in same + [("timestamp", "l"), ("timespan", "l")]:
+
+    def floats() -> Any:
+        x, y = _as_float(a), _as_float(b)
+        return F.when(F.isnan(x) | F.isnan(y), F.lit(op == "<>")).otherwise(cmp(x, y)), None
+
+    def numbers(result: str) -> Callable[[], Any]:
+        if result in ("int", "uint", "long"):
+            return lambda: (cmp(a.l, b.l), None)
+        if result == "ulong":
+            return lambda: (cmp(_unsigned(a), _unsigned(b)), None)
+        return floats if result == "float" else doubles
+
+    cases += _promoted_cases(numbers)
+    same = [(STRINGS, "s"), (frozenset({"bool"}), "b"), (frozenset({"uuid"}), "s")] if equality else []
+    for tags, column in same + [(frozenset({"timestamp"}), "l"), (frozenset({"timespan"}), "l")]:
         cases.append(
             (
-                lambda x, y, tag=tag: all_of(x.is_({tag}), y.is_({tag})),
+                lambda x, y, tags=tags: all_of(x.is_(tags), y.is_(tags)),
                 lambda column=column: (cmp(getattr(a, column), getattr(b, column)), None),
             )
         )
@@ -274,7 +368,8 @@ def _in_fast_path(x: Val, items: list[Val]) -> Pred | None:
         return None
     kind = kinds[0]
     column = "s" if kind == "string" else "l"
-    same = {"string"} if kind == "string" else INTEGRAL
+    # the types = compares with a long in long (never ulong: C# refuses ulong with long)
+    same = STRINGS if kind == "string" else frozenset(t for t in INTEGRAL if promote(t, "long") == "long")
     values = [getattr(i, column) for i in items]
     cases: list[Case] = [
         (lambda v: v.is_({MISSING_TAG}), lambda: (None, None)),
@@ -283,7 +378,9 @@ def _in_fast_path(x: Val, items: list[Val]) -> Pred | None:
     ]
     if kind == "long":
         doubles = lambda: (x.d.isin(*(v.cast("double") for v in values)) & ~F.isnan(x.d), None)  # noqa: E731
+        floats = lambda: (x.d.isin(*(v.cast("float").cast("double") for v in values)) & ~F.isnan(x.d), None)  # noqa: E731
         cases.append((lambda v: v.is_({"double"}), doubles))
+        cases.append((lambda v: v.is_({"float"}), floats))
     cases.append((lambda v: True, lambda: (None, _mismatch("=", x, items[0]))))
     return pred_case([(cond, value, err) for cond, (value, err) in reachable([x], cases)])
 
