@@ -49,7 +49,7 @@ NATIVE = {
     "float": st.one_of(st.sampled_from([0.0, -0.0, 0.1, 1.5, 1e10, math.inf, math.nan]), st.floats(width=32)),
     "double": st.one_of(st.sampled_from([0.0, -0.0, 0.1, 1e15, 1e17, 2.5e-5, math.inf, math.nan]), st.floats()),
     "string": st.one_of(st.sampled_from(["", "1", "a"]), _TEXT),
-    "symbol": _TEXT,
+    "symbol": st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=3),  # AMQP symbols are ASCII
     "bool": st.booleans(),
     "uuid": st.uuids(),
     "timestamp": _INSTANTS,
