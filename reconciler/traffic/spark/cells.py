@@ -155,9 +155,18 @@ def system_property(name: str) -> Val:
     return val(l=F.unix_micros(column))
 
 
-def dynamic_property(name: Val) -> Val:
-    """``property(expr)``: the user property named by a computed string (error if not a string)."""
+def dynamic_property(name: Val, cells: Cells | None = None) -> Val:
+    """``property(expr)``: the user property named by a computed string (error if not a string).
+
+    It may name any property, so its value has any type the sample holds (every type without one);
+    a sample holding a type without a native translation makes the filter :class:`Untranslatable`."""
+    tags = USER_TAGS
+    if isinstance(cells, PropertyCells) and cells.types is not None:
+        tags = frozenset().union(*cells.types.values()) | {MISSING_TAG}
+        if not tags <= USER_TAGS:
+            others = ", ".join(sorted(tags - USER_TAGS))
+            raise Untranslatable(f"property() may read {others} values, which have no Spark translation")
     found = _lookup(F.lower(name.s) if name.s is not None else F.lit(None).cast("string"))
     bad = name.is_(USER_TAGS - STRINGS)
     err = only_when(bad, F.concat(F.lit("property() needs a string, got "), name.tag_col()))
-    return Val(found.tags, found.tag, found.s, found.l, found.d, found.b, first_error(name.err, err), depth=1)
+    return Val(tags, found.tag, found.s, found.l, found.d, found.b, first_error(name.err, err), depth=1)

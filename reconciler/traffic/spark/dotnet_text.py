@@ -4,10 +4,12 @@ String ``+`` and LIKE compare the text a value has in .NET. Property cells carry
 stores every non-null property value's text in ``s``), and so do literals; what remains is the
 text of computed values: numbers, booleans, timestamps and time spans.
 
-Known approximation: a double or float is formatted like .NET Core 3.0+ (shortest round-trip
-digits, ``E+XX`` as :func:`dotnet_double_text` says) from Spark's own shortest text; the JVM's
-``Double.toString`` and ``Float.toString`` before JDK 19 occasionally print one digit more than the
-shortest round-trip form (e.g. ``4.9E-324``), and then the text differs from .NET's.
+Known approximation: a double is formatted like .NET Core 3.0+ (:func:`dotnet_double_text`) from
+Spark's own shortest text; the JVM's ``Double.toString`` before JDK 19 occasionally prints more
+digits than the shortest round-trip form (e.g. ``4.9E-324``), and then the text differs from .NET's.
+A computed float has no translation (:class:`Untranslatable`): ``Float.toString`` of JDK 17 errs
+the same way on ordinary values (``1.4E-45`` for .NET's ``1E-45``), so its rules run in the Python
+evaluator.
 """
 
 from __future__ import annotations
@@ -17,24 +19,23 @@ from typing import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from reconciler.traffic.spark.algebra import INTEGRAL, Cond, Val, bound, when_chain
+from reconciler.traffic.spark.algebra import INTEGRAL, Cond, Untranslatable, Val, bound, when_chain
 
 
-def dotnet_double_text(d: Column, single: bool = False) -> Column:
-    """``double.ToString()`` of .NET (shortest round-trip digits; ``E+XX`` when the point would sit
-    more than max(digits, 17) places right of the first digit, or more than 4 left of it), or with
-    ``single`` ``float.ToString()`` (the binary32's shortest digits, max(digits, 9)).
+def dotnet_double_text(d: Column) -> Column:
+    """``double.ToString()`` of .NET Core 3.0+: shortest round-trip digits, ``E+XX`` when the point
+    would sit more than max(digits, 17) places right of the first digit or more than 4 left of it.
 
     The formatting reads its operand a dozen times and the digits and exponent many times more, so
     both are bound once (:func:`~reconciler.traffic.spark.algebra.bound`): inlined, a computed
     operand was copied into the expression about a hundred times."""
-    return bound(d, lambda x: bound(_digits_and_exponent(x, single), lambda parts: _dotnet_text(x, parts, single)))
+    return bound(d, lambda x: bound(_digits_and_exponent(x), lambda parts: _dotnet_text(x, parts)))
 
 
-def _digits_and_exponent(d: Column, single: bool) -> Column:
+def _digits_and_exponent(d: Column) -> Column:
     """``struct(digits, e)``: the shortest round-trip digits of ``|d|`` without leading or trailing
     zeros, and the decimal exponent of the first one, from the JVM's text ("123.45", "1.0E20")."""
-    java = (F.abs(d).cast("float") if single else F.abs(d)).cast("string")
+    java = F.abs(d).cast("string")
     mantissa = F.regexp_extract(java, r"^([0-9.]+)", 1)
     exp_text = F.regexp_extract(java, r"E(-?[0-9]+)$", 1)
     exponent = F.when(exp_text == "", F.lit(0)).otherwise(exp_text.try_cast("int"))
@@ -46,7 +47,7 @@ def _digits_and_exponent(d: Column, single: bool) -> Column:
     return F.named_struct(F.lit("digits"), digits, F.lit("e"), e)
 
 
-def _dotnet_text(d: Column, parts: Column, single: bool) -> Column:
+def _dotnet_text(d: Column, parts: Column) -> Column:
     digits, e = parts.getField("digits"), parts.getField("e")
     n = F.length(digits)
     scientific = F.concat(
@@ -62,7 +63,7 @@ def _dotnet_text(d: Column, parts: Column, single: bool) -> Column:
         .when(n <= e + 1, F.concat(digits, F.repeat(F.lit("0"), e + 1 - n)))
         .otherwise(F.concat(F.substring(digits, 1, e + 1), F.lit("."), F.substring(digits, e + 2, 400)))
     )
-    body = F.when((e + 1 > F.greatest(n, F.lit(9 if single else 17))) | (e < -4), scientific).otherwise(fixed)
+    body = F.when((e + 1 > F.greatest(n, F.lit(17))) | (e < -4), scientific).otherwise(fixed)
     return (
         F.when(F.isnan(d), F.lit("NaN"))
         .when(d == F.lit(float("inf")), F.lit("Infinity"))
@@ -76,13 +77,14 @@ def text_of(value: Val) -> Column:
     """The .NET text form of a known (non-missing) value: what ``+`` and LIKE see."""
     if value.text is not None:
         return value.text
+    if "float" in value.tags:
+        raise Untranslatable("the .NET text of a computed float (JDK 17's Float.toString is not the shortest)")
     branches: list[tuple[Cond, Callable[[], Column]]] = [
         (value.is_({"string", "symbol", "uuid", "char"}), lambda: value.s),
         (value.is_({"null"}), lambda: F.lit("")),
         (value.is_({"bool"}), lambda: F.when(value.b, F.lit("True")).otherwise(F.lit("False"))),
         (value.is_({"ulong"}), lambda: _ulong_text(value.l)),
         (value.is_(INTEGRAL), lambda: value.l.cast("string")),
-        (value.is_({"float"}), lambda: dotnet_double_text(value.d, single=True)),
         (value.is_({"double"}), lambda: dotnet_double_text(value.d)),
         (value.is_({"timestamp"}), lambda: F.date_format(F.timestamp_micros(value.l), "MM/dd/yyyy HH:mm:ss")),
         (value.is_({"timespan"}), lambda: timespan_text(value.l)),

@@ -53,6 +53,7 @@ _ULONG_MAX = INTEGER_RANGES[ValueType.ULONG][1]
 _UNSIGNED = "decimal(20,0)"  # every 64-bit integer, signed or not
 #: The types a promoted operation computes in, in the order C#'s promotion picks them.
 _RESULTS = ("int", "uint", "long", "ulong", "float", "double")
+_EACH_RESULT = tuple((result,) for result in _RESULTS)
 
 
 def _wide(number: int) -> Column:
@@ -76,7 +77,7 @@ def _as_double(value: Val) -> Column:
     whole = _unsigned(value).cast("double") if "ulong" in integral else value.l.cast("double")
     if not value.tags & {"float", "double"}:
         return whole
-    return F.when(value.is_(INTEGRAL), whole).otherwise(value.d)
+    return F.when(value.is_({"float", "double"}), value.d).otherwise(whole)
 
 
 def _as_float(value: Val) -> Column:
@@ -90,25 +91,25 @@ def _as_float(value: Val) -> Column:
     return F.when(value.is_(INTEGRAL), whole).otherwise(value.d)
 
 
-def _promoted_cases(make: Callable[[str], Callable[[], Any]]) -> list[Case]:
-    """One case per result type of C#'s numeric promotion (``values.promote``, the one table),
-    first match winning: the case of a result also takes the pairs of earlier results (already
-    taken), which keeps each condition one product of tag sets where the tags allow."""
-    taken: set[tuple[str, str]] = set()
+def _promoted_cases(make: Callable[[str], Callable[[], Any]], groups: tuple[tuple[str, ...], ...] = _EACH_RESULT) -> list[Case]:
+    """One case per group of result types of C#'s numeric promotion (``values.promote``, the one
+    table; ``make`` gets the group's first), first match winning: a case also takes the pairs of
+    earlier groups (already taken), which keeps each condition one product of tag sets where the
+    operands' tags allow (for int, long and double operands, the conditions of those types alone)."""
     cases: list[Case] = []
-    for result in _RESULTS:
-        taken |= {(x, y) for x in NUMERIC for y in NUMERIC if promote(x, y) == result}
-        by_right: dict[frozenset[str], set[str]] = {}
-        for x in NUMERIC:
-            rights = frozenset(y for y in NUMERIC if (x, y) in taken)
-            if rights:
-                by_right.setdefault(rights, set()).add(x)
-        groups = [(frozenset(lefts), rights) for rights, lefts in by_right.items()]
+    done: tuple[str, ...] = ()
+    for group in groups:
+        done += group
 
-        def cond(x: Val, y: Val, groups: list[tuple[frozenset[str], frozenset[str]]] = groups) -> Cond:
-            return any_of(*(all_of(x.is_(lefts), y.is_(rights)) for lefts, rights in groups))
+        def cond(x: Val, y: Val, results: tuple[str, ...] = done) -> Cond:
+            by_right: dict[frozenset[str], set[str]] = {}
+            for left in sorted(x.tags & NUMERIC):
+                rights = frozenset(right for right in y.tags & NUMERIC if promote(left, right) in results)
+                if rights:
+                    by_right.setdefault(rights, set()).add(left)
+            return any_of(*(all_of(x.is_(lefts), y.is_(rights)) for rights, lefts in by_right.items()))
 
-        cases.append((cond, make(result)))
+        cases.append((cond, make(group[0])))
     return cases
 
 
@@ -154,10 +155,11 @@ def _integral_op(op: str, x: Column, y: Column, low: int, high: int, wide: bool)
         return value, F.when(zero, F.lit("division by zero")).when(min_div, overflow)
     if wide:
         value = {"+": x + y, "-": x - y, "*": x * y}[op]
-    else:
-        value = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[op](x, y)
-    out_of_range = (value < low) | (value > high)
-    return value, F.when(value.isNull() | out_of_range if not wide else out_of_range, overflow)
+        return value, F.when((value < low) | (value > high), overflow)
+    value = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[op](x, y)
+    if (low, high) == (INT64_MIN, INT64_MAX):
+        return value, F.when(value.isNull(), overflow)
+    return value, F.when(value.isNull() | (value < low) | (value > high), overflow)
 
 
 def _ulong_op(op: str, x: Column, y: Column) -> tuple[Column, Column]:
@@ -252,20 +254,23 @@ def _negate(a: Val) -> Val:
     """C#'s unary minus: small integers negate as int, uint as long, float and double keep their
     type; ulong has no unary minus (an error)."""
 
-    def checked(result: str, low: int) -> Callable[[], Any]:
-        def build() -> Any:
-            value = F.try_subtract(F.lit(0).cast("bigint"), a.l)
-            err = F.when(value.isNull() | (a.l == low), F.lit("arithmetic overflow in -"))
-            return frozenset({result}), {"l": value, "err": err}
+    def int_negation() -> Any:  # every operand fits an int: only int.MinValue overflows
+        return frozenset({"int"}), {"l": -a.l, "err": F.when(a.l == INT32_MIN, F.lit("arithmetic overflow in -"))}
 
-        return build
+    def long_negation() -> Any:
+        value = F.try_subtract(F.lit(0).cast("bigint"), a.l)
+        return frozenset({"long"}), {"l": value, "err": F.when(value.isNull(), F.lit("arithmetic overflow in -"))}
 
     def negated(result: str) -> Callable[[], Any]:
         return lambda: (frozenset({result}), {"d": -a.d})
 
     cases: list[Case] = [(lambda x: x.is_({MISSING_TAG}), lambda: (frozenset({MISSING_TAG}), {}))]
-    for negated_type, build in (("int", checked("int", INT32_MIN)), ("long", checked("long", INT64_MIN)),
-                                ("float", negated("float")), ("double", negated("double"))):
+    for negated_type, build in (
+        ("int", int_negation),
+        ("long", long_negation),
+        ("float", negated("float")),
+        ("double", negated("double")),
+    ):
         operand_tags = frozenset(tag for tag, to in NEGATION.items() if to == negated_type and tag in NUMERIC)
         cases.append((lambda x, tags=operand_tags: x.is_(tags), build))
     cases += [
@@ -315,13 +320,13 @@ def _compare(op: str, a: Val, b: Val) -> Pred:
         return F.when(F.isnan(x) | F.isnan(y), F.lit(op == "<>")).otherwise(cmp(x, y)), None
 
     def numbers(result: str) -> Callable[[], Any]:
-        if result in ("int", "uint", "long"):
+        if result == "int":  # int, uint and long: the bigint values compare as they are
             return lambda: (cmp(a.l, b.l), None)
         if result == "ulong":
             return lambda: (cmp(_unsigned(a), _unsigned(b)), None)
         return floats if result == "float" else doubles
 
-    cases += _promoted_cases(numbers)
+    cases += _promoted_cases(numbers, (("int", "uint", "long"), ("ulong",), ("float",), ("double",)))
     same = [(STRINGS, "s"), (frozenset({"bool"}), "b"), (frozenset({"uuid"}), "s")] if equality else []
     for tags, column in same + [(frozenset({"timestamp"}), "l"), (frozenset({"timespan"}), "l")]:
         cases.append(

@@ -97,7 +97,7 @@ class _Translator:
         (arg,) = node.args
         if isinstance(arg, ast.Literal) and arg.type is ValueType.STRING:
             return user_property(arg.value, self.cells)
-        return let([self.value(arg)], dynamic_property)
+        return let([self.value(arg)], lambda name: dynamic_property(name, self.cells))
 
     def predicate(self, node: ast.Predicate) -> Pred:
         if isinstance(node, ast.Comparison):
