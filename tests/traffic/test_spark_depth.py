@@ -130,7 +130,8 @@ from google.protobuf.message import DecodeError
 from pyspark.sql import functions as F
 from pyspark.sql.connect.proto import Expression
 from reconciler.model import Rule, SqlFilter
-from reconciler.traffic.spark import filter_columns, rule_columns
+from reconciler.traffic.spark import PropertyCells, filter_columns, rule_columns
+from reconciler.traffic.spark.algebra import MISSING_TAG, USER_TAGS
 from reconciler.traffic.spark.depth import CONNECT_MAX_NESTING, nesting
 from reconciler.traffic.tally import OUTCOME_NESTING, _mask
 
@@ -162,8 +163,10 @@ for name, text in filters.items():
     others = [F.lit(True)] * 62  # a mask's depth is its OR tree's and its deepest term's
     masks = [_mask(F, [matched, *others]).alias("m"), _mask(F, [error.isNotNull(), *others]).alias("e")]
     out[name] = {"length": len(text), "nesting": depth, "budget": budget, "carried": all(carried(m) for m in masks)}
+# q may hold every type but float (a computed float's text is never translated: + would need it)
+typed = PropertyCells({"q": F.col("q")}, {"q": USER_TAGS - {"float", MISSING_TAG}})
 deep = Rule("deep", SqlFilter(" + ".join(["q"] * 8) + " > 0"))
-out["deep"] = [rule_columns(deep, max_nesting=budget).fallback, rule_columns(deep).fallback]
+out["deep"] = [rule_columns(deep, typed, max_nesting=budget).fallback, rule_columns(deep, typed).fallback]
 deepest = Rule("deepest", SqlFilter(" + ".join(["q"] * 30) + " > 0"))
 out["deepest"] = [rule_columns(deepest, max_nesting=budget).fallback, rule_columns(deepest).fallback]
 print(json.dumps(out))
