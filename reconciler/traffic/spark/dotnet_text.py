@@ -5,8 +5,9 @@ stores every non-null property value's text in ``s``), and so do literals; what 
 text of computed values: numbers, booleans, timestamps and time spans.
 
 Known approximation: a double is formatted like .NET Core 3.0+ (:func:`dotnet_double_text`) from
-Spark's own shortest text; the JVM's ``Double.toString`` before JDK 19 occasionally prints more
-digits than the shortest round-trip form (e.g. ``4.9E-324``), and then the text differs from .NET's.
+Spark's own text; the JVM's ``Double.toString`` before JDK 19 is not always the shortest round-trip
+form, on ordinary values too (``-18841273551008952`` for .NET's ``-18841273551008950``; ``4.9E-324``),
+and then the text differs from .NET's.
 A computed float has no translation (:class:`Untranslatable`): ``Float.toString`` of JDK 17 errs
 the same way on ordinary values (``1.4E-45`` for .NET's ``1E-45``), so its rules run in the Python
 evaluator.
