@@ -77,7 +77,16 @@ def _compound(width: struct.Struct, is_map: bool) -> Reader:
     return read
 
 
-_NULL, _TRUE, _FALSE, _STR8, _SYM8 = 0x40, 0x41, 0x42, 0xA1, 0xA3
+def _code(name: str, form: Form, fmt: str = "", value: Any = None) -> int:
+    """The constructor code of one encoding of the type table's ``name`` type."""
+    (kind,) = [t for t in TYPES if t.name == name]
+    (code,) = [e.code for e in kind.encodings if e.form is form and e.fmt == fmt and e.value is value]
+    return code
+
+
+_NULL = _code("null", Form.CONSTANT)
+_TRUE, _FALSE = _code("boolean", Form.CONSTANT, value=True), _code("boolean", Form.CONSTANT, value=False)
+_STR8, _SYM8 = _code("string", Form.VARIABLE, "B"), _code("symbol", Form.VARIABLE, "B")
 
 
 def _elements(buf: bytes, pos: int, count: int) -> tuple[list[Any], int]:
