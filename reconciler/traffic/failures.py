@@ -78,11 +78,11 @@ def check_spark(master: str) -> None:
         check_reachable(master, STANDALONE_PORT)
 
 
-def check_sample(dataset: str) -> None:
+def check_sample(dataset: str) -> int | None:
     """A local sample exists, every Parquet file's footer reads, has the sample's columns, and the
-    files hold messages. A sample given as a URL is checked by Spark as it reads it."""
+    files hold messages; how many. A sample given as a URL is checked by Spark as it reads it (None)."""
     if is_url(dataset):
-        return
+        return None
     path = Path(dataset)
     make = f"create one with `sbrules sample --out {dataset}`"
     if path.is_file():
@@ -101,6 +101,7 @@ def check_sample(dataset: str) -> None:
         messages += _check_file(file)
     if not messages:
         raise SampleFailure(f"{dataset} holds no messages: its {len(files)} Parquet files are empty ({make})")
+    return messages
 
 
 def _check_file(file: Path) -> int:

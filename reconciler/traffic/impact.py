@@ -25,13 +25,13 @@ from reconciler.model import DesiredState, Filter, Rule
 from reconciler.observe import managed_subscriptions, observe_subscriptions
 from reconciler.plan import PlanError, plan_subscription
 from reconciler.traffic import failures
+from reconciler.traffic.footers import OutdatedSample, PropertyTypes, property_types, sample_facts
 from reconciler.traffic.location import for_spark
 from reconciler.traffic.report import render_report
 from reconciler.traffic.rows import SCHEMA, row_to_message
 from reconciler.traffic.tally import Answers, Question, resolve, tally
 
 __all__ = ["ImpactError", "impact_report", "render_report"]
-
 
 
 class ImpactError(SbrulesError):
@@ -73,18 +73,24 @@ def impact_report(
     for ``against="live"``; None when no namespace was given.
     """
     # Before the live rules are read and the JVM starts: a missing or broken sample is known in milliseconds.
-    failures.check_sample(dataset)
+    messages = failures.check_sample(dataset)
     scopes, skipped = _scopes(desired, against, open_client)
     if not scopes:
         raise ImpactError("no managed subscription (with a rules: list) in the rule files to report on")
+    from reconciler.traffic.executors import start_local_workers
     from reconciler.traffic.session import spark_session
 
     with failures.translated(dataset):
-        spark = spark_session(spark_master)
+        spark = spark_session(spark_master, messages=messages)
+        start_local_workers(spark)
         frame = spark.read.parquet(for_spark(dataset))
-        scopes, unsampled = _sampled_topics_only(frame, scopes)
+        missing = [name for name in SCHEMA.names if name not in frame.columns]
+        if missing:  # a sample given by URL, which check_sample could not open
+            raise failures.not_a_sample(str(dataset), missing)
+        types, topics = _sample_facts(frame)
+        scopes, unsampled = _sampled_topics_only(topics, scopes)
         skipped += unsampled
-        report = _evaluate(frame, scopes)
+        report = _evaluate(frame, scopes, types)
     report.update(dataset=str(dataset), against=against, skipped=skipped)
     return report
 
@@ -151,13 +157,24 @@ def _plan_rules(desired: DesiredState, path: str) -> dict[tuple[str, str], tuple
     return out
 
 
-def _sampled_topics_only(frame: Any, scopes: list[Scope]) -> tuple[list[Scope], list[dict]]:
+def _sample_facts(frame: Any) -> tuple[PropertyTypes, frozenset[str]]:
+    """The sample's property types and topics (:func:`reconciler.traffic.footers.sample_facts`)."""
+    try:
+        return sample_facts(frame)
+    except OutdatedSample as exc:
+        raise ImpactError(
+            f"{exc.path} was sampled by an older sbrules, which widened property types (short to int, float to double, "
+            "char to string); sample the traffic again with `sbrules sample`"
+        ) from None
+
+
+def _sampled_topics_only(topics: frozenset[str], scopes: list[Scope]) -> tuple[list[Scope], list[dict]]:
     """Keep subscriptions whose topic has sampled messages: with no traffic, "never matches" would mislead."""
-    sampled = {row[0].lower() for row in frame.select("topic").distinct().collect() if row[0] is not None}
+    sampled = {topic.lower() for topic in topics}
     kept = [s for s in scopes if s.topic.lower() in sampled]
     if not kept:
-        topics = ", ".join(sorted({s.topic for s in scopes}))
-        raise ImpactError(f"the sample holds no messages of the declared topics ({topics}); sample them first")
+        declared = ", ".join(sorted({s.topic for s in scopes}))
+        raise ImpactError(f"the sample holds no messages of the declared topics ({declared}); sample them first")
     skipped = [
         {"topic": s.topic, "subscription": s.subscription, "reason": "no sampled messages of this topic"}
         for s in scopes
@@ -171,11 +188,11 @@ def _sampled_topics_only(frame: Any, scopes: list[Scope]) -> tuple[list[Scope], 
 # ------------------------------------------------------------------------------------------------
 
 
-def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
+def _evaluate(frame: Any, scopes: list[Scope], types: PropertyTypes | None = None) -> dict[str, Any]:
+    """The report's Spark job over ``frame``; ``types`` as :func:`_sample_facts` found them (None: read them here)."""
     from pyspark.sql import functions as F
 
     from reconciler.traffic.executors import executor_imports
-    from reconciler.traffic.property_types import OutdatedSample, property_types
     from reconciler.traffic.session import is_connect
     from reconciler.traffic.spark import PropertyCells, property_names, rule_columns
     from reconciler.traffic.spark.depth import CONNECT_MAX_NESTING
@@ -184,13 +201,8 @@ def _evaluate(frame: Any, scopes: list[Scope]) -> dict[str, Any]:
     # Each property the filters name is looked up in the props map once per message, and the
     # filters are translated for the types the sample's properties actually have.
     names = {n for s in scopes for r in s.desired + s.current for n in property_names(r.filter)}
-    try:
+    if types is None:
         types = property_types(frame)
-    except OutdatedSample as exc:
-        raise ImpactError(
-            f"{exc.path} was sampled by an older sbrules, which widened property types (short to int, float to double, "
-            "char to string); sample the traffic again with `sbrules sample`"
-        ) from None
     frame, cells = PropertyCells.over(frame, names, types)
 
     # Over Spark Connect a filter's columns must leave room for the grouping query above them.

@@ -31,7 +31,7 @@ System properties are ordinary typed columns (NULL = unset), named in :data:`SYS
 Files record :data:`LAYOUT_VERSION` in their footer. A file that records property tags but no
 layout was written by an sbrules that widened types (short, byte and char to int or string, float
 to double): the report refuses it with one line telling to sample again
-(``traffic.property_types.OutdatedSample``).
+(``traffic.footers.OutdatedSample``).
 """
 
 from __future__ import annotations
@@ -219,6 +219,8 @@ def row_to_message(row: Mapping[str, Any]) -> Message:
 PROPERTY_TAGS_KEY = b"sbrules.property_tags"
 #: Parquet footer key of the layout version; files without it widened types (see the module docstring).
 LAYOUT_KEY = b"sbrules.layout"
+#: Parquet footer key of a sample file: the topics its rows belong to (JSON list).
+TOPICS_KEY = b"sbrules.topics"
 LAYOUT_VERSION = b"2"
 
 
@@ -271,7 +273,7 @@ class Columns:
         self._props.append(list(row.get(PROPS) or ()))
 
     def table(self) -> pa.Table:
-        """The rows as a table, their property tags in its metadata (see ``rows_to_table``)."""
+        """The rows as a table, their property tags and topics in its metadata (see ``traffic.footers``)."""
         arrays = [_array(self._topic, pa.string()), _array(self._subscription, pa.string())]
         system_columns: dict[str, list[Any]] = {name: [None] * len(self) for name in SYS_COLUMNS}
         for index, system in enumerate(self._system):
@@ -285,7 +287,8 @@ class Columns:
         arrays.append(self._props_array())
         table = pa.Table.from_arrays(arrays, schema=SCHEMA)
         tags = json.dumps(_tags(self._props))
-        return table.replace_schema_metadata({PROPERTY_TAGS_KEY: tags, LAYOUT_KEY: LAYOUT_VERSION})
+        topics = json.dumps(sorted({topic for topic in self._topic if topic is not None}))
+        return table.replace_schema_metadata({PROPERTY_TAGS_KEY: tags, TOPICS_KEY: topics, LAYOUT_KEY: LAYOUT_VERSION})
 
     def _props_array(self) -> pa.Array:
         offsets = np.zeros(len(self._props) + 1, dtype=np.int32)
@@ -333,7 +336,7 @@ def _array(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
 
 def rows_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     """A batch of rows as an Arrow table with :data:`SCHEMA`, its property tags in the metadata
-    (a report translates filters for the types that occur: see ``traffic.property_types``)."""
+    (a report translates filters for the types that occur: see ``traffic.footers``)."""
     columns = Columns()
     for row in rows:
         columns.add_row(row)

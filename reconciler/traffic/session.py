@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 DEFAULT_MASTER = "local[*]"
 #: HotSpot's HugeMethodLimit: larger generated methods are never JIT-compiled.
 HUGE_METHOD_LIMIT = 8000
+#: Below this many messages a local report is a short run: its driver JVM compiles with the client
+#: JIT only (C1, ``-XX:TieredStopAtLevel=1``). On two cores, 100k messages × 50 rules: a fresh
+#: process finishes 15 % sooner (about 5 s), as C2's compiler threads no longer compete with the
+#: job; a warm run is 1.7 s slower per 100k messages, so past about 300k the full JIT wins.
+SHORT_RUN_MESSAGES = 200_000
 #: PySpark records the Python call site of every Column operation for error messages: several
 #: JVM round trips and a Python stack walk each, which would be most of the cost of translating filters.
 NO_CALL_SITES = "spark.python.sql.dataFrameDebugging.enabled"
@@ -65,9 +70,12 @@ def prepare_environment(kind: MasterKind) -> None:
 
 
 def spark_session(
-    master: str | None = None, *, app_name: str = "sbrules", ansi: bool = True
+    master: str | None = None, *, app_name: str = "sbrules", ansi: bool = True, messages: int | None = None
 ) -> "SparkSession":
-    """Get (or create) the session; ``master`` beats ``$SPARK_REMOTE`` beats ``local[*]``."""
+    """Get (or create) the session; ``master`` beats ``$SPARK_REMOTE`` beats ``local[*]``.
+
+    ``messages``, the sample's size when known, tunes a local driver JVM this call starts
+    (:data:`SHORT_RUN_MESSAGES`)."""
     target = master or os.environ.get("SPARK_REMOTE") or DEFAULT_MASTER
     kind = master_kind(target)
     prepare_environment(kind)
@@ -84,6 +92,11 @@ def spark_session(
             .config("spark.ui.showConsoleProgress", "false")
             .config(NO_CALL_SITES, "false")  # a Connect client records call sites without round trips
         )
+        from pyspark import SparkContext
+
+        starts_jvm = SparkContext._active_spark_context is None
+        if kind is MasterKind.LOCAL and starts_jvm and messages is not None and messages < SHORT_RUN_MESSAGES:
+            builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
     flag = str(ansi).lower()
     with failures.jvm_output():
         session = (

@@ -263,6 +263,14 @@ class _Fold:
             yield answers.to_arrow()
 
 
+def start_worker(batches: Iterator[Any]) -> Iterator[Any]:
+    """A fold with nothing to answer: the Python worker that runs it has imported this module
+    (see :func:`reconciler.traffic.executors.start_local_workers`)."""
+    for _ in batches:
+        pass
+    return iter(())
+
+
 def _mask(F: Any, conditions: Sequence[Any]) -> Any:
     """One bit per condition, OR-ed as a balanced tree (shallow enough for Spark Connect)."""
     from reconciler.traffic.spark.depth import balanced

@@ -70,7 +70,7 @@ def test_long_and_or_chains_agree_with_python_evaluator(interpreted, frame_of):
     from pyspark.sql import functions as F
 
     from reconciler.sql import parse_filter
-    from reconciler.traffic.property_types import property_types
+    from reconciler.traffic.footers import property_types
     from reconciler.traffic.spark import PropertyCells, to_spark
 
     messages = _messages(100, seed=3)

@@ -125,7 +125,7 @@ def _translate(frame, text: bool):
     native type (no pruning)."""
     from pyspark.sql import functions as F
 
-    from reconciler.traffic.property_types import property_types
+    from reconciler.traffic.footers import property_types
     from reconciler.traffic.spark import PropertyCells, Untranslatable, to_spark
 
     types = property_types(frame)

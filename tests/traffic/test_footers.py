@@ -1,5 +1,5 @@
-"""The type tags a sample's properties have: recorded per Parquet file, read back for a report,
-and what the translator drops when it knows them."""
+"""What a sample's Parquet footers record (the type tags of its properties, its topics), read
+back for a report, and what the translator drops when it knows the types."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from reconciler.model import Message, TypedValue
-from reconciler.traffic.rows import PROPERTY_TAGS_KEY, message_to_row, rows_to_table
+from reconciler.traffic.rows import PROPERTY_TAGS_KEY, TOPICS_KEY, message_to_row, rows_to_table
 from reconciler.traffic.sampler import Dataset
 
 pytestmark = pytest.mark.spark
@@ -40,7 +40,7 @@ def test_each_file_records_the_tags_of_its_rows():
 
 
 def test_footers_and_rows_give_the_same_union_across_files(spark, tmp_path):
-    from reconciler.traffic.property_types import _from_footers, _from_rows, property_types
+    from reconciler.traffic.footers import _from_footers, _types_from_rows, property_types
 
     messages = [
         _message(amount=TypedValue("double", 1.0)),
@@ -53,19 +53,19 @@ def test_footers_and_rows_give_the_same_union_across_files(spark, tmp_path):
     assert len(store.files) == 3
     frame = spark.read.parquet(str(tmp_path / "sample"))
     want = {"amount": frozenset({"double", "long", "null"}), "flag": frozenset({"bool"})}
-    assert _from_footers(frame.inputFiles()) == want
-    assert _from_rows(frame) == want
+    assert _from_footers(frame.inputFiles()).types == want
+    assert _types_from_rows(frame) == want
     assert property_types(frame) == want
 
 
 def test_a_file_without_recorded_tags_makes_spark_compute_them(spark, tmp_path):
-    from reconciler.traffic.property_types import _from_footers, property_types
+    from reconciler.traffic.footers import _from_footers, property_types
 
     _write(tmp_path / "sample", [_message(a=TypedValue("int", 1))])
     foreign = rows_to_table([message_to_row(_message(a=TypedValue("string", "x")), topic="t")])
     pq.write_table(foreign.replace_schema_metadata(None), tmp_path / "sample" / "other.parquet")
     frame = spark.read.parquet(str(tmp_path / "sample"))
-    assert _from_footers(frame.inputFiles()) is None
+    assert _from_footers(frame.inputFiles()).types is None
     assert property_types(frame) == {"a": frozenset({"int", "string"})}
 
 
@@ -94,7 +94,7 @@ def test_known_types_drop_unreachable_branches(spark):
 def test_a_file_an_older_sbrules_wrote_is_refused_with_a_reason(spark, tmp_path):
     """Older samples recorded tags but widened short to int and float to double: a report on them
     would disagree with the broker, so they are refused (one line, in the report's error)."""
-    from reconciler.traffic.property_types import OutdatedSample, property_types
+    from reconciler.traffic.footers import OutdatedSample, property_types
     from reconciler.traffic.rows import LAYOUT_KEY
 
     _write(tmp_path / "sample", [_message(a=TypedValue("short", 1))])
@@ -104,3 +104,32 @@ def test_a_file_an_older_sbrules_wrote_is_refused_with_a_reason(spark, tmp_path)
     with pytest.raises(OutdatedSample) as info:
         property_types(spark.read.parquet(str(tmp_path / "sample")))
     assert info.value.path.endswith("old.parquet")
+
+
+def test_each_file_records_its_topics_and_a_report_reads_them_without_spark(spark, tmp_path):
+    from reconciler.traffic.footers import _from_footers, _topics_from_rows, sample_facts
+
+    store = Dataset(tmp_path / "sample", batch_rows=2)
+    for topic in ["Orders", "orders", "billing", "audit"]:
+        store.add(message_to_row(_message(), topic=topic, subscription="all"))
+    store.flush()
+    first = pq.read_metadata(tmp_path / "sample" / store.files[0]).metadata
+    assert json.loads(first[TOPICS_KEY]) == ["Orders", "orders"]
+    frame = spark.read.parquet(str(tmp_path / "sample"))
+    want = frozenset({"Orders", "orders", "billing", "audit"})
+    assert _from_footers(frame.inputFiles()).topics == want
+    assert _topics_from_rows(frame) == want
+    assert sample_facts(frame)[1] == want
+
+
+def test_a_file_without_recorded_topics_makes_spark_find_them(spark, tmp_path):
+    from reconciler.traffic.footers import _from_footers, sample_facts
+
+    _write(tmp_path / "sample", [_message(a=TypedValue("int", 1))])
+    table = rows_to_table([message_to_row(_message(a=TypedValue("int", 2)), topic="older")])
+    footer = {k: v for k, v in table.schema.metadata.items() if k != TOPICS_KEY}
+    pq.write_table(table.replace_schema_metadata(footer), tmp_path / "sample" / "older.parquet")
+    frame = spark.read.parquet(str(tmp_path / "sample"))
+    facts = _from_footers(frame.inputFiles())
+    assert facts.topics is None and facts.types == {"a": frozenset({"int"})}
+    assert sample_facts(frame) == ({"a": frozenset({"int"})}, frozenset({"t", "older"}))
