@@ -301,19 +301,45 @@ def fresh_process_s(args: list[str]) -> float:
     return elapsed
 
 
+def cold_floor(path: str, master: str) -> None:
+    """What a fresh process pays for the benchmark's rules in Spark's own SQL, grouped and folded
+    by the report's code (the warm floor's work, cold; run as ``--cold-floor PATH``)."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from reconciler.traffic.impact import questions
+    from reconciler.traffic.tally import tally
+
+    spark = SparkSession.builder.master(master).config("spark.ui.enabled", "false").getOrCreate()
+    rule_list = rules(50)
+    asked = questions(scopes(rule_list), {rule.filter: i for i, rule in enumerate(rule_list)})
+    frame = spark.read.parquet(path)
+    frame = frame.select("*", *(F.try_element_at("props", F.lit(p)).alias(f"p_{p}") for p in PROPERTIES))
+    outcomes = [(F.coalesce(F.expr(plain), F.lit(False)), F.lit(None).cast("string")) for _, plain in rule_texts(50)]
+    tally(frame, F.lower(F.col("topic")), F.col("message_id"), outcomes, asked)
+
+
 def cold_benchmark(path: str, work: Path, master: str, runs: int = 2) -> dict:
-    """``sbrules validate --traffic`` in a fresh process against a fresh-process PySpark scan."""
+    """``sbrules validate --traffic`` in a fresh process against a fresh-process PySpark scan, and
+    against the same rules in Spark's own SQL in a fresh process (:func:`cold_floor`), in turn."""
     rules_dir = write_rule_files(work, rules(50))
     cli = [sys.executable, "-m", "reconciler", "validate", str(rules_dir), "--traffic", path,
            "--against", str(work / "plan.json"), "--format", "json", "--spark-master", master]
     scan = [sys.executable, "-c", COLD_SCAN, master, path]
-    cli_s = [fresh_process_s(cli) for _ in range(runs)]
-    scan_s = [fresh_process_s(scan) for _ in range(runs)]
+    floor = [sys.executable, __file__, "--cold-floor", path, "--master", master]
+    cli_s, scan_s, floor_s = [], [], []
+    for _ in range(runs):
+        cli_s.append(fresh_process_s(cli))
+        scan_s.append(fresh_process_s(scan))
+        floor_s.append(fresh_process_s(floor))
     return {
         "rules": 50,
         "cold_cli_report_s": [round(t, 2) for t in cli_s],
         "cold_pyspark_scan_s": [round(t, 2) for t in scan_s],
+        "cold_plain_spark_filters_s": [round(t, 2) for t in floor_s],
         "cold_cli_vs_cold_scan": round(min(cli_s) / min(scan_s), 2),
+        "cold_cli_vs_cold_plain_spark_filters": round(min(cli_s) / min(floor_s), 2),
+        "cold_plain_spark_filters_vs_cold_scan": round(min(floor_s) / min(scan_s), 2),
     }
 
 
@@ -468,7 +494,11 @@ def main() -> None:
     parser.add_argument("--connect-filters", type=int, default=2000)
     parser.add_argument("--skip", default="", help="Comma-separated parts to skip: evaluation, cold, connect, sampling.")
     parser.add_argument("--sampling-messages", type=int, default=20_000)
+    parser.add_argument("--cold-floor", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cold_floor:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        return cold_floor(args.cold_floor, args.master)
     skip = set(filter(None, args.skip.split(",")))
     report: dict = {"benchmark": "traffic", "python": sys.version.split()[0]}
     with tempfile.TemporaryDirectory() as tmp:
