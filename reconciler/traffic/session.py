@@ -4,7 +4,8 @@
 of master:
 
 - ``local[…]``: the driver binds to loopback and its Python workers run this interpreter
-  (``SPARK_LOCAL_IP``, ``PYSPARK_PYTHON``, unless already set);
+  (``SPARK_LOCAL_IP``, ``PYSPARK_PYTHON``, unless already set); for a small sample the JVM it
+  starts compiles with the client JIT only (:data:`SHORT_RUN_MESSAGES`);
 - a cluster (``spark://``, ``yarn``, ``k8s://``…): nothing of this machine's network or Python is
   assumed; executors run their own ``python3`` (or ``PYSPARK_PYTHON``), and sbrules ships its
   own code to them (:mod:`reconciler.traffic.executors`);
