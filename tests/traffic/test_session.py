@@ -111,3 +111,25 @@ def test_loopback_and_this_interpreter_are_assumed_for_local_masters_only(monkey
     assert os.environ.get("SPARK_LOCAL_IP") == ("127.0.0.1" if local else None)
     assert os.environ.get("PYSPARK_PYTHON") == (sys.executable if local else None)
     assert ("SPARK_REMOTE" in os.environ) == (kind == "connect")
+
+
+#: Run in a fresh process: which options the driver JVM that spark_session starts was given.
+_JVM_OPTIONS = """
+import sys
+from reconciler.traffic.session import spark_session
+messages = None if sys.argv[1] == "unknown" else int(sys.argv[1])
+session = spark_session("local[1]", messages=messages)
+print(" ".join(session._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()))
+session.stop()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("messages, client_jit", [(1_000, True), (5_000_000, False), ("unknown", False)])
+def test_a_small_local_sample_starts_a_driver_jvm_with_the_client_jit_only(messages, client_jit):
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _JVM_OPTIONS, str(messages)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("-XX:TieredStopAtLevel=1" in done.stdout) == client_jit, done.stdout
