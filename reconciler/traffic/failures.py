@@ -304,6 +304,11 @@ def translate(exc: BaseException, dataset: str) -> SbrulesError:
             named = re.search(r"with name (`[^`]+`)", text)
             column = named.group(1) if named else "?"
         return not_a_sample(dataset, [column.strip("`")])
+    if "java.lang.OutOfMemoryError" in text:
+        return SparkFailure(
+            "Spark ran out of memory (java.lang.OutOfMemoryError): give the driver more, with SPARK_DRIVER_MEMORY "
+            "(for example 8g) for a local master, or spark.driver.memory on a cluster or the Connect server"
+        )
     module = _MISSING_MODULE.search(text)
     if module is not None:
         return executors_cannot_import(module["module"])

@@ -81,7 +81,8 @@ def impact_report(
     from reconciler.traffic.session import spark_session
 
     with failures.translated(dataset):
-        spark = spark_session(spark_master, messages=messages)
+        filters = {rule.filter for scope in scopes for rule in scope.desired + scope.current}
+        spark = spark_session(spark_master, evaluations=None if messages is None else messages * len(filters))
         start_local_workers(spark)
         frame = spark.read.parquet(for_spark(dataset))
         missing = [name for name in SCHEMA.names if name not in frame.columns]

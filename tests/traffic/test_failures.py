@@ -5,7 +5,9 @@ of the way unless -v asks for it."""
 from __future__ import annotations
 
 import os
+import re
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -201,6 +203,29 @@ def test_any_other_spark_failure_is_one_line_with_its_error_class(spark):
         with translated("sample"):
             spark.sql("SELECT 1 / 0").collect()
     assert "\n" not in str(caught.value)
+
+
+#: Run in a fresh process with a small driver heap: a job whose result does not fit in it.
+_OUT_OF_MEMORY = """
+from reconciler.traffic.failures import SparkFailure, translated
+from reconciler.traffic.session import spark_session
+spark = spark_session("local[1]")
+try:
+    with translated("sample"):
+        spark.range(0, 20_000_000).selectExpr("repeat('x', 64) AS s").collect()
+except SparkFailure as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_driver_out_of_memory_says_how_to_give_it_more():
+    env = {**os.environ, "SPARK_DRIVER_MEMORY": "512m"}
+    done = subprocess.run([sys.executable, "-c", _OUT_OF_MEMORY], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (line,) = done.stdout.splitlines()
+    assert re.search(r"out of memory .*SPARK_DRIVER_MEMORY", line), line
 
 
 # -- Ctrl-C -------------------------------------------------------------------------------------

@@ -117,8 +117,8 @@ def test_loopback_and_this_interpreter_are_assumed_for_local_masters_only(monkey
 _JVM_OPTIONS = """
 import sys
 from reconciler.traffic.session import spark_session
-messages = None if sys.argv[1] == "unknown" else int(sys.argv[1])
-session = spark_session("local[1]", messages=messages)
+evaluations = None if sys.argv[1] == "unknown" else int(sys.argv[1])
+session = spark_session("local[1]", evaluations=evaluations)
 print(" ".join(session._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()))
 session.stop()
 """
@@ -126,10 +126,30 @@ session.stop()
 
 @pytest.mark.slow
 @pytest.mark.spark
-@pytest.mark.parametrize("messages, client_jit", [(1_000, True), (5_000_000, False), ("unknown", False)])
-def test_a_small_local_sample_starts_a_driver_jvm_with_the_client_jit_only(messages, client_jit):
+@pytest.mark.parametrize("evaluations, client_jit", [(100_000 * 50, True), (100_000 * 2_000, False), ("unknown", False)])
+def test_a_short_local_run_starts_a_driver_jvm_with_the_client_jit_only(evaluations, client_jit):
+    """A short run (messages × filters) gets the client JIT; every local driver gets a heap sized for large plans."""
     import subprocess
 
-    done = subprocess.run([sys.executable, "-c", _JVM_OPTIONS, str(messages)], capture_output=True, text=True, timeout=300)
+    from reconciler.traffic.session import local_driver_memory
+
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_DRIVER_MEMORY", "PYSPARK_SUBMIT_ARGS")}
+    done = subprocess.run([sys.executable, "-c", _JVM_OPTIONS, str(evaluations)], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert ("-XX:TieredStopAtLevel=1" in done.stdout) == client_jit, done.stdout
+    assert f"-Xmx{local_driver_memory()}" in done.stdout.split(), done.stdout
+
+
+@pytest.mark.unit
+def test_a_local_driver_gets_half_the_memory_unless_the_user_chose(monkeypatch):
+    from reconciler.traffic.session import MAX_LOCAL_DRIVER_GB, local_driver_memory
+
+    monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    total_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    assert local_driver_memory() == f"{min(MAX_LOCAL_DRIVER_GB, max(1, int(total_gb // 2)))}g"
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-memory 3g pyspark-shell")
+    assert local_driver_memory() is None
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    monkeypatch.setenv("SPARK_DRIVER_MEMORY", "2g")
+    assert local_driver_memory() is None
