@@ -67,7 +67,7 @@ class Scanner:
     """
 
     def __init__(self, lark: Lark, identifier: str, identifier_check: Callable[[Tok], None]):
-        ignore = set(lark.ignore_tokens)
+        ignore = set(lark.lexer_conf.ignore)
         ident_re = re.compile(next(t for t in lark.terminals if t.name == identifier).pattern.to_regexp())
         self.keywords: dict[str, str] = {}
         alternatives = []

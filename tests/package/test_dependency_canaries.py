@@ -36,12 +36,19 @@ def private_api(distribution: str, api: str, used_by: str) -> Iterator[None]:
 # -- lark: reconciler/sql/lalr.py runs lark's LALR table with lark's callbacks ---------------------
 
 
-@pytest.fixture(scope="module")
-def lark_parser():
+@pytest.fixture(scope="module", params=["built", "loaded from the cache"])
+def lark_parser(request, tmp_path_factory):
+    """Lark as the parser module gets it: built from the grammar, or (every later run) loaded from
+    the table cache, which restores less of the object than building makes."""
     from lark import Lark
 
     grammar = resources.files("reconciler.sql").joinpath("grammar.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", lexer="basic", start=["filter", "action"], maybe_placeholders=False)
+    options: dict = {"parser": "lalr", "lexer": "basic", "start": ["filter", "action"], "maybe_placeholders": False}
+    if request.param == "built":
+        return Lark(grammar, **options)
+    cache = str(tmp_path_factory.mktemp("lark") / "tables.pickle")
+    Lark(grammar, cache=cache, **options)
+    return Lark(grammar, cache=cache, **options)
 
 
 def test_lark_parse_table_shape(lark_parser) -> None:
@@ -78,14 +85,14 @@ def test_lark_reduce_callbacks(lark_parser) -> None:
 
 
 def test_lark_terminal_definitions(lark_parser) -> None:
-    api = "Lark.terminals / Lark.ignore_tokens / lark.lexer.PatternStr / Pattern.to_regexp"
+    api = "Lark.terminals / Lark.lexer_conf.ignore / lark.lexer.PatternStr / Pattern.to_regexp"
     with private_api("lark", api, "reconciler/sql/lalr.py (Scanner)"):
         import re
 
         from lark.lexer import PatternStr
 
         names = {t.name for t in lark_parser.terminals}
-        assert {"IDENT", "STRING", "AND"} <= names and lark_parser.ignore_tokens
+        assert {"IDENT", "STRING", "AND"} <= names and lark_parser.lexer_conf.ignore
         for term in lark_parser.terminals:
             re.compile(term.pattern.to_regexp())
             assert isinstance(term.priority, int) and term.pattern.max_width >= 1
