@@ -46,12 +46,18 @@ def rule_file(path: Path, template: str, sql: str) -> Path:
     return path
 
 
+def interruptible() -> None:
+    """In the child before it runs: Ctrl-C as a terminal delivers it. A test runner started in the
+    background (``nohup … &``) ignores SIGINT, its children inherit that, and Python keeps it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def sbrules(*args: object) -> subprocess.Popen:
     """A real `sbrules` process whose Ctrl-C the test sends."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "reconciler", *map(str, args)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=interruptible,
     )
 
 

@@ -271,6 +271,7 @@ def test_ctrl_c_during_the_spark_job_stops_quietly(project, tmp_path):
         [sys.executable, "-m", "reconciler", "validate", project / "orders.yaml", "--traffic", tmp_path / "sample",
          "--against", project / "plan.json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # even under a runner that ignores it
     )
     deadline = time.monotonic() + 300
     while not _runs_python_workers(process.pid):  # the Spark job is running
