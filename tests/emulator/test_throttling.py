@@ -121,14 +121,23 @@ def test_every_clients_work_counts_against_one_namespace_budget(throttled, secon
     assert stats.throttled == 2 and stats.credits > 100
 
 
+def _drain(receiver) -> list:
+    """Everything the receiver gets until a second passes with nothing (a loaded machine may
+    deliver one second's credits in more than one batch)."""
+    got: list = []
+    while batch := receiver.receive_messages(max_message_count=150, max_wait_time=1):
+        got += batch
+    return got
+
+
 def test_receivers_wait_for_the_next_second_instead_of_failing(throttled, seconds):
     throttled.publish("work", [model.Message(body=b"job") for _ in range(150)])
     with ServiceBusClient.from_connection_string(throttled.connection_string, retry_total=0) as sb:
         with sb.get_queue_receiver("work", prefetch_count=0) as receiver:
-            first = receiver.receive_messages(max_message_count=150, max_wait_time=1)
+            first = _drain(receiver)
             assert len(first) == 100  # one second's credits
             seconds.now += 1
-            second = receiver.receive_messages(max_message_count=150, max_wait_time=5)
+            second = _drain(receiver)
             assert len(second) == 50
             for message in first + second:
                 receiver.complete_message(message)
