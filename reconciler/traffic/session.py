@@ -4,9 +4,9 @@
 of master:
 
 - ``local[…]``: the driver binds to loopback and its Python workers run this interpreter
-  (``SPARK_LOCAL_IP``, ``PYSPARK_PYTHON``, unless already set); for a small sample the JVM it
-  starts compiles with the client JIT only for a short run (:data:`SHORT_RUN_EVALUATIONS`) and gets half the
-  machine's memory, up to 8 GB, unless told otherwise (:func:`local_driver_memory`);
+  (``SPARK_LOCAL_IP``, ``PYSPARK_PYTHON``, unless already set); the JVM it starts gets half the
+  machine's memory, up to 8 GB, unless told otherwise (:func:`local_driver_memory`), and compiles
+  with the client JIT only for a short run (:data:`SHORT_RUN_EVALUATIONS`);
 - a cluster (``spark://``, ``yarn``, ``k8s://``…): nothing of this machine's network or Python is
   assumed; executors run their own ``python3`` (or ``PYSPARK_PYTHON``), and sbrules ships its
   own code to them (:mod:`reconciler.traffic.executors`);
