@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 import proton
 from proton import Condition, Handler, SSLDomain, symbol, uint
-from proton.reactor import ApplicationEvent, AtMostOnce, Container, EventInjector, LinkOption
+from proton.reactor import ApplicationEvent, AtMostOnce, EventInjector, LinkOption
 
 from reconciler.amqp import reach
 from reconciler.amqp.connection import ConnectionString, Transport
@@ -56,6 +56,7 @@ from reconciler.amqp.errors import (
     response_status,
 )
 from reconciler.amqp.pipeline import Request, Response, next_message_id
+from reconciler.amqp.reactor import container
 from reconciler.amqp.sas import JWT_TOKEN_TYPE, TokenProvider
 from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.types import DecodeError
@@ -188,7 +189,7 @@ class Engine(Handler):
         self._stopping = False  # closing: an AMQP close is sent, the peer's answer awaited
         self._stopped = False
         self._injector = EventInjector()
-        self._container = Container(self)
+        self._container = container(self)
         # Set before the loop runs or connects: connections report their events to this collector.
         self._container._collector = ResponseCollector(self._on_payload, quiet_events(self))
         self._container.container_id = f"sbrules-{uuid.uuid4().hex[:12]}"

@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from proton.reactor import ApplicationEvent, Container, EventInjector
+from proton.reactor import ApplicationEvent, EventInjector
 
 from reconciler import model
+from reconciler.amqp import reactor
 from reconciler.amqp.messages import encode_model_message
 from reconciler.emulator import certs, rest
 from reconciler.emulator import state as persistence
@@ -203,7 +204,7 @@ class Emulator:
             return self
         if not is_loopback(self.host):
             log.warning("emulator: listening on non-loopback %s without TLS, with a development key", self.host)
-        container = Container(self.handler)
+        container = reactor.container(self.handler)
         container.container_id = "sbrules-emulator"
         injector = EventInjector()
         container.selectable(injector)

@@ -1,0 +1,38 @@
+"""proton's ``Container`` without the TLS settings it would build and sbrules never uses.
+
+A ``Container`` builds a default client and server ``SSLDomain`` as it is made, about 100 ms each
+(OpenSSL loads its configuration for each), a fifth of a short command's start-up. sbrules gives
+every TLS connection a domain of its own (``engine.client_ssl_domain``) and the emulator does TLS in
+its front door, so neither reads those defaults: a container made here has none (``ssl`` is None,
+as proton leaves it where OpenSSL is missing).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from proton import Handler, SSLUnavailable
+from proton import _reactor as proton_reactor
+from proton.reactor import Container
+
+_SWAP = threading.Lock()
+
+
+class _NoDefaultTLS:
+    """Stands in for proton's ``SSLConfig`` while a container is made: proton then keeps none."""
+
+    def __init__(self) -> None:
+        raise SSLUnavailable("sbrules gives each TLS connection its own domain")
+
+
+def container(*handlers: Handler) -> Container:
+    """A ``Container`` of ``handlers`` whose ``ssl`` is None (see the module docstring)."""
+    if not hasattr(proton_reactor, "SSLConfig"):  # a proton that builds its defaults elsewhere
+        return Container(*handlers)
+    with _SWAP:
+        default = proton_reactor.SSLConfig
+        proton_reactor.SSLConfig = _NoDefaultTLS
+        try:
+            return Container(*handlers)
+        finally:
+            proton_reactor.SSLConfig = default
