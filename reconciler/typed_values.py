@@ -353,8 +353,9 @@ class TypedValue:
         for a decoder whose wire type guarantees both (a 16-bit integer read from two bytes), on
         the path that reads every peeked message."""
         typed = object.__new__(cls)
-        object.__setattr__(typed, "type", vtype)
-        object.__setattr__(typed, "value", value)
+        fields = typed.__dict__  # the frozen dataclass's own storage, written once here
+        fields["type"] = vtype
+        fields["value"] = value
         return typed
 
     @classmethod

@@ -154,12 +154,12 @@ _IEEE_DECIMALS = {proton.decimal32: decode_decimal32, proton.decimal64: decode_d
 #: (a fixed-width integer, a binary32, UTF-8 or ASCII text…), so that reading them needs no check:
 #: Python class → (model type, conversion or None). char (UTF-32 on the wire, one UTF-16 unit in
 #: .NET) and decimal are checked.
-_UNCHECKED: dict[type, tuple[ValueType, Callable[[Any], Any] | None]] = {
+UNCHECKED: dict[type, tuple[ValueType, Callable[[Any], Any] | None]] = {
     kind: (ValueType(tag), None if kind in (str, int, float, bytes, bool, uuid.UUID) else _FROM_WIRE.get(tag, int))
     for kind, tag in _PROPERTY_TYPES.items()
     if tag not in ("char", "decimal") and kind in {t.python for t in TYPES}
 }
-_UNCHECKED[type(None)] = (ValueType.NULL, None)
+UNCHECKED[type(None)] = (ValueType.NULL, None)
 
 
 class UnknownDescribedValue(CodecError):
@@ -174,7 +174,7 @@ def from_amqp(value: Any) -> TypedValue:
     reader drops it, as .NET receivers do).
     """
     kind = type(value)
-    unchecked = _UNCHECKED.get(kind)
+    unchecked = UNCHECKED.get(kind)
     if unchecked is not None:
         vtype, convert = unchecked
         return TypedValue.of_checked(vtype, value if convert is None else convert(value))

@@ -18,6 +18,7 @@ from proton import symbol, uint
 
 from reconciler import model
 from reconciler.amqp.codec import (
+    UNCHECKED,
     CodecError,
     UnknownDescribedValue,
     datetime_to_timestamp,
@@ -173,6 +174,11 @@ def _message_fields(sections: Sections) -> MessageFields:
     system["DeliveryCount"] = int(count or 0)
     annotations = {str(k): v for k, v in (sections.message_annotations or {}).items()}
     for key, value in annotations.items():
+        read = _ANNOTATION_READS.get((key, value.__class__))
+        if read is not None:
+            sys_name, convert = read
+            system[sys_name] = value if convert is None else convert(value)
+            continue
         sys_name = _ANNOTATION_TO_SYS.get(key)
         if sys_name is None or value is None:
             continue
@@ -201,6 +207,15 @@ _PROPERTY_SLOTS = sorted(
      for name, field in PROPERTY_FIELDS.items()),
     key=lambda slot: slot[1],
 )
+#: (annotation, Python class of its decoded value) → (system property, conversion or None), for the
+#: values whose AMQP type is the property's own (a long sequence number, a timestamp): read without
+#: making a TypedValue, since every peeked message has several.
+_ANNOTATION_READS = {
+    (wire, kind): (name, convert)
+    for name, wire in ANNOTATIONS.items()
+    for kind, (vtype, convert) in UNCHECKED.items()
+    if vtype is _SYSTEM_TYPES[name]
+}
 _TTL = HEADER_LIST_FIELDS.index(HEADER_FIELDS["TimeToLive"])
 _DELIVERY_COUNT = HEADER_LIST_FIELDS.index(HEADER_FIELDS["DeliveryCount"])
 

@@ -359,11 +359,14 @@ def _general(negative: bool, digits: str, exponent: int, max_digits: int) -> str
 
 
 def _shortest(text: str) -> tuple[bool, str, int]:
-    """(negative, significant digits, power of the first digit) of a shortest-repr text."""
-    sign, digit_tuple, exponent = Decimal(text).as_tuple()
-    digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
-    stripped = len(digit_tuple) - len("".join(map(str, digit_tuple)).lstrip("0"))
-    return bool(sign), digits.lstrip("0") or "0", len(digit_tuple) - 1 + int(exponent) - stripped
+    """(negative, significant digits, power of the first digit) of a shortest-repr text (``repr`` or
+    ``%g``: ``-1.5e-05``), read as text: the sampler formats every double property it stores."""
+    negative = text[0] == "-"
+    mantissa, _, power = text.lstrip("-").partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    exponent = (int(power) if power else 0) + len(whole) - 1 - (len(whole) + len(fraction) - len(digits))
+    return negative, digits.rstrip("0") or "0", exponent
 
 
 def _non_finite(value: float) -> str | None:
@@ -379,10 +382,15 @@ def _non_finite(value: float) -> str | None:
 def format_double(value: float) -> str:
     """.NET Core ``double.ToString()``: shortest round-trip digits, ``E+XX`` beyond 17 integer digits
     (or more when the digits need them) or below 1E-04."""
+    text = repr(value)
+    if "e" not in text and "n" not in text:
+        # The common case, read off repr (the same shortest digits): both print fixed notation here,
+        # repr with a ".0" that .NET leaves out. Not "inf" or "nan", which .NET spells otherwise.
+        return text[:-2] if text.endswith(".0") else text
     special = _non_finite(value)
     if special is not None:
         return special
-    return _general(*_shortest(repr(value)), max_digits=17)
+    return _general(*_shortest(text), max_digits=17)
 
 
 def format_single(value: float) -> str:

@@ -40,7 +40,7 @@ import base64
 import datetime as _dt
 import json
 import uuid as _uuid
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -124,18 +124,32 @@ _FROM_FIELD: dict[ValueType, Any] = {
 }
 
 
+#: The tagged struct's fields, in order.
+CELL_FIELDS = tuple(f.name for f in PROP_STRUCT)
+
+
+def prop_cell(name: str, value: TypedValue) -> tuple[Any, ...]:
+    """One application property as the tagged struct's field values, in :data:`CELL_FIELDS` order
+    (see the module docstring)."""
+    vtype = value.type
+    if vtype is ValueType.NULL:
+        return (name, "null", None, None, None, None)
+    if vtype is ValueType.BINARY:
+        return (name, "binary", _stored(vtype, value.value), None, None, None)
+    text = values.to_string(values.from_typed(value))
+    field = VALUE_FIELD[vtype.value]
+    if field == "s":
+        return (name, vtype.value, text, None, None, None)
+    stored = _stored(vtype, value.value)
+    return (
+        name, vtype.value, text,
+        stored if field == "l" else None, stored if field == "d" else None, stored if field == "b" else None,
+    )
+
+
 def prop_to_struct(name: str, value: TypedValue) -> dict[str, Any]:
     """One application property as the tagged struct (see module docstring)."""
-    vtype = value.type
-    cell: dict[str, Any] = {"k": name, "t": vtype.value, "s": None, "l": None, "d": None, "b": None}
-    if vtype is ValueType.NULL:
-        return cell
-    field = VALUE_FIELD[vtype.value]
-    if vtype is ValueType.BINARY or field != "s":
-        cell[field] = _stored(vtype, value.value)
-    if vtype is not ValueType.BINARY:
-        cell["s"] = values.to_string(values.from_typed(value))  # the value itself for s-held types
-    return cell
+    return dict(zip(CELL_FIELDS, prop_cell(name, value)))
 
 
 def struct_to_prop(cell: Mapping[str, Any]) -> TypedValue:
@@ -226,14 +240,14 @@ LAYOUT_VERSION = b"2"
 
 def property_tags(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
     """Lower-cased property name → the sorted type tags its values have in ``rows``."""
-    return _tags(row.get(PROPS) or () for row in rows)
+    return _tags((key, cell["t"]) for row in rows for key, cell in row.get(PROPS) or ())
 
 
-def _tags(entries_per_row: Iterable[Iterable[tuple[str, Mapping[str, Any]]]]) -> dict[str, list[str]]:
+def _tags(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """Lower-cased property name → sorted type tags, of (name, tag) pairs."""
     seen: dict[str, set[str]] = {}
-    for entries in entries_per_row:
-        for key, cell in entries:
-            seen.setdefault(key, set()).add(cell["t"])
+    for key, tag in set(pairs):
+        seen.setdefault(key, set()).add(tag)
     return {key: sorted(tags) for key, tags in sorted(seen.items())}
 
 
@@ -241,15 +255,19 @@ class Columns:
     """A batch of sample rows kept column by column and built into an Arrow table with :data:`SCHEMA`.
 
     Rows are added as a message's fields (what the sampler peeks: no row dict is made) or as row
-    dicts. The table is assembled from buffers, column by column: ``pyarrow.array`` over Python
-    lists would import pandas (over half a second, longer than sampling thousands of messages)."""
+    dicts. Each property is kept as one tuple (``prop_cell``) and the struct's columns are made by
+    transposing them at once. The table is assembled from buffers, column by column:
+    ``pyarrow.array`` over Python lists would import pandas (over half a second, longer than
+    sampling thousands of messages)."""
 
     def __init__(self) -> None:
         self._system: list[Mapping[str, Any]] = []
         self._topic: list[str | None] = []
         self._subscription: list[str | None] = []
         self._body_size: list[int] = []
-        self._props: list[list[tuple[str, dict[str, Any]]]] = []
+        self._counts: list[int] = []  # properties per row
+        self._keys: list[str] = []  # lower-cased names, row after row
+        self._cells: list[tuple[Any, ...]] = []
 
     def __len__(self) -> int:
         return len(self._topic)
@@ -263,14 +281,25 @@ class Columns:
         self._topic.append(topic)
         self._subscription.append(subscription)
         self._body_size.append(body_size)
-        self._props.append(props_to_map(user))
+        keys, cells, count = self._keys, self._cells, 0
+        for name, value in user.items():
+            key = name.lower()
+            if count and key in keys[-count:]:
+                continue  # a case-only clash: the first published name wins, as in props_to_map
+            keys.append(key)
+            cells.append(prop_cell(name, value))
+            count += 1
+        self._counts.append(count)
 
     def add_row(self, row: Mapping[str, Any]) -> None:
         self._system.append({name: row.get(column) for name, column in SYS_COLUMNS.items()})
         self._topic.append(row.get("topic"))
         self._subscription.append(row.get("subscription"))
         self._body_size.append(row["body_size"])
-        self._props.append(list(row.get(PROPS) or ()))
+        entries = list(row.get(PROPS) or ())
+        self._keys.extend(key for key, _ in entries)
+        self._cells.extend(tuple(cell[f] for f in CELL_FIELDS) for _, cell in entries)
+        self._counts.append(len(entries))
 
     def table(self) -> pa.Table:
         """The rows as a table, their property tags and topics in its metadata (see ``traffic.footers``)."""
@@ -284,20 +313,19 @@ class Columns:
         for name, column_name in SYS_COLUMNS.items():
             arrays.append(_array(system_columns[name], SCHEMA.field(column_name).type))
         arrays.append(_array(self._body_size, pa.int64()))
-        arrays.append(self._props_array())
+        fields = list(zip(*self._cells)) or [() for _ in CELL_FIELDS]
+        arrays.append(self._props_array(fields))
         table = pa.Table.from_arrays(arrays, schema=SCHEMA)
-        tags = json.dumps(_tags(self._props))
+        tags = json.dumps(_tags(zip(self._keys, fields[CELL_FIELDS.index("t")])))
         topics = json.dumps(sorted({topic for topic in self._topic if topic is not None}))
         return table.replace_schema_metadata({PROPERTY_TAGS_KEY: tags, TOPICS_KEY: topics, LAYOUT_KEY: LAYOUT_VERSION})
 
-    def _props_array(self) -> pa.Array:
-        offsets = np.zeros(len(self._props) + 1, dtype=np.int32)
-        np.cumsum([len(entries) for entries in self._props], out=offsets[1:])
-        entries = [entry for row in self._props for entry in row]
-        cells = [cell for _, cell in entries]
-        children = [_array([cell[f.name] for cell in cells], f.type) for f in PROP_STRUCT]
+    def _props_array(self, fields: list[Sequence[Any]]) -> pa.Array:
+        offsets = np.zeros(len(self._counts) + 1, dtype=np.int32)
+        np.cumsum(self._counts, out=offsets[1:])
+        children = [_array(column, f.type) for column, f in zip(fields, PROP_STRUCT)]
         items = pa.StructArray.from_arrays(children, fields=list(PROP_STRUCT))
-        keys = _array([key for key, _ in entries], pa.string())
+        keys = _array(self._keys, pa.string())
         offsets_array = pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)])
         return pa.MapArray.from_arrays(offsets_array, keys, items, type=SCHEMA.field(PROPS).type)
 
@@ -305,7 +333,7 @@ class Columns:
 _NUMPY_TYPES = {pa.int64(): np.int64, pa.int32(): np.int32, pa.float64(): np.float64}
 
 
-def _array(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
+def _array(values: Sequence[Any], arrow_type: pa.DataType) -> pa.Array:
     """An Arrow array of ``values`` (None = null) from buffers (see ``Columns``)."""
     count = len(values)
     nulls = values.count(None)

@@ -89,6 +89,13 @@ _TRUE, _FALSE = _code("boolean", Form.CONSTANT, value=True), _code("boolean", Fo
 _STR8, _SYM8 = _code("string", Form.VARIABLE, "B"), _code("symbol", Form.VARIABLE, "B")
 
 
+#: Short symbols already read, by their bytes: a few names (annotation keys, descriptors) recur in
+#: every message and response, and a proton ``symbol`` is costly to make. Bounded, since the peer
+#: chooses what it sends.
+_SYMBOLS: dict[bytes, symbol] = {}
+_SYMBOLS_KEPT = 4096
+
+
 def _elements(buf: bytes, pos: int, count: int) -> tuple[list[Any], int]:
     """``count`` encoded values from ``pos``: what every message section and management body is made
     of. The constructors that make up most of them (null, booleans, short strings and symbols) are
@@ -106,7 +113,13 @@ def _elements(buf: bytes, pos: int, count: int) -> tuple[list[Any], int]:
         elif code == _SYM8:
             start = pos + 2
             pos = start + buf[pos + 1]
-            append(symbol(buf[start:pos].decode("ascii")))
+            raw = buf[start:pos]
+            known = _SYMBOLS.get(raw)
+            if known is None:
+                known = symbol(raw.decode("ascii"))
+                if len(_SYMBOLS) < _SYMBOLS_KEPT:
+                    _SYMBOLS[raw] = known
+            append(known)
         elif code == _NULL:
             append(None)
             pos += 1
