@@ -176,8 +176,7 @@ def _message_fields(sections: Sections) -> MessageFields:
     for key, value in annotations.items():
         read = _ANNOTATION_READS.get((key, value.__class__))
         if read is not None:
-            sys_name, convert = read
-            system[sys_name] = value if convert is None else convert(value)
+            system[read[0]] = value if read[1] is None else read[1](value)
             continue
         sys_name = _ANNOTATION_TO_SYS.get(key)
         if sys_name is None or value is None:

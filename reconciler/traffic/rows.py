@@ -320,7 +320,7 @@ class Columns:
         topics = json.dumps(sorted({topic for topic in self._topic if topic is not None}))
         return table.replace_schema_metadata({PROPERTY_TAGS_KEY: tags, TOPICS_KEY: topics, LAYOUT_KEY: LAYOUT_VERSION})
 
-    def _props_array(self, fields: list[Sequence[Any]]) -> pa.Array:
+    def _props_array(self, fields: Sequence[Sequence[Any]]) -> pa.Array:
         offsets = np.zeros(len(self._counts) + 1, dtype=np.int32)
         np.cumsum(self._counts, out=offsets[1:])
         children = [_array(column, f.type) for column, f in zip(fields, PROP_STRUCT)]
