@@ -101,7 +101,7 @@ def _elements(buf: bytes, pos: int, count: int) -> tuple[list[Any], int]:
     of. The constructors that make up most of them (null, booleans, short strings and symbols) are
     read in line, the others by their reader; a short value that runs past its compound is caught by
     the compound's size check, and bad text by ``read_value``."""
-    readers = _READERS
+    readers = READERS
     values: list[Any] = []
     append = values.append
     for _ in range(count):
@@ -145,12 +145,12 @@ def _array(width: struct.Struct) -> Reader:
         pos += 2 * size
         descriptor: Any = UNDESCRIBED
         if buf[pos] == DESCRIBED:
-            descriptor, pos = _READERS[buf[pos + 1]](buf, pos + 2)
+            descriptor, pos = READERS[buf[pos + 1]](buf, pos + 2)
         code = buf[pos]
         element_type = _ELEMENT_TYPES.get(code)
         if element_type is None:
             raise DecodeError(f"unknown array element constructor 0x{code:02x} at byte {pos}")
-        reader = _READERS[code]
+        reader = READERS[code]
         pos += 1
         elements = []
         for _ in range(count):
@@ -164,8 +164,8 @@ def _array(width: struct.Struct) -> Reader:
 
 
 def _described(buf: bytes, pos: int) -> tuple[Described, int]:
-    descriptor, pos = _READERS[buf[pos]](buf, pos + 1)
-    value, pos = _READERS[buf[pos]](buf, pos + 1)
+    descriptor, pos = READERS[buf[pos]](buf, pos + 1)
+    value, pos = READERS[buf[pos]](buf, pos + 1)
     return Described(descriptor, value), pos
 
 
@@ -203,19 +203,25 @@ def _readers() -> list[Reader]:
     return readers
 
 
-_READERS = _readers()
+#: Constructor byte → its reader (the reader takes the position after the constructor).
+READERS = _readers()
 
 
 def read_value(buf: bytes, pos: int) -> tuple[Any, int]:
     """The value encoded at ``pos`` (constructor included) and the position after it."""
     try:
-        return _READERS[buf[pos]](buf, pos + 1)
-    except (struct.error, IndexError):
-        raise DecodeError(f"the encoding ends early (in the value at byte {pos})") from None
-    except UnicodeDecodeError as exc:
-        raise DecodeError(text_error(exc)) from None
-    except RecursionError:
-        raise DecodeError(f"the value at byte {pos} is nested too deeply") from None
+        return READERS[buf[pos]](buf, pos + 1)
+    except (struct.error, IndexError, UnicodeDecodeError, RecursionError) as exc:
+        raise value_error(exc, pos) from None
+
+
+def value_error(exc: Exception, pos: int) -> DecodeError:
+    """The DecodeError for what a reader raised while reading the value at byte ``pos``."""
+    if isinstance(exc, UnicodeDecodeError):
+        return DecodeError(text_error(exc))
+    if isinstance(exc, RecursionError):
+        return DecodeError(f"the value at byte {pos} is nested too deeply")
+    return DecodeError(f"the encoding ends early (in the value at byte {pos})")
 
 
 def decode_value(payload: bytes | bytearray | memoryview) -> Any:

@@ -9,12 +9,13 @@ read, changed in one field and written again keeps every other field and type it
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from proton import ulong
 
-from reconciler.amqp.wire.decode import read_value
+from reconciler.amqp.wire.decode import READERS, read_value, value_error
 from reconciler.amqp.wire.encode import encode_value
 from reconciler.amqp.wire.types import DESCRIBED, DecodeError
 
@@ -83,20 +84,25 @@ _SMALLULONG = 0x53
 def _read_sections(payload: bytes | bytearray | memoryview) -> Iterator[tuple[int, Any]]:
     buf = bytes(payload)
     pos, size = 0, len(buf)
+    readers = READERS
     while pos < size:
         if buf[pos] != DESCRIBED:
             raise DecodeError(f"byte {pos} does not start a message section")
         start = pos
-        if pos + 2 < size and buf[pos + 1] == _SMALLULONG:
-            # The descriptor every encoder writes (0x00 0x53 code): read as the byte it is, no
-            # Described or ulong built for it, since a message is a handful of sections.
-            code: Any = buf[pos + 2]
-            value, pos = read_value(buf, pos + 3)
-        else:
-            section, pos = read_value(buf, pos)
-            code, value = section.descriptor, section.value
-            if not isinstance(code, ulong):
-                raise DecodeError(f"unknown message section {code!r}")
+        try:
+            if pos + 3 < size and buf[pos + 1] == _SMALLULONG:
+                # The descriptor every encoder writes (0x00 0x53 code): read as the byte it is, no
+                # Described or ulong built for it, and the value read by its constructor's reader
+                # straight away, since a message is a handful of sections.
+                code: Any = buf[pos + 2]
+                value, pos = readers[buf[pos + 3]](buf, pos + 4)
+            else:
+                section, pos = read_value(buf, pos)
+                code, value = section.descriptor, section.value
+                if not isinstance(code, ulong):
+                    raise DecodeError(f"unknown message section {code!r}")
+        except (struct.error, IndexError, UnicodeDecodeError, RecursionError) as exc:
+            raise value_error(exc, start) from None
         if code not in SECTION_CODES:
             raise DecodeError(f"unknown message section {code!r}")
         shape = _SHAPES.get(code)
