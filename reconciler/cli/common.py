@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -95,32 +96,41 @@ class Namespace:
         """The one pacer of this command's clients, made at first use (``max_rate``: requests/s).
 
         A share of a Standard namespace's credits means nothing on Premium, which has none: there
-        the budget is dropped, unless ``--max-credits`` asked for one explicitly.
+        the budget is dropped, unless ``--max-credits`` asked for one explicitly. The tier is read on
+        a thread of its own, so that the command's start (imports, connecting) does not wait for
+        that request; until the answer comes the budget holds, which is the safe side.
         """
         from reconciler.amqp.pacing import Pacer
 
         if self._pacer is None:
             self._pacer = Pacer(max_rate=max_rate, budget=self.credit_budget)
-            if self.max_credits is None and self._tier() == "Premium":
-                self._pacer.set_budget(None)
+            if self.max_credits is None:
+                probe = threading.Thread(target=self._unbudget_premium, name="sbrules-tier", daemon=True)
+                probe.start()
+                context = click.get_current_context(silent=True)
+                if context is not None:
+                    context.call_on_close(probe.join)  # no thread outlives its command
         return self._pacer
 
-    def _tier(self) -> str | None:
-        """The namespace's tier, or None when it cannot be read (a key without Manage rights, say): then
-        the budget stays, which is the safe side."""
+    def _unbudget_premium(self) -> None:
+        """Drop the pacer's budget when the namespace is Premium. It keeps the budget when the tier cannot be
+        read (a key without Manage rights, say): the command's own requests report any real failure."""
         from reconciler.amqp.retry import RetryPolicy
         from reconciler.rest.client import ManagementRestClient
 
-        connection_string = require_connection_string(self.connection_string)
+        assert self._pacer is not None
         try:
             with ManagementRestClient(
-                connection_string, auth=self.auth, timeout=min(self.timeout, 10.0), pacer=self._pacer,
-                retry=RetryPolicy(retries=0, throttled_retries=0),
+                require_connection_string(self.connection_string), auth=self.auth, timeout=min(self.timeout, 10.0),
+                pacer=self._pacer, retry=RetryPolicy(retries=0, throttled_retries=0),
             ) as rest:
-                return rest.namespace_sku()
-        except Exception as exc:  # a probe: the command's own requests report any real failure
+                tier = rest.namespace_sku()
+        except Exception as exc:  # a probe, on a thread of its own: nothing may escape it
             log.debug("the namespace's tier is unknown (%s: %s); keeping the credit budget", type(exc).__name__, exc)
-            return None
+            return
+        log.debug("the namespace's tier is %s", tier)
+        if tier == "Premium":
+            self._pacer.set_budget(None)
 
     def amqp(self, *, max_rate: float | None = None) -> "ManagementClient":
         """The AMQP client; ``max_rate`` caps the requests per second of the command's pacer."""

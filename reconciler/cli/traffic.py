@@ -69,7 +69,7 @@ def sample(
         with namespace.amqp() as client:
             stats = run_sample(
                 client, topic, subscriptions, dataset, max_messages=max_messages, page_size=page_size,
-                pages_in_flight=pages_in_flight(pacer.budget, page_size), on_page=on_page,
+                pages_in_flight=lambda: pages_in_flight(pacer.budget, page_size), on_page=on_page,
             )
     if fmt == "json":
         echo_json({"format_version": 1, **stats.to_json()})

@@ -229,14 +229,16 @@ def sample(
     *,
     max_messages: int | None = None,
     page_size: int = 250,
-    pages_in_flight: int = PAGES_IN_FLIGHT,
+    pages_in_flight: int | Callable[[], int] = PAGES_IN_FLIGHT,
     batch_rows: int = 10_000,
     on_page: Callable[[str, int], None] | None = None,
 ) -> SampleStats:
     """Peek every subscription from its stored position onward and append new messages to ``dataset``.
 
     ``max_messages`` bounds the messages peeked per subscription in this run; ``pages_in_flight``
-    pages are asked for at once (see ``_pages``). Peeking runs on this thread (reading only the
+    pages are asked for at once (see ``_pages``), or as many as it returns when asked before each
+    round: a command's credit budget can change while it samples (dropped once the namespace is
+    known to be Premium). Peeking runs on this thread (reading only the
     sequence numbers it needs to place the next pages), decoding messages, building columns and
     writing Parquet on another, so a round of pages is decoded while the next is fetched. ``on_page`` is told
     (subscription, new messages in the page) after each page, for progress display.
@@ -247,6 +249,7 @@ def sample(
     """
     if not subscriptions:
         raise SampleError("name at least one subscription to peek (a catch-all one sees all traffic)")
+    in_flight = pages_in_flight if callable(pages_in_flight) else lambda: pages_in_flight
     store = Dataset(dataset, batch_rows=batch_rows)
     stats = SampleStats(dataset=store.location)
     try:
@@ -256,7 +259,7 @@ def sample(
                 stats.subscriptions.append(sub_stats)
                 pages = _pages(
                     client.peek_payloads, topic, subscription, sub_stats.start_sequence, max_messages, page_size,
-                    pages_in_flight, sequence_number,
+                    in_flight, sequence_number,
                 )
                 for page in pages:
                     writer.put(sub_stats, page)
@@ -336,7 +339,7 @@ class _Writer:
 
 def _pages(
     peek: Callable[[str, str, Sequence[int], int], list[Any]], topic: str, subscription: str, start: int,
-    max_messages: int | None, page_size: int, in_flight: int, sequence: Callable[[Any], int],
+    max_messages: int | None, page_size: int, in_flight: Callable[[], int], sequence: Callable[[Any], int],
 ) -> Iterator[list[Any]]:
     """Every message from sequence number ``start`` on, in order and each once, as pages.
 
@@ -344,7 +347,7 @@ def _pages(
     sequence number, which is asked of a few messages per page (the last, and those a binary search
     for the first new one visits), so that the next round goes out before this one is decoded.
 
-    Pages are asked for in rounds of ``in_flight`` at once, by sequence-number ranges: page k of a
+    Pages are asked for in rounds of ``in_flight()`` at once, by sequence-number ranges: page k of a
     round starts ``k * stride`` after the round's start. A peek of ``page_size`` from s returns the
     first ``page_size`` messages numbered s or more, so it covers every message from s up to the last
     one it returned; the pages of a round thus cover an unbroken range as long as each page starts
@@ -355,7 +358,7 @@ def _pages(
     stride follows the numbers seen: in a subscription that gets one message in ten of the topic's,
     a page of 250 spans about 2,500 numbers, and so does the stride (a little less, so that pages
     overlap rather than leave holes). Rounds start at one page and double while every page comes
-    back full, up to ``in_flight``: a subscription's end is found after a few pages asked for in
+    back full, up to ``in_flight()``: a subscription's end is found after a few pages asked for in
     vain, not ``in_flight`` of them, each reserving a page of credits.
     """
     base, stride, remaining, round_size = start, page_size, max_messages, 1
@@ -385,4 +388,4 @@ def _pages(
         base = covered + 1
         if spans:
             stride = max(page_size, int(min(spans) * 0.9))
-        round_size = min(in_flight, round_size * 2)
+        round_size = min(in_flight(), round_size * 2)

@@ -9,6 +9,7 @@ Nothing here is timed: the outcome is asserted, whatever this machine's speed.
 from __future__ import annotations
 
 import json
+import logging
 
 import pyarrow.parquet as pq
 import pytest
@@ -79,3 +80,28 @@ def test_sample_under_throttling_loses_and_repeats_nothing(standard, run_cli, tm
     ids = [r["message_id"] for r in pq.read_table(out).to_pylist()]
     assert sorted(ids) == sorted(f"m{i}" for i in range(1200))
     assert standard.credits.stats().throttled > 0
+
+
+def _tiers(caplog: pytest.LogCaptureFixture) -> list[str]:
+    tiers = [r.getMessage() for r in caplog.records if r.name == "reconciler.cli" and "tier" in r.getMessage()]
+    caplog.clear()
+    return tiers
+
+
+def test_the_default_budget_holds_on_standard_and_is_dropped_on_premium(standard, run_cli, tmp_path, caplog):
+    # The tier is read on a thread of its own; the command waits for it before it returns, so its
+    # verdict is logged within every run, and no probe outlives its command.
+    caplog.set_level(logging.DEBUG, logger="reconciler.cli")
+    args = ("sample", "--topic", "orders", "--subscription", "audit", "--format", "json")
+    code, _, err = run_cli(*args, "--out", tmp_path / "standard", "--connection-string", standard.connection_string)
+    assert code == 0, err
+    assert _tiers(caplog) == ["the namespace's tier is Standard"]
+    with Emulator(namespace(1)) as premium:  # no credit throttling: the emulator is a Premium namespace
+        code, _, err = run_cli(*args, "--out", tmp_path / "premium", "--connection-string", premium.connection_string)
+    assert code == 0, err
+    assert _tiers(caplog) == ["the namespace's tier is Premium"]
+    code, _, err = run_cli(
+        *args, "--out", tmp_path / "given", "--max-credits", "100", "--connection-string", standard.connection_string
+    )
+    assert code == 0, err
+    assert _tiers(caplog) == []  # an explicit budget holds whatever the tier: nothing to ask

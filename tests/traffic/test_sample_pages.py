@@ -31,7 +31,7 @@ class Subscription:
         return [[Peeked(n) for n in self.numbers[bisect_left(self.numbers, start) :][:count]] for start in starts]
 
     def peeked(self, start: int = 1, max_messages: int | None = None, page: int = 10, in_flight: int = 4) -> list[int]:
-        pages = _pages(self.peek_pages, "t", "s", start, max_messages, page, in_flight, lambda p: p.sequence_number)
+        pages = _pages(self.peek_pages, "t", "s", start, max_messages, page, lambda: in_flight, lambda p: p.sequence_number)
         return [p.sequence_number for pages_ in pages for p in pages_]
 
 
@@ -39,6 +39,15 @@ def test_rounds_of_pages_grow_to_the_pages_in_flight():
     sub = Subscription(range(1, 186))
     assert sub.peeked() == list(range(1, 186))
     assert sub.rounds == [[1], [11, 21], [31, 41, 51, 61], [71, 81, 91, 101], [111, 121, 131, 141], [151, 161, 171, 181]]
+
+
+def test_the_pages_in_flight_are_asked_before_each_round():
+    # A command's budget can be dropped while it samples (a namespace found to be Premium): the
+    # rounds grow past the old limit from then on.
+    sub, limits = Subscription(range(1, 400)), iter([2, 2, 8])
+    pages = _pages(sub.peek_pages, "t", "s", 1, None, 10, lambda: next(limits, 8), lambda p: p.sequence_number)
+    assert [p.sequence_number for page in pages for p in page] == list(range(1, 400))
+    assert [len(r) for r in sub.rounds[:5]] == [1, 2, 2, 4, 8]
 
 
 @pytest.mark.parametrize("seed", range(8))
