@@ -114,7 +114,10 @@ class Namespace:
 
     def _unbudget_premium(self) -> None:
         """Drop the pacer's budget when the namespace is Premium. It keeps the budget when the tier cannot be
-        read (a key without Manage rights, say): the command's own requests report any real failure."""
+        read (a key without Manage rights, say): the command's own requests report any real failure.
+
+        The one request goes outside the pacer: queued behind the command's own requests, which the
+        budget it may lift is pacing, it would come too late to matter."""
         from reconciler.amqp.retry import RetryPolicy
         from reconciler.rest.client import ManagementRestClient
 
@@ -122,7 +125,7 @@ class Namespace:
         try:
             with ManagementRestClient(
                 require_connection_string(self.connection_string), auth=self.auth, timeout=min(self.timeout, 10.0),
-                pacer=self._pacer, retry=RetryPolicy(retries=0, throttled_retries=0),
+                retry=RetryPolicy(retries=0, throttled_retries=0),
             ) as rest:
                 tier = rest.namespace_sku()
         except Exception as exc:  # a probe, on a thread of its own: nothing may escape it
