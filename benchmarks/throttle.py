@@ -12,7 +12,8 @@ Every emulator runs in its own process (``sbrules emulator``), as a server would
    Parquet) against a sequential loop of the SDK's ``peek_messages`` (250 per call) over the same
    ``--messages``, at 0 ms and with a simulated 20 ms round trip (the emulator's latency fault).
    The floor at 0 ms: the emulator's raw peek rate (pipelined, messages left undecoded) and the
-   client's CPU per message to decode and build a row.
+   client's CPU per message to decode and build a row, each added to the CLI's start-up (a run over
+   an empty subscription), which the SDK loop's timing leaves out.
 3. sampling under Standard throttling with ``--max-credits 400``: credits spent per second as a
    share of the budget, and messages lost or stored twice.
 4. "bursts": part 1 again, the production sender adding two isolated bursts (``BURST_TIMES``): what
@@ -273,19 +274,40 @@ def client_cpu_per_message(payloads: list[bytes]) -> dict:
     }
 
 
+def sample_startup(connection_string: str, out: Path) -> float:
+    """Seconds of an ``sbrules sample`` run over an empty subscription: start-up, connecting, one peek."""
+    elapsed, done = sbrules("sample", "--topic", "empty", "--subscription", "all", "--out", str(out),
+                            "--format", "json", "--connection-string", connection_string)
+    assert done.returncode == 0, done.stderr
+    return elapsed
+
+
 def bench_sampling(tmp: Path, messages: int) -> dict:
+    """Also the floors at 0 ms, for ``messages`` in one CLI run: its start-up (an empty subscription)
+    plus the messages at the emulator's raw peek rate (a client that costs nothing per message), and
+    plus them at the client's CPU per message (decode and row) on one thread."""
     out: dict = {}
     for latency_ms in (0, 20):
         run = tmp / f"sampling-{latency_ms}"
         run.mkdir()
-        with emulator(run, {"orders": {"all": ["all"]}}, latency=latency_ms / 1000) as conn:
+        with emulator(run, {"orders": {"all": ["all"]}, "empty": {"all": ["all"]}}, latency=latency_ms / 1000) as conn:
             seed(conn, "orders", messages)
             sdk = sdk_peek_loop(conn, messages)
             ours = sample_cli(conn, run / "sample", messages)
             if latency_ms == 0:
+                startup = min(sample_startup(conn, run / f"empty-{i}") for i in range(3))
                 raw, payloads = raw_peeks(conn, messages)
+                cpu = client_cpu_per_message(payloads)
+                client_us = cpu["client_decode_cpu_us_per_msg"] + cpu["client_row_cpu_us_per_msg"]
+                out["sample_startup_s"] = round(startup, 2)
                 out["emulator_raw_peek_msgs_per_s"] = round(raw)
-                out |= client_cpu_per_message(payloads)
+                out |= cpu
+                emulator_floor = messages / (startup + messages / raw)
+                client_floor = messages / (startup + messages * max(1 / raw, client_us / 1e6))
+                out["sample_floor_emulator_msgs_per_s"] = round(emulator_floor)
+                out["sample_floor_emulator_vs_sdk"] = round(emulator_floor / sdk, 2)
+                out["sample_floor_one_thread_msgs_per_s"] = round(client_floor)
+                out["sample_floor_one_thread_vs_sdk"] = round(client_floor / sdk, 2)
         suffix = "" if latency_ms == 0 else f"_{latency_ms}ms"
         out[f"sample_msgs_per_s{suffix}"] = round(ours)
         out[f"sdk_peek_msgs_per_s{suffix}"] = round(sdk)
