@@ -238,11 +238,6 @@ TOPICS_KEY = b"sbrules.topics"
 LAYOUT_VERSION = b"2"
 
 
-def property_tags(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
-    """Lower-cased property name → the sorted type tags its values have in ``rows``."""
-    return _tags((key, cell["t"]) for row in rows for key, cell in row.get(PROPS) or ())
-
-
 def _tags(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     """Lower-cased property name → sorted type tags, of (name, tag) pairs."""
     seen: dict[str, set[str]] = {}
