@@ -25,19 +25,19 @@ def _decimal_reading(text: str) -> tuple[bool, str, int]:
     return bool(sign), text_digits.rstrip("0") or "0", power
 
 
-@settings(max_examples=3000)
+@settings(max_examples=400)
 @given(finite)
 def test_double_text_fast_path_is_the_general_layout(value: float) -> None:
     assert values.format_double(value) == values._general(*values._shortest(repr(value)), max_digits=17)
 
 
-@settings(max_examples=3000)
+@settings(max_examples=400)
 @given(finite)
 def test_shortest_reads_repr_as_decimal_does(value: float) -> None:
     assert values._shortest(repr(value)) == _decimal_reading(repr(value))
 
 
-@settings(max_examples=2000)
+@settings(max_examples=300)
 @given(finite.map(to_float32).filter(lambda v: v and abs(v) != float("inf")))
 def test_shortest_reads_single_digits_as_decimal_does(value: float) -> None:
     assert values._shortest(float32_digits(value)) == _decimal_reading(float32_digits(value))
