@@ -162,7 +162,7 @@ def _message_fields(sections: Sections) -> MessageFields:
         if value is None:
             continue
         if is_timestamp:
-            if value:
+            if value:  # 0 is how proton-based senders leave a time unset, so the epoch itself reads as unset
                 system[name] = timestamp_to_datetime(value)
         else:
             system[name] = value.hex() if isinstance(value, bytes) else str(value)  # a binary id as hex

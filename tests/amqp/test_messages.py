@@ -57,7 +57,8 @@ model_messages = st.builds(
     st.fixed_dictionaries({}, optional={
         "SequenceNumber": st.integers(1, m.INT64_MAX).map(lambda v: m.TypedValue("long", v)),
         "TimeToLive": st.integers(1, 2**32 - 1).map(lambda ms: m.TypedValue("double", ms / 1000)),
-        "ExpiresAtUtc": ms_datetimes.map(lambda v: m.TypedValue("timestamp", v)),
+        # Not the epoch itself, which the properties section cannot tell from an unset time (0).
+        "ExpiresAtUtc": ms_datetimes.filter(lambda v: v.timestamp() != 0).map(lambda v: m.TypedValue("timestamp", v)),
         "DeliveryCount": st.integers(0, m.INT32_MAX).map(lambda v: m.TypedValue("int", v)),
     }),
     st.dictionaries(names, typed_values.filter(lambda tv: tv.type is not m.ValueType.NULL), max_size=5),
