@@ -162,12 +162,18 @@ def struct_to_prop(cell: Mapping[str, Any]) -> TypedValue:
     return TypedValue(vtype, convert(raw) if convert is not None else raw)
 
 
-def props_to_map(user: Mapping[str, TypedValue]) -> list[tuple[str, dict[str, Any]]]:
-    """The :data:`PROPS` map entries; on a case-only key clash the first published key wins."""
-    entries: dict[str, dict[str, Any]] = {}
+def _first_per_key(user: Mapping[str, TypedValue]) -> dict[str, tuple[str, TypedValue]]:
+    """Lower-cased name → (published name, value) of each :data:`PROPS` map entry: on a case-only
+    key clash the first published name wins."""
+    entries: dict[str, tuple[str, TypedValue]] = {}
     for name, value in user.items():
-        entries.setdefault(name.lower(), prop_to_struct(name, value))
-    return list(entries.items())
+        entries.setdefault(name.lower(), (name, value))
+    return entries
+
+
+def props_to_map(user: Mapping[str, TypedValue]) -> list[tuple[str, dict[str, Any]]]:
+    """The :data:`PROPS` map entries (see ``_first_per_key``)."""
+    return [(key, prop_to_struct(name, value)) for key, (name, value) in _first_per_key(user).items()]
 
 
 def message_to_row(
@@ -276,15 +282,10 @@ class Columns:
         self._topic.append(topic)
         self._subscription.append(subscription)
         self._body_size.append(body_size)
-        keys, cells, count = self._keys, self._cells, 0
-        for name, value in user.items():
-            key = name.lower()
-            if count and key in keys[-count:]:
-                continue  # a case-only clash: the first published name wins, as in props_to_map
-            keys.append(key)
-            cells.append(prop_cell(name, value))
-            count += 1
-        self._counts.append(count)
+        entries = _first_per_key(user)
+        self._keys.extend(entries)
+        self._cells.extend(prop_cell(name, value) for name, value in entries.values())
+        self._counts.append(len(entries))
 
     def add_row(self, row: Mapping[str, Any]) -> None:
         self._system.append({name: row.get(column) for name, column in SYS_COLUMNS.items()})
