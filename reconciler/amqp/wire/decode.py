@@ -207,11 +207,15 @@ def _readers() -> list[Reader]:
 READERS = _readers()
 
 
+#: What a reader raises on bad bytes, which ``value_error`` turns into a DecodeError.
+READ_ERRORS = (struct.error, IndexError, UnicodeDecodeError, RecursionError)
+
+
 def read_value(buf: bytes, pos: int) -> tuple[Any, int]:
     """The value encoded at ``pos`` (constructor included) and the position after it."""
     try:
         return READERS[buf[pos]](buf, pos + 1)
-    except (struct.error, IndexError, UnicodeDecodeError, RecursionError) as exc:
+    except READ_ERRORS as exc:
         raise value_error(exc, pos) from None
 
 

@@ -9,13 +9,12 @@ read, changed in one field and written again keeps every other field and type it
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from proton import ulong
 
-from reconciler.amqp.wire.decode import READERS, read_value, value_error
+from reconciler.amqp.wire.decode import READ_ERRORS, READERS, read_value, value_error
 from reconciler.amqp.wire.encode import encode_value
 from reconciler.amqp.wire.types import DESCRIBED, DecodeError
 
@@ -101,7 +100,7 @@ def _read_sections(payload: bytes | bytearray | memoryview) -> Iterator[tuple[in
                 code, value = section.descriptor, section.value
                 if not isinstance(code, ulong):
                     raise DecodeError(f"unknown message section {code!r}")
-        except (struct.error, IndexError, UnicodeDecodeError, RecursionError) as exc:
+        except READ_ERRORS as exc:
             raise value_error(exc, start) from None
         if code not in SECTION_CODES:
             raise DecodeError(f"unknown message section {code!r}")
