@@ -242,7 +242,10 @@ def translated(dataset: str) -> Iterator[None]:
     """Turn an exception from PySpark or Py4J in the body into one line that names its cause.
 
     Ctrl-C makes PySpark cancel the running jobs, and the call waiting on a job then ends in that
-    cancellation rather than in KeyboardInterrupt: it is the interrupt, and reported as one.
+    cancellation rather than in KeyboardInterrupt: it is the interrupt, and reported as one. So is
+    an error raised while a KeyboardInterrupt was being handled: Py4J, interrupted in a call, shuts
+    the call's socket down through the gateway, and fails when the JVM (in the same process group,
+    so also sent the Ctrl-C) has gone first.
     """
     try:
         yield
@@ -251,9 +254,19 @@ def translated(dataset: str) -> Iterator[None]:
     except Exception as exc:
         if not _from_spark(exc):
             raise
-        if condition(exc) == "SPARK_JOB_CANCELLED":
+        if condition(exc) == "SPARK_JOB_CANCELLED" or _while_interrupted(exc):
             raise KeyboardInterrupt() from exc
         raise translate(exc, dataset) from exc
+
+
+def _while_interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while a KeyboardInterrupt was being handled."""
+    seen: BaseException | None = exc.__context__
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__context__
+    return False
 
 
 def _from_spark(exc: BaseException) -> bool:

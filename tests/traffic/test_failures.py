@@ -205,6 +205,21 @@ def test_any_other_spark_failure_is_one_line_with_its_error_class(spark):
     assert "\n" not in str(caught.value)
 
 
+def test_a_py4j_error_raised_while_handling_ctrl_c_is_the_interrupt():
+    # Py4J, interrupted in a call, shuts its socket down through a gateway the JVM (sent the same
+    # Ctrl-C) may have closed: its error then stands in front of the KeyboardInterrupt.
+    from py4j.protocol import Py4JError
+
+    from reconciler.traffic.failures import translated
+
+    with pytest.raises(KeyboardInterrupt):
+        with translated("sample"):
+            try:
+                raise KeyboardInterrupt()
+            except KeyboardInterrupt:
+                raise Py4JError("Gateway must be connected to send cancel cmd.") from None
+
+
 #: Run in a fresh process with a small driver heap: a job whose result does not fit in it.
 _OUT_OF_MEMORY = """
 from reconciler.traffic.failures import SparkFailure, translated
