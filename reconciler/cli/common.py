@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import sys
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -15,8 +18,6 @@ import click
 from reconciler.credits import DEFAULT_CREDIT_SHARE, STANDARD_CREDITS_PER_SECOND, credit_budget
 
 if TYPE_CHECKING:
-    from rich.progress import ProgressColumn
-
     from reconciler.amqp.client import ManagementClient
     from reconciler.amqp.pacing import Pacer, PacingStats
     from reconciler.model import DesiredState
@@ -232,14 +233,24 @@ def pacing_text(stats: "PacingStats") -> str:
     return text
 
 
-def pacing_columns() -> "list[ProgressColumn | str]":
-    """A progress bar's columns, followed by the effective rate (the task's ``pacing`` field)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+@contextlib.contextmanager
+def progress_bars(totals: Mapping[str, int | None], pacer: "Pacer") -> Iterator[Callable[[str, int], None]]:
+    """Progress bars on a terminal (stderr), one per ``totals`` key (its total, None when unknown),
+    each with the rate the namespace lets through; yields ``advance(key, count)``. On any other
+    stderr there is no output and rich is not imported: a pipeline's run does not pay for it."""
+    if not sys.stderr.isatty():
+        yield lambda key, count: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    return [
+    columns = (
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.fields[pacing]}", style="dim"),
-    ]
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        tasks = {key: progress.add_task(key, total=total, pacing="") for key, total in totals.items()}
+        yield lambda key, count: progress.update(tasks[key], advance=count, pacing=pacing_text(pacer.stats()))
 
 
 def format_option(*choices: str, default: str | None = None) -> Callable:

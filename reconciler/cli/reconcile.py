@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Iterator
 
 import click
 
-from reconciler.amqp.pacing import Pacer
 from reconciler.apply import ApplyOptions, ReplaceStrategy, apply_plan, render_report
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import (
@@ -20,8 +19,7 @@ from reconciler.cli.common import (
     format_option,
     load_rules,
     namespace_options,
-    pacing_columns,
-    pacing_text,
+    progress_bars,
     project_environment,
 )
 from reconciler.cli.output import ExitCode
@@ -152,13 +150,13 @@ def apply(
                 click.echo(f"warning: {warning}", err=True)
         with contextlib.ExitStack() as stack:
             journal_file = stack.enter_context(journal.open("a", encoding="utf-8")) if journal else None
-            on_change = stack.enter_context(_progress(len(the_plan.changes), client.pacer))
+            advance = stack.enter_context(progress_bars({"applying": len(the_plan.changes)}, client.pacer))
             options = ApplyOptions(
                 strategy=ReplaceStrategy(replace_strategy),
                 parallel=parallel,
                 fail_fast=fail_fast,
                 journal=journal_file,
-                on_change=on_change,
+                on_change=lambda change: advance("applying", 1),
                 on_interrupt=_finishing,
                 pacer=client.pacer,
             )
@@ -185,20 +183,6 @@ def _confirm(auto_approve: bool) -> None:
         )
     if not click.confirm("Apply these changes?", default=False):
         raise SbrulesError("apply cancelled: nothing was changed")
-
-
-@contextlib.contextmanager
-def _progress(total: int, pacer: Pacer) -> Iterator:
-    """A rich progress bar on a terminal (stderr), with the rate the namespace lets through; no output otherwise."""
-    if not total or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import Progress
-
-    with Progress(*pacing_columns(), console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("applying", total=total, pacing="")
-        yield lambda change: progress.update(task, advance=1, pacing=pacing_text(pacer.stats()))
 
 
 @click.command()

@@ -9,8 +9,7 @@ from reconciler.cli.common import (
     env_option,
     format_option,
     namespace_options,
-    pacing_columns,
-    pacing_text,
+    progress_bars,
     project_environment,
 )
 from reconciler.cli.output import ExitCode, echo_json
@@ -54,23 +53,17 @@ def sample(
     namespace = namespace.for_environment(environment)
     if environment is not None:
         topic = environment.actual_topic(topic)
-    from rich.progress import Progress
-
     from reconciler.traffic.sampler import pages_in_flight
     from reconciler.traffic.sampler import sample as run_sample
 
     pacer = namespace.pacer()
-    with Progress(*pacing_columns(), transient=True, console=_stderr_console()) as progress:
-        tasks = {s: progress.add_task(f"{topic}/{s}", total=max_messages, pacing="") for s in subscriptions}
-
-        def on_page(subscription: str, count: int) -> None:
-            progress.update(tasks[subscription], advance=count, pacing=pacing_text(pacer.stats()))
-
-        with namespace.amqp() as client:
-            stats = run_sample(
-                client, topic, subscriptions, dataset, max_messages=max_messages, page_size=page_size,
-                pages_in_flight=lambda: pages_in_flight(pacer.budget, page_size), on_page=on_page,
-            )
+    bars = {f"{topic}/{s}": max_messages for s in subscriptions}
+    with progress_bars(bars, pacer) as advance, namespace.amqp() as client:
+        stats = run_sample(
+            client, topic, subscriptions, dataset, max_messages=max_messages, page_size=page_size,
+            pages_in_flight=lambda: pages_in_flight(pacer.budget, page_size),
+            on_page=lambda subscription, count: advance(f"{topic}/{subscription}", count),
+        )
     if fmt == "json":
         echo_json({"format_version": 1, **stats.to_json()})
     else:
@@ -88,8 +81,3 @@ def sample(
         )
         raise SystemExit(ExitCode.INTERRUPTED)
 
-
-def _stderr_console():
-    from rich.console import Console
-
-    return Console(stderr=True)

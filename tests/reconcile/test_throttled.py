@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import pty
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -105,3 +109,46 @@ def test_the_default_budget_holds_on_standard_and_is_dropped_on_premium(standard
     )
     assert code == 0, err
     assert _tiers(caplog) == []  # an explicit budget holds whatever the tier: nothing to ask
+
+
+def _sample_in_a_process(emu: Emulator, out, *, terminal: bool) -> tuple[int, str, str]:
+    """``sbrules sample`` in a process of its own, its stderr a terminal (a pseudo-terminal) or a pipe;
+    with ``-X importtime``, so that stderr also tells which modules it imported."""
+    args = [sys.executable, "-X", "importtime", "-m", "reconciler", "sample", "--topic", "orders",
+            "--subscription", "audit", "--out", str(out), "--format", "json", "--max-credits", str(10 * CREDITS),
+            "--connection-string", emu.connection_string]
+    if not terminal:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stdout, done.stderr
+    controller, terminal_fd = pty.openpty()
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=terminal_fd, text=True) as child:
+        os.close(terminal_fd)
+        seen = bytearray()
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        stdout = child.stdout.read() if child.stdout else ""
+        code = child.wait(timeout=120)
+    os.close(controller)
+    return code, stdout, seen.decode(errors="replace")
+
+
+@pytest.mark.slow
+def test_the_progress_bar_shows_the_effective_rate_on_a_terminal_and_nothing_elsewhere(standard, tmp_path):
+    standard.publish("orders", [model.Message(sys={}, body=b"x") for _ in range(900)])
+    code, out, err = _sample_in_a_process(standard, tmp_path / "on-a-terminal", terminal=True)
+    assert code == 0, err
+    assert json.loads(out)["written"] == 900
+    assert "orders/audit" in err and f"credits/s of {10 * CREDITS:,}" in err
+
+    code, out, err = _sample_in_a_process(standard, tmp_path / "in-a-pipeline", terminal=False)
+    assert code == 0, err
+    assert "credits/s" not in err
+    imported = [line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if line.startswith("import time:")]
+    assert "reconciler.traffic.sampler" in imported
+    assert not [m for m in imported if m.split(".")[0] == "rich"]  # a pipeline's start-up does not pay for rich
