@@ -7,7 +7,7 @@ fails, or the peer accepts the connection and then says nothing. Each becomes a 
 subclass (``reconciler.amqp.errors``), which is never retried and which commands report once.
 
 The AMQP engine learns of a failure as proton's transport condition (text); the REST client as an
-exception chain from httpx down to the ``OSError``. Both end here.
+exception chain from ``http.client`` down to the ``OSError``. Both end here.
 """
 
 from __future__ import annotations

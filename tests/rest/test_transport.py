@@ -1,0 +1,84 @@
+"""The REST client's HTTP transport against scripted peers on loopback: kept-alive connections the
+server closed are replaced, and a server that accepts but never answers is a timeout, said once."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from reconciler.amqp.errors import OperationTimeoutError
+from reconciler.amqp.retry import RetryPolicy
+from reconciler.rest.client import ManagementRestClient
+
+EMPTY_FEED = b'<feed xmlns="http://www.w3.org/2005/Atom"><title>topics</title></feed>'
+ANSWER = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/atom+xml;type=feed;charset=utf-8\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(EMPTY_FEED), EMPTY_FEED)
+)
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+@contextlib.contextmanager
+def peer(serve: Callable[[socket.socket], None]) -> Iterator[tuple[int, list[bytes]]]:
+    """A loopback listener that runs ``serve`` on each connection it accepts; yields its port and
+    the first request line of each connection."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    requests: list[bytes] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                request = _read_request(conn)
+                requests.append(request.split(b"\r\n", 1)[0])
+                serve(conn)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1], requests
+    finally:
+        listener.close()
+        thread.join(timeout=5)
+
+
+def client(port: int, timeout: float = 5.0) -> ManagementRestClient:
+    return ManagementRestClient(
+        f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true",
+        timeout=timeout, retry=RetryPolicy(retries=0, throttled_retries=0),
+    )
+
+
+def test_a_kept_alive_connection_the_server_closed_is_replaced():
+    # The answer keeps the connection alive (HTTP/1.1, no "Connection: close"), then the server
+    # closes it: the next GET finds it closed and goes again on a new connection.
+    with peer(lambda conn: conn.sendall(ANSWER)) as (port, requests), client(port) as rest:
+        assert rest.list_topics() == []
+        assert rest.list_topics() == []
+    assert len(requests) == 2  # one connection per GET: the closed one carried no request
+    assert all(r.startswith(b"GET /$Resources/topics?$skip=0&$top=") for r in requests), requests
+
+
+def test_a_server_that_accepts_but_never_answers_times_out_once():
+    answered = threading.Event()
+    with peer(lambda conn: answered.wait(10)) as (port, requests), client(port, timeout=0.5) as rest:
+        with pytest.raises(OperationTimeoutError, match=r"list topics: no response in time"):
+            rest.list_topics()
+        answered.set()
+    assert len(requests) == 1
