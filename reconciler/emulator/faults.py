@@ -40,6 +40,9 @@ class Faults:
     close_after_ops: int | None = None
     #: Answer every CBS put-token with 401 (authentication outage).
     refuse_cbs: bool = False
+    #: At most this many messages per peek, whatever was asked: the service may return fewer
+    #: messages than a peek asks for even when more are there. None = as many as asked.
+    peek_limit: int | None = None
     #: Credit-based throttling: the namespace's credits per second (a Standard namespace has 1000);
     #: None = none, as on Premium.
     credits_per_second: float | None = None
@@ -63,6 +66,8 @@ class Faults:
             raise FaultsFileError(f"latency must be >= 0 seconds, got {self.latency}")
         if self.close_after_ops is not None and int(self.close_after_ops) < 1:
             raise FaultsFileError(f"close_after_ops must be >= 1, got {self.close_after_ops}")
+        if self.peek_limit is not None and int(self.peek_limit) < 1:
+            raise FaultsFileError(f"peek_limit must be >= 1 (or null: as many as asked), got {self.peek_limit}")
         if self.credits_per_second is not None and float(self.credits_per_second) <= 0:
             raise FaultsFileError(f"credits_per_second must be > 0 (or null: no throttling), got {self.credits_per_second}")
         if float(self.throttled_wait_seconds) < 0:
@@ -110,7 +115,7 @@ class Faults:
 
     def clear(self) -> None:
         self.update(
-            latency=0.0, busy_fraction=0.0, close_after_ops=None, refuse_cbs=False, credits_per_second=None,
+            latency=0.0, busy_fraction=0.0, close_after_ops=None, refuse_cbs=False, peek_limit=None, credits_per_second=None,
             credit_costs={}, throttled_wait_seconds=THROTTLED_WAIT_SECONDS,
         )
 

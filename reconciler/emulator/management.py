@@ -22,6 +22,7 @@ from reconciler import limits, model, sql
 from reconciler.amqp import codec
 from reconciler.amqp.wire import sections
 from reconciler.emulator.broker import Broker
+from reconciler.emulator.faults import Faults
 from reconciler.emulator.namespace import (
     Address,
     MessageStore,
@@ -33,6 +34,8 @@ from reconciler.emulator.namespace import (
 
 OPERATION_PREFIX = "com.microsoft:"
 MAX_PAGE = 2**31 - 1
+#: The most messages one peek returns, whatever it asks for.
+MAX_PEEK = 10000
 #: Descriptions quote request values; keep responses small however large the request was.
 MAX_DESCRIPTION = 1024
 
@@ -180,9 +183,10 @@ def messages_touched(body: Any, response: Response) -> int:
 class ManagementNode:
     """Answers `$management` requests for any entity of one namespace."""
 
-    def __init__(self, namespace: Namespace, broker: Broker) -> None:
+    def __init__(self, namespace: Namespace, broker: Broker, faults: Faults | None = None) -> None:
         self.namespace = namespace
         self.broker = broker
+        self.faults = faults
         self._ops: dict[str, Callable[[Address, Mapping[Any, Any]], Response]] = {
             "enumerate-rules": self.enumerate_rules,
             "add-rule": self.add_rule,
@@ -291,7 +295,8 @@ class ManagementNode:
             raise bad_request("'message-count' must be positive")
         if address.subscription is not None and not address.dead_letter:
             _refuse_browsing(self._subscription(address))
-        payloads = self.broker.peek(self._store(address), start, min(count, 10000), session_id)
+        limit = self.faults.peek_limit if self.faults is not None and self.faults.peek_limit else MAX_PEEK
+        payloads = self.broker.peek(self._store(address), start, min(count, limit), session_id)
         if not payloads:
             return Response(204, None, "No Content")
         return Response(200, {"messages": [{"message": p} for p in payloads]})

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 import pyarrow.parquet as pq
+from pyarrow import ArrowException
 from pyarrow.fs import FileSelector, FileType, LocalFileSystem
 
 from reconciler.amqp.codec import CodecError
@@ -100,9 +101,12 @@ class Dataset:
         self.location = os.fspath(location)
         self.fs, self.path = filesystem(self.location)
         self._local = isinstance(self.fs, LocalFileSystem)
-        if self.fs.get_file_info(self.path).type == FileType.File:
-            raise SampleError(f"{self.location} exists and is not a directory")
-        self.fs.create_dir(self.path, recursive=True)
+        try:
+            if self.fs.get_file_info(self.path).type == FileType.File:
+                raise SampleError(f"{self.location} exists and is not a directory")
+            self.fs.create_dir(self.path, recursive=True)
+        except OSError as exc:
+            raise SampleError(f"cannot make the sample directory {self.location}: {_reason(exc)}") from None
         self.batch_rows = batch_rows
         self.run_id = uuid.uuid4().hex[:12]
         self.files: list[str] = []
@@ -125,6 +129,8 @@ class Dataset:
             if doc.get("version") != STATE_VERSION:
                 raise ValueError(f"state version {doc.get('version')!r}")
             self._positions = {str(k): int(v) for k, v in doc["positions"].items()}
+        except OSError as exc:
+            raise SampleError(f"cannot read {self.state_path}: {_reason(exc)}") from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SampleError(f"{self.state_path} is not an sbrules sample state file ({exc})") from None
 
@@ -153,7 +159,15 @@ class Dataset:
             if info.base_name.startswith("part-") and info.base_name.endswith(".parquet")
         ]
         for part in sorted(parts):
-            table = pq.read_table(part, columns=["topic", "message_id", "enqueued_time", "sequence_number"], filesystem=self.fs)
+            try:
+                table = pq.read_table(
+                    part, columns=["topic", "message_id", "enqueued_time", "sequence_number"], filesystem=self.fs
+                )
+            except (OSError, ArrowException) as exc:
+                raise SampleError(
+                    f"{part} is not a readable part of an sbrules sample ({_reason(exc)}); move it out of "
+                    f"{self.location}, or sample into another directory"
+                ) from None
             for row in table.to_pylist():
                 if row["topic"] == topic:
                     keys.add(_row_key(row))
@@ -178,6 +192,12 @@ class Dataset:
 
     def flush(self) -> None:
         """Write pending rows as one complete Parquet file, then make the staged positions durable."""
+        try:
+            self._write_pending()
+        except OSError as exc:
+            raise SampleError(f"cannot write to the sample {self.location}: {_reason(exc)}") from None
+
+    def _write_pending(self) -> None:
         if len(self._pending):
             name = f"part-{self.run_id}-{len(self.files):05d}.parquet"
             table, target = self._pending.table(), f"{self.path}/{name}"
@@ -192,6 +212,11 @@ class Dataset:
             self._positions.update(self._staged)
             self._staged = {}
             self._save_state()
+
+
+def _reason(exc: BaseException) -> str:
+    """An I/O error's message, on one line."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _row_key(row: dict[str, Any]) -> int:
@@ -354,38 +379,44 @@ def _pages(
     at most one past where the page before it ended. Messages a page shares with the one before
     (numbers that are not contiguous, in a filtered subscription) are dropped; a page that starts
     beyond the covered range is dropped too and asked for again in the next round, which begins
-    where the covered range ends. A page that comes back short is the end of the subscription. The
+    where the covered range ends. A page that comes back empty is the end of the subscription; one
+    that comes back short need not be (the service may return fewer messages than asked even when
+    more are there), so the next round starts after its last message. The
     stride follows the numbers seen: in a subscription that gets one message in ten of the topic's,
     a page of 250 spans about 2,500 numbers, and so does the stride (a little less, so that pages
     overlap rather than leave holes). Rounds start at one page and double while every page comes
-    back full, up to ``in_flight()``: a subscription's end is found after a few pages asked for in
-    vain, not ``in_flight`` of them, each reserving a page of credits.
+    back full, up to ``in_flight()``, and fall back to one page after a short page: a subscription's
+    end is found after a page or two asked for in vain, not ``in_flight`` of them, each reserving a
+    page of credits. With ``max_messages``, no page asks for more than remain to be sampled.
     """
     base, stride, remaining, round_size = start, page_size, max_messages, 1
     while remaining is None or remaining > 0:
-        wanted = round_size if remaining is None else min(round_size, -(-remaining // page_size))
+        count = page_size if remaining is None else min(page_size, remaining)
+        wanted = round_size if remaining is None else min(round_size, -(-remaining // count))
         starts = [base + k * stride for k in range(wanted)]
         covered = base - 1  # every message up to here has been yielded
-        spans = []
-        for first, page in zip(starts, peek(topic, subscription, starts, page_size)):
+        spans, full = [], True
+        for first, page in zip(starts, peek(topic, subscription, starts, count)):
             if isinstance(page, Exception):
                 raise page
             if first > covered + 1:
                 break  # a hole before this page: the next round starts at it
-            last = sequence(page[-1]) if page else None
-            if last is not None:
-                spans.append(last - first + 1)
-            new = page[bisect_right(page, covered, key=sequence):] if page and first <= covered else page
+            if not page:
+                return  # nothing numbered ``first`` or more, and every message before it yielded
+            last = sequence(page[-1])
+            spans.append(last - first + 1)
+            new = page[bisect_right(page, covered, key=sequence):] if first <= covered else page
             if remaining is not None:
                 new = new[:remaining]
                 remaining -= len(new)
             if new:
-                covered = last if new[-1] is page[-1] and last is not None else sequence(new[-1])
+                covered = last if new[-1] is page[-1] else sequence(new[-1])
                 yield new
-            if len(page) < page_size or remaining == 0:
+            if remaining == 0:
                 return
-            covered = max(covered, last or 0)
+            covered = max(covered, last)
+            full = full and len(page) == count
         base = covered + 1
         if spans:
-            stride = max(page_size, int(min(spans) * 0.9))
-        round_size = min(in_flight(), round_size * 2)
+            stride = max(count, int(min(spans) * 0.9))
+        round_size = min(in_flight(), round_size * 2) if full else 1

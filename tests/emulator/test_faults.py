@@ -83,7 +83,8 @@ def test_faults_file_yaml_and_json(tmp_path):
 
 @pytest.mark.parametrize(
     "text, message",
-    [("latancy: 1", "unknown faults: latancy"), ("busy_fraction: 2", "between 0 and 1"), ("- 1", "map")],
+    [("latancy: 1", "unknown faults: latancy"), ("busy_fraction: 2", "between 0 and 1"), ("- 1", "map"),
+     ("peek_limit: 0", "peek_limit must be >= 1")],
 )
 def test_bad_faults_files_are_reported(tmp_path, text, message):
     path = tmp_path / "faults.yaml"

@@ -20,15 +20,20 @@ class Peeked:
 
 
 class Subscription:
-    """Peeks as the service answers them: the first ``count`` messages numbered ``start`` or more."""
+    """Peeks as the service answers them: the first ``count`` messages numbered ``start`` or more,
+    or fewer (at most ``limit``: the service may return fewer than asked even when more are there)."""
 
-    def __init__(self, numbers: Sequence[int]) -> None:
+    def __init__(self, numbers: Sequence[int], limit: int | None = None) -> None:
         self.numbers = sorted(numbers)
+        self.limit = limit
         self.rounds: list[list[int]] = []
+        self.counts: list[int] = []
 
     def peek_pages(self, topic: str, subscription: str, starts: Sequence[int], count: int) -> list:
         self.rounds.append(list(starts))
-        return [[Peeked(n) for n in self.numbers[bisect_left(self.numbers, start) :][:count]] for start in starts]
+        self.counts.append(count)
+        returned = min(count, self.limit or count)
+        return [[Peeked(n) for n in self.numbers[bisect_left(self.numbers, start) :][:returned]] for start in starts]
 
     def peeked(self, start: int = 1, max_messages: int | None = None, page: int = 10, in_flight: int = 4) -> list[int]:
         pages = _pages(self.peek_pages, "t", "s", start, max_messages, page, lambda: in_flight, lambda p: p.sequence_number)
@@ -38,7 +43,10 @@ class Subscription:
 def test_rounds_of_pages_grow_to_the_pages_in_flight():
     sub = Subscription(range(1, 186))
     assert sub.peeked() == list(range(1, 186))
-    assert sub.rounds == [[1], [11, 21], [31, 41, 51, 61], [71, 81, 91, 101], [111, 121, 131, 141], [151, 161, 171, 181]]
+    assert sub.rounds == [
+        [1], [11, 21], [31, 41, 51, 61], [71, 81, 91, 101], [111, 121, 131, 141], [151, 161, 171, 181],
+        [186],  # after a short page, one page: the end is a page that comes back empty
+    ]
 
 
 def test_the_pages_in_flight_are_asked_before_each_round():
@@ -71,6 +79,23 @@ def test_a_start_and_a_cap():
     sub = Subscription(range(1, 200))
     assert sub.peeked(start=50, max_messages=23) == list(range(50, 73))
     assert all(len(r) <= 3 for r in sub.rounds)  # no more pages asked for than the cap needs
+    asked = sum(len(starts) * count for starts, count in zip(sub.rounds, sub.counts))
+    assert asked < 23 + 10  # less than a page more than the cap: a peek is charged per message it returns
+
+
+def test_a_cap_below_a_page_asks_for_no_more():
+    sub = Subscription(range(1, 200))
+    assert sub.peeked(max_messages=1, page=250) == [1]
+    assert sub.counts == [1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pages_shorter_than_asked_are_not_the_end(seed):
+    # The service may return fewer messages than a peek asks for while more are there.
+    rng = random.Random(seed)
+    numbers = [n for n in range(1, 3000) if rng.random() < rng.choice([1.0, 0.3])]
+    sub = Subscription(numbers, limit=rng.choice([1, 4, 9]))
+    assert sub.peeked(page=10, in_flight=rng.choice([1, 4])) == numbers
 
 
 def test_an_empty_subscription_takes_one_page():

@@ -225,3 +225,53 @@ def test_current_rules_come_live_and_a_subscription_not_created_yet_counts_as_ne
     scopes, _ = _scopes(desired, "live", lambda: ManagementClient(emulator.connection_string))
     by_name = {s.subscription: (s.current_source, s.current) for s in scopes}
     assert by_name == {"eu": ("live", ORDERS.topics[0].subscriptions[1].rules), "planned": ("new", ())}
+
+
+def _numbered(emulator, count: int) -> None:
+    emulator.publish("orders", [
+        model.Message(sys={"MessageId": model.TypedValue(model.ValueType.STRING, f"m{i}")}, body=b"x") for i in range(count)
+    ])
+
+
+def test_pages_shorter_than_asked_are_not_the_end(emulator, run_cli, tmp_path):
+    # The service may return fewer messages than a peek asks for while more are there.
+    _numbered(emulator, 700)
+    emulator.faults.update(peek_limit=120)
+    code, stdout, stderr = run_cli(
+        "sample", "--topic", "orders", "--subscription", "all", "--out", tmp_path / "s", "--format", "json",
+        "--page-size", "250", "--connection-string", emulator.connection_string,
+    )
+    assert code == 0, stderr
+    stats = json.loads(stdout)["subscriptions"][0]
+    assert (stats["peeked"], stats["written"]) == (700, 700)
+    assert sorted(r["message_id"] for r in pq.read_table(tmp_path / "s").to_pylist()) == sorted(f"m{i}" for i in range(700))
+
+
+def test_a_cap_below_a_page_peeks_no_more_than_it_stores(emulator, run_cli, tmp_path):
+    _numbered(emulator, 300)
+    emulator.faults.update(credits_per_second=1_000_000)  # metered, never throttled: counts what peeks cost
+    before = emulator.credits.stats().credits
+    code, stdout, stderr = run_cli(
+        "sample", "--topic", "orders", "--subscription", "all", "--out", tmp_path / "s", "--format", "json",
+        "--max", "3", "--max-credits", "1000", "--connection-string", emulator.connection_string,
+    )
+    spent = emulator.credits.stats().credits - before
+    assert code == 0, stderr
+    assert json.loads(stdout)["written"] == 3
+    assert spent == 3  # one credit per message a peek returns: three, not a page of 250
+
+
+def test_a_damaged_part_file_is_one_error_line(emulator, run_cli, check, tmp_path):
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / "part-abc-00000.parquet").write_bytes(b"PAR1 cut short by an upload")
+    code, stdout, stderr = run_cli("sample", "--topic", "orders", "--subscription", "all", "--out", out,
+                                   "--connection-string", emulator.connection_string)
+    check.one_error(code, stdout, stderr, 1, r"part-abc-00000\.parquet is not a readable part of an sbrules sample")
+
+
+def test_a_sample_directory_that_cannot_be_made_is_one_error_line(emulator, run_cli, check, tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    code, stdout, stderr = run_cli("sample", "--topic", "orders", "--subscription", "all",
+                                   "--out", tmp_path / "a-file" / "s", "--connection-string", emulator.connection_string)
+    check.one_error(code, stdout, stderr, 1, r"cannot make the sample directory .*a-file/s: .*[Nn]ot a directory")

@@ -140,7 +140,7 @@ class ServerHandler(MessagingHandler):
         self.handlers: list[Any] = [h for h in self.handlers if not isinstance(h, IncomingMessageHandler)]
         self.namespace = namespace
         self.broker = broker
-        self.management = ManagementNode(namespace, broker)
+        self.management = ManagementNode(namespace, broker, faults)
         self.validator = validator
         self.faults = faults
         #: The namespace's credits (Standard throttling), charged for every client's work.
