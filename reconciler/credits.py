@@ -10,7 +10,9 @@ charges by this table; the client's pacer budgets by it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 #: Credits a Standard namespace gets per second.
 STANDARD_CREDITS_PER_SECOND = 1000
@@ -85,6 +87,18 @@ class CreditCosts:
 
 #: The service's costs.
 SERVICE_COSTS = CreditCosts()
+
+
+def messages_touched(request: Any, response: Any = None) -> int:
+    """How many messages a `$management` request returned (peek, receive) or named (lock tokens,
+    sequence numbers, messages to schedule), given its body and its answer's: what a message
+    operation is charged for, at least one."""
+    for source, key in ((response, "messages"), (request, "messages"), (request, "lock-tokens"), (request, "sequence-numbers")):
+        value = source.get(key) if isinstance(source, Mapping) else None
+        items = getattr(value, "elements", value)  # a proton Array holds its items in ``elements``
+        if isinstance(items, (list, tuple)):
+            return len(items)
+    return 1
 
 
 def operation_credits(operation: str, messages: int = 1) -> int:

@@ -30,7 +30,7 @@ from reconciler.amqp.pacing import Pacer
 from reconciler.amqp.pipeline import Call, OnAttempt, RequestPipeline, Response
 from reconciler.amqp.retry import RetryPolicy
 from reconciler.amqp.sas import TokenProvider, token_provider_for
-from reconciler.credits import operation_credits
+from reconciler.credits import messages_touched, operation_credits
 
 #: One management call of a batch: (entity path, operation, request body).
 CallSpec = tuple[str, str, Mapping[str, Any]]
@@ -120,23 +120,15 @@ def _body_map(response: Response, what: str) -> Mapping[str, Any]:
     return response.body
 
 
-def _peeked_count(response: Response) -> int:
-    """How many messages a peek answer holds (what the service charges for it)."""
-    messages = response.body.get("messages") if isinstance(response.body, Mapping) else None
-    if isinstance(messages, Array):
-        return len(messages.elements)
-    return len(messages) if isinstance(messages, list) else 0
-
-
 def management_call(entity: str, operation: str, body: Mapping[str, Any]) -> Call:
-    """A `$management` request with the credits the service charges for it (a peek: per message
-    returned, so it reserves ``message-count`` and is charged what came back)."""
-    if operation == PEEK_MESSAGE:
-        return Call(
-            entity, operation, body, operation_credits(operation, int(body["message-count"])),
-            lambda response: operation_credits(operation, _peeked_count(response)),
-        )
-    return Call(entity, operation, body, operation_credits(operation))
+    """A `$management` request with the credits the service charges for it: a message operation is
+    charged per message it returns or names, so it reserves what it names (a peek or a receive its
+    ``message-count``) and is charged what the answer holds."""
+    asked = int(body.get("message-count") or 0) or messages_touched(body)
+    return Call(
+        entity, operation, body, operation_credits(operation, asked),
+        lambda response: operation_credits(operation, messages_touched(body, response.body)),
+    )
 
 
 class ManagementClient:

@@ -163,18 +163,6 @@ def _refuse_browsing(sub: Subscription) -> None:
         )
 
 
-def messages_touched(body: Any, response: Response) -> int:
-    """How many messages a request returned (peek, receive) or named (lock tokens, sequence numbers,
-    messages to schedule): what a message operation is charged for."""
-    for source, key in ((response.body, "messages"), (body, "messages"), (body, "lock-tokens"), (body, "sequence-numbers")):
-        value = source.get(key) if isinstance(source, Mapping) else None
-        if isinstance(value, Array):
-            return len(value.elements)
-        if isinstance(value, (list, tuple)):
-            return len(value)
-    return 1
-
-
 # ------------------------------------------------------------------------------------------------
 # the node
 # ------------------------------------------------------------------------------------------------

@@ -6,13 +6,15 @@ decided by the work done, never by how fast this machine runs.
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusServerBusyError
 
 from reconciler import model
 from reconciler.amqp import errors
-from reconciler.amqp.client import ManagementClient
+from reconciler.amqp.client import ManagementClient, ScheduledMessage
 from reconciler.amqp.retry import RetryPolicy
 from reconciler.credits import THROTTLED_CONDITION, wait_hint
 from reconciler.emulator import Emulator, Faults, FaultsFileError
@@ -97,6 +99,20 @@ def test_a_peek_is_charged_per_message_returned(throttled, seconds):
     with ManagementClient(throttled.connection_string, timeout=5, retry=NO_RETRIES) as client:
         assert len(client.peek_messages("orders", "all", 1, 250)) == 30
     assert throttled.credits.stats().credits == 30
+
+
+def test_the_client_budgets_each_message_operation_as_the_service_charges_it(throttled, seconds):
+    """Schedule and cancel are charged per message they name, as a peek per message it returns: the
+    client's pacer counts what the namespace counts, so a budget holds for every operation."""
+    at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+    throttled.publish("orders", [model.Message(body=b"x") for _ in range(7)])
+    with ManagementClient(throttled.connection_string, timeout=5, retry=NO_RETRIES) as client:
+        numbers = client.schedule_messages("orders", [ScheduledMessage(model.Message(body=b"x"), at) for _ in range(40)])
+        seconds.now += 1
+        client.cancel_scheduled_messages("orders", numbers)
+        seconds.now += 1
+        assert len(client.peek_messages("orders", "all", 1, 250)) == 7
+        assert client.pacer.stats().credits == throttled.credits.stats().credits == 40 + 40 + 7
 
 
 def test_every_clients_work_counts_against_one_namespace_budget(throttled, seconds):

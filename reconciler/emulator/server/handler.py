@@ -30,12 +30,12 @@ from proton.handlers import IncomingMessageHandler, MessagingHandler
 from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.sections import ManagementMessage
 from reconciler.amqp.wire.types import DecodeError
-from reconciler.credits import THROTTLED_CONDITION
+from reconciler.credits import THROTTLED_CONDITION, messages_touched
 from reconciler.emulator.auth import TokenRejected, TokenValidator
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
 from reconciler.emulator.frontdoor import adopt_amqp
-from reconciler.emulator.management import ManagementNode, Response, messages_touched
+from reconciler.emulator.management import ManagementNode, Response
 from reconciler.emulator.namespace import (
     Address,
     MessageStore,
@@ -552,7 +552,7 @@ class ServerHandler(MessagingHandler):
             operation = props.get("operation")
             response = self.management.handle(address, operation, request.body)
             if isinstance(operation, str):
-                self.meter.charge(self.meter.costs.operation(operation, messages_touched(request.body, response)))
+                self.meter.charge(self.meter.costs.operation(operation, messages_touched(request.body, response.body)))
         reply_properties = response.application_properties()
         tracking = props.get("com.microsoft:tracking-id")
         if tracking is not None:
