@@ -17,7 +17,9 @@ share (Chiu and Jain, 1989; TCP's congestion avoidance). So on throttling the cr
 window are halved, once per congestion event (a request sent before the last decrease does not
 decrease again), and they grow back linearly while nothing is throttled: the rate by 5 % of the
 budget per second, the window by one per window's worth of answers. The budget caps the rate, so
-with no one else on the namespace it is used fully and never exceeded.
+with no one else on the namespace it is used fully, and over time never exceeded; within any one
+second the spend may pass it by the burst (below) plus one request (250-message peeks at a budget
+of 250 credits/s: up to twice the budget in one second, never more on average).
 
 One refinement, TCP's fast recovery in spirit: an *isolated* event (none in the ``RECURRING``
 seconds before it) is a burst by another client, over within the second in which it exhausted the

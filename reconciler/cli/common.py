@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("reconciler.cli")
 
+#: Seconds the namespace's tier may take to come (the probe's request; the command's end waits no longer).
+TIER_PROBE_TIMEOUT = 10.0
+
 CONNECTION_ENV = "SERVICEBUS_CONNECTION_STRING"
 AUTH_ENV = "SBRULES_AUTH"
 AUTH_KINDS = ("sas", "entra")
@@ -109,8 +112,8 @@ class Namespace:
                 probe = threading.Thread(target=self._unbudget_premium, name="sbrules-tier", daemon=True)
                 probe.start()
                 context = click.get_current_context(silent=True)
-                if context is not None:
-                    context.call_on_close(probe.join)  # no thread outlives its command
+                if context is not None:  # the command's end waits for the answer, for at most its timeout
+                    context.call_on_close(lambda: probe.join(TIER_PROBE_TIMEOUT))
         return self._pacer
 
     def _unbudget_premium(self) -> None:
@@ -125,7 +128,8 @@ class Namespace:
         assert self._pacer is not None
         try:
             with ManagementRestClient(
-                require_connection_string(self.connection_string), auth=self.auth, timeout=min(self.timeout, 10.0),
+                require_connection_string(self.connection_string), auth=self.auth,
+                timeout=min(self.timeout, TIER_PROBE_TIMEOUT),
                 retry=RetryPolicy(retries=0, throttled_retries=0),
             ) as rest:
                 tier = rest.namespace_sku()
