@@ -372,6 +372,10 @@ SYSTEM_PROPERTY_TABLE: tuple[SystemProperty, ...] = (
     SystemProperty("TimeToLive", ValueType.DOUBLE, "time_to_live", _h("ttl"), True),
 )
 
+#: A partitioned entity's sequence numbers carry the partition's number in their top 16 bits (above
+#: this many), each partition numbering its own messages; peeks walk the partitions in that order.
+PARTITION_SHIFT = 48
+
 #: System property name → its entry.
 SYSTEM_PROPERTY: dict[str, SystemProperty] = {prop.name: prop for prop in SYSTEM_PROPERTY_TABLE}
 #: System property name → the type it carries.

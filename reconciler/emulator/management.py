@@ -283,8 +283,11 @@ class ManagementNode:
             raise bad_request("'message-count' must be positive")
         if address.subscription is not None and not address.dead_letter:
             _refuse_browsing(self._subscription(address))
+        store = self._store(address)
         limit = self.faults.peek_limit if self.faults is not None and self.faults.peek_limit else MAX_PEEK
-        payloads = self.broker.peek(self._store(address), start, min(count, limit), session_id)
+        if store.partitions > 1:
+            limit = 1  # a partitioned entity answers a peek with one message, whatever was asked
+        payloads = self.broker.peek(store, start, min(count, limit), session_id)
         if not payloads:
             return Response(204, None, "No Content")
         return Response(200, {"messages": [{"message": p} for p in payloads]})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 import uuid
+import zlib
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 from reconciler import model
 from reconciler.errors import SbrulesError
 from reconciler.limits import EntityKind, name_problem
-from reconciler.model import DEFAULT_RULE_NAME, EmptyAction, Rule, TrueFilter
+from reconciler.model import DEFAULT_RULE_NAME, PARTITION_SHIFT, EmptyAction, Rule, TrueFilter
 
 if TYPE_CHECKING:
     from reconciler.emulator.outgoing import OutgoingParts
@@ -118,12 +119,17 @@ class MessageStore:
     """Messages of one entity (a queue, a subscription, a dead-letter queue, a topic's schedule)."""
 
     def __init__(
-        self, path: str, dead_letters: "MessageStore | None" = None, timed: "set[MessageStore] | None" = None
+        self, path: str, dead_letters: "MessageStore | None" = None, timed: "set[MessageStore] | None" = None,
+        partitions: int = 1,
     ) -> None:
         self.path = path
         #: Where dead-lettered messages go (None for dead-letter queues and topics' schedules).
         self.dead_letters = dead_letters
         self.next_sequence = 1
+        #: A partitioned entity's partitions (1: not partitioned): see ``_take_number``.
+        self.partitions = partitions
+        self._partition_next = [1] * partitions
+        self._round_robin = 0
         self.messages: dict[int, StoredMessage] = {}
         self.locks: dict[uuid.UUID, int] = {}
         self.sessions: dict[str, SessionInfo] = {}
@@ -164,7 +170,7 @@ class MessageStore:
     ) -> StoredMessage:
         now = now or utcnow()
         stored = StoredMessage(
-            sequence_number=self.next_sequence,
+            sequence_number=self._take_number(session_id),
             enqueued_time=now,
             payload=payload,
             parts=parts,
@@ -175,9 +181,22 @@ class MessageStore:
         if scheduled_time is not None and scheduled_time > now:
             stored.state = MessageState.SCHEDULED
             stored.scheduled_time = scheduled_time
-        self.next_sequence += 1
         self.restore(stored)
         return stored
+
+    def _take_number(self, session_id: str | None) -> int:
+        """The next sequence number. In a partitioned entity each partition numbers its own messages
+        and the partition's number is the top 16 bits, as at the service; a session's messages share
+        a partition, others go round the partitions."""
+        if self.partitions == 1:
+            self.next_sequence += 1
+            return self.next_sequence - 1
+        if session_id is not None:
+            partition = zlib.crc32(session_id.encode()) % self.partitions
+        else:
+            partition, self._round_robin = self._round_robin, (self._round_robin + 1) % self.partitions
+        self._partition_next[partition] += 1
+        return (partition << PARTITION_SHIFT) + self._partition_next[partition] - 1
 
     def restore(self, stored: StoredMessage) -> None:
         """Put ``stored`` in the store under its own sequence number (enqueue, or loading saved state)."""
@@ -292,7 +311,7 @@ class RuleEntry:
 
 
 class Subscription:
-    def __init__(self, topic: str, name: str, timed: set[MessageStore] | None = None) -> None:
+    def __init__(self, topic: str, name: str, timed: set[MessageStore] | None = None, partitions: int = 1) -> None:
         self.name = name
         self.path = f"{topic}/Subscriptions/{name}"
         self.rules: dict[str, RuleEntry] = {}
@@ -302,19 +321,21 @@ class Subscription:
         self.forward_to: str | None = None
         self.forward_dead_lettered_messages_to: str | None = None
         self.requires_session = False
-        self.dead_letters = MessageStore(self.path + "/$DeadLetterQueue", timed=timed)
-        self.store = MessageStore(self.path, self.dead_letters, timed)
+        self.dead_letters = MessageStore(self.path + "/$DeadLetterQueue", timed=timed, partitions=partitions)
+        self.store = MessageStore(self.path, self.dead_letters, timed, partitions)
         self.filter_errors = 0
 
 
 class Topic:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, partitions: int = 1) -> None:
         self.name = name
         self.path = name
         self.created_at = utcnow()
         self.subscriptions: dict[str, Subscription] = {}
+        #: Partitions of the topic and of its subscriptions (1: not partitioned).
+        self.partitions = partitions
         #: Scheduled messages sent to the topic wait here, with the topic's own sequence numbers.
-        self.store = MessageStore(name)
+        self.store = MessageStore(name, partitions=partitions)
 
 
 class Queue:
@@ -387,13 +408,14 @@ class Namespace:
             callback()
 
     # -- entities ----------------------------------------------------------------------------
-    def create_topic(self, name: str) -> Topic:
+    def create_topic(self, name: str, partitions: int = 1) -> Topic:
+        """Create a topic (``partitions`` > 1: a partitioned one; not kept in the state file)."""
         _check_name(name, EntityKind.TOPIC)
         with self.lock:
             key = name.lower()
             if key in self.queues:
                 raise OperationError(409, "com.microsoft:entity-already-exists", f"'{name}' is a queue")
-            topic = self.topics.setdefault(key, Topic(name))
+            topic = self.topics.setdefault(key, Topic(name, partitions))
             self.touch()
             return topic
 
@@ -426,7 +448,7 @@ class Namespace:
             top = self.topics.get(topic.lower()) or self.create_topic(topic)
             sub = top.subscriptions.get(name.lower())
             if sub is None:
-                sub = top.subscriptions[name.lower()] = Subscription(top.name, name, self.timed_stores)
+                sub = top.subscriptions[name.lower()] = Subscription(top.name, name, self.timed_stores, top.partitions)
             now = utcnow()
             chosen = list(rules) if rules is not None else [Rule(DEFAULT_RULE_NAME, TrueFilter(), EmptyAction())]
             sub.rules = {r.name.lower(): RuleEntry(r, now) for r in chosen}

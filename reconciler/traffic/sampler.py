@@ -12,6 +12,7 @@ all of a topic's traffic, sample a catch-all subscription (one whose only rule i
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -30,11 +31,15 @@ from reconciler.amqp.codec import CodecError
 from reconciler.amqp.messages import decode_message_fields, sequence_number
 from reconciler.atomic_file import replacing, write_atomically
 from reconciler.errors import SbrulesError
+from reconciler.model import PARTITION_SHIFT
 from reconciler.traffic.location import filesystem
 from reconciler.traffic.rows import Columns, micros_since_epoch
 
 STATE_FILE = "_sbrules_state.json"
-STATE_VERSION = 1
+#: Version 2 keeps a position per partition (``model.PARTITION_SHIFT``): a re-run that started after
+#: the last partition peeked would never see what arrived in the others since. Version 1 (one position
+#: per subscription) is read as it.
+STATE_VERSION = 2
 
 
 class SampleError(SbrulesError):
@@ -111,8 +116,8 @@ class Dataset:
         self.run_id = uuid.uuid4().hex[:12]
         self.files: list[str] = []
         self._pending = Columns()
-        self._positions: dict[str, int] = {}
-        self._staged: dict[str, int] = {}
+        self._positions: dict[str, dict[int, int]] = {}
+        self._staged: dict[str, dict[int, int]] = {}
         self._load_state()
 
     # -- state --------------------------------------------------------------------------------
@@ -126,9 +131,14 @@ class Dataset:
         try:
             with self.fs.open_input_stream(self.state_path) as stream:
                 doc = json.loads(stream.read())
+            if doc.get("version") == 1:
+                self._positions = {str(k): {int(v) >> PARTITION_SHIFT: int(v)} for k, v in doc["positions"].items()}
+                return
             if doc.get("version") != STATE_VERSION:
                 raise ValueError(f"state version {doc.get('version')!r}")
-            self._positions = {str(k): int(v) for k, v in doc["positions"].items()}
+            self._positions = {
+                str(k): {int(p): int(n) for p, n in v.items()} for k, v in doc["positions"].items()
+            }
         except OSError as exc:
             raise SampleError(f"cannot read {self.state_path}: {_reason(exc)}") from None
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -142,13 +152,19 @@ class Dataset:
             with self.fs.open_output_stream(self.state_path) as stream:
                 stream.write(text.encode())
 
-    def position(self, topic: str, subscription: str) -> int:
-        """The last sequence number stored for this subscription (0 = none yet)."""
-        return self._positions.get(f"{topic}/{subscription}", 0)
+    def positions(self, topic: str, subscription: str) -> dict[int, int]:
+        """The last sequence number stored for this subscription, by partition (none yet: empty;
+        an entity that is not partitioned has partition 0 only)."""
+        key = f"{topic}/{subscription}"
+        return {**self._positions.get(key, {}), **self._staged.get(key, {})}
 
     def advance(self, topic: str, subscription: str, sequence: int) -> None:
-        """Record progress; it becomes durable with the batch that holds the rows peeked so far."""
-        self._staged[f"{topic}/{subscription}"] = sequence
+        """Record progress in ``sequence``'s partition; it becomes durable with the batch that holds
+        the rows peeked so far."""
+        key, partition = f"{topic}/{subscription}", sequence >> PARTITION_SHIFT
+        staged = self._staged.setdefault(key, {})
+        stored = self._positions.get(key, {}).get(partition, 0)
+        staged[partition] = max(sequence, staged.get(partition, 0), stored)  # a page read again moves nothing back
 
     def existing_keys(self, topic: str) -> set[int]:
         """Dedupe keys of the rows of ``topic`` already in the dataset (reads three columns only)."""
@@ -209,7 +225,8 @@ class Dataset:
             self.files.append(name)
             self._pending = Columns()
         if self._staged:
-            self._positions.update(self._staged)
+            for key, staged in self._staged.items():
+                self._positions.setdefault(key, {}).update(staged)
             self._staged = {}
             self._save_state()
 
@@ -280,11 +297,12 @@ def sample(
     try:
         with _Writer(store, topic) as writer:
             for subscription in subscriptions:
-                sub_stats = SubscriptionStats(topic, subscription, start_sequence=store.position(topic, subscription) + 1)
+                resume = functools.partial(_unstored, store.positions(topic, subscription))
+                sub_stats = SubscriptionStats(topic, subscription, start_sequence=resume(1))
                 stats.subscriptions.append(sub_stats)
                 pages = _pages(
-                    client.peek_payloads, topic, subscription, sub_stats.start_sequence, max_messages, page_size,
-                    in_flight, sequence_number,
+                    client.peek_payloads, topic, subscription, resume, max_messages, page_size, in_flight,
+                    sequence_number,
                 )
                 for page in pages:
                     writer.put(sub_stats, page)
@@ -341,6 +359,7 @@ class _Writer:
 
     def _write(self, sub_stats: SubscriptionStats, page: list[Any]) -> None:
         store, seen = self.store, self._seen
+        lasts: dict[int, int] = {}  # partition -> its last sequence number in this page
         for payload in page:
             fields = decode_message_fields(payload)
             sequence = fields.system.get("SequenceNumber")
@@ -349,6 +368,7 @@ class _Writer:
             key = _fields_key(fields.system)
             sub_stats.peeked += 1
             sub_stats.last_sequence = max(sub_stats.last_sequence or 0, sequence)
+            lasts[sequence >> PARTITION_SHIFT] = sequence
             if key in seen:
                 sub_stats.duplicates += 1
                 continue
@@ -358,15 +378,27 @@ class _Writer:
                 body_size=len(fields.body),
             )
             sub_stats.written += 1
-        if sub_stats.last_sequence is not None:
-            store.advance(sub_stats.topic, sub_stats.subscription, sub_stats.last_sequence)
+        for sequence in lasts.values():
+            store.advance(sub_stats.topic, sub_stats.subscription, sequence)
+
+
+def _unstored(positions: Mapping[int, int], sequence: int) -> int:
+    """The first sequence number from ``sequence`` on that is not stored yet: past the position of
+    ``sequence``'s partition when that is at or beyond it."""
+    last = positions.get(sequence >> PARTITION_SHIFT)
+    return last + 1 if last is not None and last >= sequence else sequence
 
 
 def _pages(
-    peek: Callable[[str, str, Sequence[int], int], list[Any]], topic: str, subscription: str, start: int,
-    max_messages: int | None, page_size: int, in_flight: Callable[[], int], sequence: Callable[[Any], int],
+    peek: Callable[[str, str, Sequence[int], int], list[Any]], topic: str, subscription: str,
+    resume: Callable[[int], int], max_messages: int | None, page_size: int, in_flight: Callable[[], int],
+    sequence: Callable[[Any], int],
 ) -> Iterator[list[Any]]:
-    """Every message from sequence number ``start`` on, in order and each once, as pages.
+    """Every message from sequence number ``resume(1)`` on, in order and each once, as pages.
+
+    ``resume`` maps where the walk has got to onto where it goes on, past what is stored (see
+    ``_unstored``): on a partitioned entity the walk jumps over each partition's stored messages
+    when it reaches that partition, having read at most a round of pages of them again.
 
     ``peek`` fetches a round of pages (``Peeker.peek_payloads``); ``sequence`` reads a message's
     sequence number, which is asked of a few messages per page (the last, and those a binary search
@@ -389,7 +421,7 @@ def _pages(
     end is found after a page or two asked for in vain, not ``in_flight`` of them, each reserving a
     page of credits. With ``max_messages``, no page asks for more than remain to be sampled.
     """
-    base, stride, remaining, round_size = start, page_size, max_messages, 1
+    base, stride, remaining, round_size = resume(1), page_size, max_messages, 1
     while remaining is None or remaining > 0:
         count = page_size if remaining is None else min(page_size, remaining)
         wanted = round_size if remaining is None else min(round_size, -(-remaining // count))
@@ -404,7 +436,8 @@ def _pages(
             if not page:
                 return  # nothing numbered ``first`` or more, and every message before it yielded
             last = sequence(page[-1])
-            spans.append(last - first + 1)
+            if first >> PARTITION_SHIFT == last >> PARTITION_SHIFT:  # a page into the next partition spans its gap
+                spans.append(last - first + 1)
             new = page[bisect_right(page, covered, key=sequence):] if first <= covered else page
             if remaining is not None:
                 new = new[:remaining]
@@ -416,7 +449,7 @@ def _pages(
                 return
             covered = max(covered, last)
             full = full and len(page) == count
-        base = covered + 1
+        base = resume(covered + 1)
         if spans:
             stride = max(count, int(min(spans) * 0.9))
         round_size = min(in_flight(), round_size * 2) if full else 1

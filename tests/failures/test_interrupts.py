@@ -188,7 +188,7 @@ def test_ctrl_c_during_sample_keeps_what_was_peeked(tmp_path, run_cli):
         assert "interrupted" in err and "stored" in err
         # The state file agrees with the Parquet files: every message up to the recorded position is stored.
         rows = pq.read_table(dataset, columns=["sequence_number"]).column("sequence_number").to_pylist()
-        position = json.loads((dataset / "_sbrules_state.json").read_text())["positions"]["orders/sub-0"]
+        position = json.loads((dataset / "_sbrules_state.json").read_text())["positions"]["orders/sub-0"]["0"]
         assert len(rows) == stats["written"] and set(range(min(rows), position + 1)) <= set(rows) and position <= max(rows)
         # A re-run continues from there and ends with every message stored once.
         emu.faults.update(latency=0.0)

@@ -55,6 +55,6 @@ def test_a_sample_written_to_a_file_url_reads_back_and_continues(tmp_path):
     assert sorted(os.listdir(tmp_path / "sample")) == ["_sbrules_state.json", *store.files]
     assert pq.read_table(tmp_path / "sample").column("message_id").to_pylist() == ["m1"]
     again = Dataset(url)
-    assert again.position("orders", "all") == 7
+    assert again.positions("orders", "all") == {0: 7}
     assert len(again.existing_keys("orders")) == 1
 

@@ -9,7 +9,8 @@ from typing import Sequence
 
 import pytest
 
-from reconciler.traffic.sampler import _pages
+from reconciler.model import PARTITION_SHIFT
+from reconciler.traffic.sampler import _pages, _unstored
 
 pytestmark = pytest.mark.unit
 
@@ -36,7 +37,10 @@ class Subscription:
         return [[Peeked(n) for n in self.numbers[bisect_left(self.numbers, start) :][:returned]] for start in starts]
 
     def peeked(self, start: int = 1, max_messages: int | None = None, page: int = 10, in_flight: int = 4) -> list[int]:
-        pages = _pages(self.peek_pages, "t", "s", start, max_messages, page, lambda: in_flight, lambda p: p.sequence_number)
+        return self.walk(lambda n: max(n, start), max_messages, page, in_flight)
+
+    def walk(self, resume, max_messages: int | None = None, page: int = 10, in_flight: int = 4) -> list[int]:
+        pages = _pages(self.peek_pages, "t", "s", resume, max_messages, page, lambda: in_flight, lambda p: p.sequence_number)
         return [p.sequence_number for pages_ in pages for p in pages_]
 
 
@@ -53,7 +57,7 @@ def test_the_pages_in_flight_are_asked_before_each_round():
     # A command's budget can be dropped while it samples (a namespace found to be Premium): the
     # rounds grow past the old limit from then on.
     sub, limits = Subscription(range(1, 400)), iter([2, 2, 8])
-    pages = _pages(sub.peek_pages, "t", "s", 1, None, 10, lambda: next(limits, 8), lambda p: p.sequence_number)
+    pages = _pages(sub.peek_pages, "t", "s", lambda n: n, None, 10, lambda: next(limits, 8), lambda p: p.sequence_number)
     assert [p.sequence_number for page in pages for p in page] == list(range(1, 400))
     assert [len(r) for r in sub.rounds[:5]] == [1, 2, 2, 4, 8]
 
@@ -110,3 +114,35 @@ def test_a_failed_page_is_raised():
 
     with pytest.raises(RuntimeError, match="gone"):
         Failing([1, 2]).peeked()
+
+
+def _partitioned(counts: Sequence[int]) -> list[int]:
+    """The sequence numbers of a partitioned entity: partition p's k-th message is (p << 48) + k."""
+    return [(p << PARTITION_SHIFT) + k for p, count in enumerate(counts) for k in range(1, count + 1)]
+
+
+def test_a_partitioned_entity_is_walked_partition_after_partition():
+    numbers = _partitioned([40, 0, 7, 123])
+    sub = Subscription(numbers, limit=1)  # the service answers one message per peek there
+    assert sub.peeked(page=10) == numbers
+
+
+@pytest.mark.parametrize("in_flight", [1, 4])
+def test_a_rerun_on_a_partitioned_entity_skips_what_each_partition_has_stored(in_flight):
+    # Stored up to 30 in partition 0 and 100 in partition 3; since then more came to every partition.
+    numbers = _partitioned([45, 20, 0, 130])
+    stored = {0: 30, 3: (3 << PARTITION_SHIFT) + 100}
+    peeked = Subscription(numbers).walk(lambda n: _unstored(stored, n), page=10, in_flight=in_flight)
+    new = [n for n in numbers if n > stored.get(n >> PARTITION_SHIFT, 0)]
+    assert peeked == sorted(set(peeked)) and set(new) <= set(peeked)  # in order, once each, nothing new missed
+    again = [n for n in peeked if n not in new]
+    assert len(again) <= 10 * in_flight  # what was stored is read again at most for a round of pages
+    assert not [n for n in new if n >> PARTITION_SHIFT == 3 and n not in peeked]
+
+
+def test_a_position_only_skips_its_own_partition():
+    stored = {0: 30, 2: (2 << PARTITION_SHIFT) + 5}
+    assert _unstored(stored, 1) == 31
+    assert _unstored(stored, 31) == 31
+    assert _unstored(stored, 1 << PARTITION_SHIFT) == 1 << PARTITION_SHIFT  # nothing stored in partition 1
+    assert _unstored(stored, (2 << PARTITION_SHIFT) + 1) == (2 << PARTITION_SHIFT) + 6
