@@ -417,9 +417,12 @@ def _pages(
     stride follows the numbers seen: in a subscription that gets one message in ten of the topic's,
     a page of 250 spans about 2,500 numbers, and so does the stride (a little less, so that pages
     overlap rather than leave holes). Rounds start at one page and double while every page comes
-    back full, up to ``in_flight()``, and fall back to one page after a short page: a subscription's
-    end is found after a page or two asked for in vain, not ``in_flight`` of them, each reserving a
-    page of credits. With ``max_messages``, no page asks for more than remain to be sampled.
+    back full, up to ``in_flight()``, and fall back to one page after a round whose last pages came
+    back short or beyond a hole: a subscription's end is found after a page or two asked for in
+    vain, not ``in_flight`` of them, each reserving a page of credits. Where every page comes back
+    short (a partitioned entity answers a peek with one message) the rounds grow as well, the
+    stride then being what a page spans, so that such pages are pipelined too. With
+    ``max_messages``, no page asks for more than remain to be sampled.
     """
     base, stride, remaining, round_size = resume(1), page_size, max_messages, 1
     while remaining is None or remaining > 0:
@@ -427,11 +430,12 @@ def _pages(
         wanted = round_size if remaining is None else min(round_size, -(-remaining // count))
         starts = [base + k * stride for k in range(wanted)]
         covered = base - 1  # every message up to here has been yielded
-        spans, full = [], True
+        spans, pages, short, hole = [], 0, 0, False
         for first, page in zip(starts, peek(topic, subscription, starts, count)):
             if isinstance(page, Exception):
                 raise page
             if first > covered + 1:
+                hole = True
                 break  # a hole before this page: the next round starts at it
             if not page:
                 return  # nothing numbered ``first`` or more, and every message before it yielded
@@ -448,8 +452,9 @@ def _pages(
             if remaining == 0:
                 return
             covered = max(covered, last)
-            full = full and len(page) == count
+            pages, short = pages + 1, short + (len(page) < count)
         base = resume(covered + 1)
         if spans:
-            stride = max(count, int(min(spans) * 0.9))
-        round_size = min(in_flight(), round_size * 2) if full else 1
+            stride = max(count, int(min(spans) * 0.9)) if not short else max(1, min(spans))
+        steady = not hole and short in (0, pages)  # all full, or all short: not the end
+        round_size = min(in_flight(), round_size * 2) if steady else 1

@@ -124,7 +124,10 @@ def _partitioned(counts: Sequence[int]) -> list[int]:
 def test_a_partitioned_entity_is_walked_partition_after_partition():
     numbers = _partitioned([40, 0, 7, 123])
     sub = Subscription(numbers, limit=1)  # the service answers one message per peek there
-    assert sub.peeked(page=10) == numbers
+    assert sub.peeked(page=10, in_flight=8) == numbers
+    # Such pages are pipelined too: the rounds grow to 8 pages, a message each, stride 1.
+    assert len(sub.rounds) < len(numbers) / 4
+    assert [r[1] - r[0] for r in sub.rounds if len(r) == 8][:3] == [1, 1, 1]
 
 
 @pytest.mark.parametrize("in_flight", [1, 4])
