@@ -149,3 +149,14 @@ def test_a_position_only_skips_its_own_partition():
     assert _unstored(stored, 31) == 31
     assert _unstored(stored, 1 << PARTITION_SHIFT) == 1 << PARTITION_SHIFT  # nothing stored in partition 1
     assert _unstored(stored, (2 << PARTITION_SHIFT) + 1) == (2 << PARTITION_SHIFT) + 6
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_every_message_once_whatever_the_partitions_gaps_and_short_pages(seed):
+    rng = random.Random(seed)
+    density = rng.choice([1.0, 0.5, 0.1, 0.02])
+    numbers = [(p << PARTITION_SHIFT) + n for p in range(rng.choice([1, 3])) for n in range(1, 400) if rng.random() < density]
+    start, cap = rng.randint(1, 50), rng.choice([None, rng.randint(1, 200)])
+    sub = Subscription(numbers, limit=rng.choice([None, 1, rng.randint(2, 9)]))
+    expected = [n for n in numbers if n >= start][:cap]
+    assert sub.peeked(start=start, max_messages=cap, page=rng.randint(1, 30), in_flight=rng.randint(1, 8)) == expected
