@@ -5,6 +5,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -181,3 +182,30 @@ def entra_credential(monkeypatch):
         return credential
 
     return _install
+
+
+@pytest.fixture
+def serve():
+    """serve(handle) -> port: a TCP listener on loopback that runs handle(socket) per connection."""
+    listeners = []
+
+    def start(handle) -> int:
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        listeners.append(listener)
+
+        def loop() -> None:
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=loop, daemon=True).start()
+        return listener.getsockname()[1]
+
+    yield start
+    for listener in listeners:
+        listener.close()

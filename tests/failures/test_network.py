@@ -30,33 +30,6 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def serve():
-    """serve(handle) -> port: a TCP listener on loopback that runs handle(socket) per connection."""
-    listeners = []
-
-    def start(handle) -> int:
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(16)
-        listeners.append(listener)
-
-        def loop() -> None:
-            while True:
-                try:
-                    conn, _ = listener.accept()
-                except OSError:
-                    return
-                threading.Thread(target=handle, args=(conn,), daemon=True).start()
-
-        threading.Thread(target=loop, daemon=True).start()
-        return listener.getsockname()[1]
-
-    yield start
-    for listener in listeners:
-        listener.close()
-
-
-@pytest.fixture
 def http_server():
     """An ordinary web server (what `python3 -m http.server` runs) on a loopback port."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)

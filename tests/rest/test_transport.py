@@ -3,10 +3,8 @@ server closed are replaced, and a server that accepts but never answers is a tim
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import threading
-from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -21,41 +19,15 @@ ANSWER = (
 )
 
 
-def _read_request(conn: socket.socket) -> bytes:
+def request_line(conn: socket.socket) -> bytes:
+    """Read one request's head; its first line."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = conn.recv(65536)
         if not chunk:
             break
         data += chunk
-    return data
-
-
-@contextlib.contextmanager
-def peer(serve: Callable[[socket.socket], None]) -> Iterator[tuple[int, list[bytes]]]:
-    """A loopback listener that runs ``serve`` on each connection it accepts; yields its port and
-    the first request line of each connection."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    requests: list[bytes] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn:
-                request = _read_request(conn)
-                requests.append(request.split(b"\r\n", 1)[0])
-                serve(conn)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1], requests
-    finally:
-        listener.close()
-        thread.join(timeout=5)
+    return data.split(b"\r\n", 1)[0]
 
 
 def client(port: int, timeout: float = 5.0) -> ManagementRestClient:
@@ -65,20 +37,34 @@ def client(port: int, timeout: float = 5.0) -> ManagementRestClient:
     )
 
 
-def test_a_kept_alive_connection_the_server_closed_is_replaced():
+def test_a_kept_alive_connection_the_server_closed_is_replaced(serve):
     # The answer keeps the connection alive (HTTP/1.1, no "Connection: close"), then the server
     # closes it: the next GET finds it closed and goes again on a new connection.
-    with peer(lambda conn: conn.sendall(ANSWER)) as (port, requests), client(port) as rest:
+    requests: list[bytes] = []
+
+    def answer_once(conn: socket.socket) -> None:
+        with conn:
+            requests.append(request_line(conn))
+            conn.sendall(ANSWER)
+
+    with client(serve(answer_once)) as rest:
         assert rest.list_topics() == []
         assert rest.list_topics() == []
     assert len(requests) == 2  # one connection per GET: the closed one carried no request
     assert all(r.startswith(b"GET /$Resources/topics?$skip=0&$top=") for r in requests), requests
 
 
-def test_a_server_that_accepts_but_never_answers_times_out_once():
-    answered = threading.Event()
-    with peer(lambda conn: answered.wait(10)) as (port, requests), client(port, timeout=0.5) as rest:
+def test_a_server_that_accepts_but_never_answers_times_out_once(serve):
+    requests: list[bytes] = []
+    released = threading.Event()
+
+    def never_answer(conn: socket.socket) -> None:
+        with conn:
+            requests.append(request_line(conn))
+            released.wait(10)
+
+    with client(serve(never_answer), timeout=0.5) as rest:
         with pytest.raises(OperationTimeoutError, match=r"list topics: no response in time"):
             rest.list_topics()
-        answered.set()
+    released.set()
     assert len(requests) == 1
