@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Callable, Protocol, TextIO
+from typing import Any, Callable, Protocol, TextIO
 
 from reconciler.amqp.errors import AlreadyExistsError, ManagementError, NotFoundError
 from reconciler.amqp.pacing import Pacer
@@ -396,20 +397,20 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
 
     pool = ThreadPoolExecutor(max_workers=max(1, options.parallel), thread_name_prefix="apply")
     try:
-        futures = [pool.submit(run, result) for result in results]
-        try:
-            wait(futures)
-        except KeyboardInterrupt:
-            signals.interrupted.set()
-            try:  # from here on, Ctrl-C is the second one (also while the user is being told)
-                journal.write(event="interrupted", then="finishing the changes in flight")
-                if options.on_interrupt:
-                    options.on_interrupt()
-                wait(futures)
-            except KeyboardInterrupt:
-                signals.abort.set()
-                journal.write(event="interrupted", then="stopped at once")
-                raise StoppedAtOnce() from None
+        with _CtrlC() as ctrl_c:
+            futures = [pool.submit(run, result) for result in results]
+            pending = set(futures)
+            while pending:
+                pending = wait(pending, timeout=_CTRL_C_POLL_SECONDS).not_done
+                if ctrl_c.presses and not signals.interrupted.is_set():
+                    signals.interrupted.set()
+                    journal.write(event="interrupted", then="finishing the changes in flight")
+                    if options.on_interrupt:
+                        options.on_interrupt()
+                if ctrl_c.presses > 1:
+                    signals.abort.set()
+                    journal.write(event="interrupted", then="stopped at once")
+                    raise StoppedAtOnce()
         for future in futures:
             future.result()
     finally:
@@ -417,6 +418,39 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
     if options.pacer is not None:
         journal.write(event="pacing", **options.pacer.stats().to_json())
     return ApplyReport(results, interrupted=signals.interrupted.is_set())
+
+
+#: How often apply's main thread looks at the Ctrl-C count while its subscriptions run.
+_CTRL_C_POLL_SECONDS = 0.1
+
+
+class _CtrlC:
+    """Ctrl-C while apply waits for its subscriptions, counted by a SIGINT handler, not raised.
+
+    A KeyboardInterrupt lands wherever the main thread is, and in ``concurrent.futures.wait`` that
+    may be between its acquiring of the futures' locks and their release: the main thread then
+    holds a future's lock for good, the worker that finishes that future blocks on it, and the
+    interpreter's exit joins that worker for ever (the command printed its error and never ended).
+    The handler takes no lock and raises nothing; the waiting loop reads the count. Installed only
+    on the main thread over Python's default handler (an ignored SIGINT stays ignored)."""
+
+    def __init__(self) -> None:
+        self.presses = 0
+        self._previous: Any = None
+
+    def _press(self, signum: int, frame: object) -> None:
+        self.presses += 1
+
+    def __enter__(self) -> "_CtrlC":
+        if threading.current_thread() is threading.main_thread() and (
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
+            self._previous = signal.signal(signal.SIGINT, self._press)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
 
 
 @dataclass

@@ -200,16 +200,20 @@ class Engine(Handler):
     # -- called from any thread -------------------------------------------------------------
     def submit(self, request: Request) -> None:
         """Queue ``request``; the loop sends it (connecting and authorising first when needed)."""
-        if self._closed:
-            request.finish(error=ClientClosedError("the management client is closed"))
-            return
         if self._fatal is not None:
             request.finish(error=error_copy(self._fatal))
             return
-        with self._lock:  # queued under the lock: the loop clears the flag under it before draining
-            self._pending[request.message_id] = request
-            self._inbox.put(request)
-            wake, self._wake_pending = not self._wake_pending, True
+        # Queued under the lock, which closing takes to set ``_closed``: a request either sees the
+        # client closed or is pending when the loop fails everything pending, never neither.
+        with self._lock:  # the loop also clears the wake-up flag under it before draining
+            closed = self._closed
+            if not closed:
+                self._pending[request.message_id] = request
+                self._inbox.put(request)
+                wake, self._wake_pending = not self._wake_pending, True
+        if closed:
+            request.finish(error=ClientClosedError("the management client is closed"))
+            return
         if wake:  # one wake-up drains the whole inbox; a wake-up per request costs an event each
             self._injector.trigger(ApplicationEvent("sbrules_work"))
 
@@ -222,9 +226,10 @@ class Engine(Handler):
             return self._pending.pop(request.message_id, None) is not None
 
     def close(self, timeout: float = 5.0) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         self._inbox.put(None)
         self._injector.trigger(ApplicationEvent("sbrules_work"))
         self._thread.join(timeout)
@@ -236,7 +241,8 @@ class Engine(Handler):
         except Exception:  # report, then fail everyone waiting
             log.debug("AMQP event loop stopped", exc_info=True)
         finally:
-            self._closed = True
+            with self._lock:
+                self._closed = True
             self._fail_all(lambda: ClientClosedError("the AMQP event loop stopped"))
 
     def _fail_all(self, make_error: Callable[[], ManagementError], entity: str | None = None) -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import time
 
 import pytest
 
 from reconciler.amqp.errors import BadRequestError, ServerBusyError
-from reconciler.apply import ApplyOptions, ReplaceStrategy, apply_plan, render_report
+from reconciler.apply import ApplyOptions, ReplaceStrategy, _CtrlC, apply_plan, render_report
 from reconciler.plan import Plan, compute_plan, is_temp_rule_name
 
 pytestmark = pytest.mark.unit
@@ -185,3 +188,18 @@ def test_leftover_temporary_rule_with_other_content_is_replaced(kit):
     report = apply_plan(client, _plan(client, desired))
     assert report.ok, render_report(report)
     assert client.rules(T, "s") == {"r": kit.corr("r", "R2")}
+
+
+def test_ctrl_c_while_apply_waits_is_counted_not_raised():
+    # Raised, a KeyboardInterrupt could land inside concurrent.futures.wait while it holds the
+    # futures' locks, and the worker finishing one would then block the interpreter's exit for ever.
+    before = signal.getsignal(signal.SIGINT)
+    with _CtrlC() as ctrl_c:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)  # a signal's handler runs at the main thread's next bytecode
+        assert ctrl_c.presses == 2
+    assert signal.getsignal(signal.SIGINT) is before
+    with pytest.raises(KeyboardInterrupt):  # outside, Ctrl-C is Python's again
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)
