@@ -332,9 +332,8 @@ class Topic:
         self.path = name
         self.created_at = utcnow()
         self.subscriptions: dict[str, Subscription] = {}
-        #: Partitions of the topic and of its subscriptions (1: not partitioned).
-        self.partitions = partitions
-        #: Scheduled messages sent to the topic wait here, with the topic's own sequence numbers.
+        #: Scheduled messages sent to the topic wait here, with the topic's own sequence numbers; its
+        #: partitions are the topic's and its subscriptions' (1: not partitioned).
         self.store = MessageStore(name, partitions=partitions)
 
 
@@ -448,7 +447,7 @@ class Namespace:
             top = self.topics.get(topic.lower()) or self.create_topic(topic)
             sub = top.subscriptions.get(name.lower())
             if sub is None:
-                sub = top.subscriptions[name.lower()] = Subscription(top.name, name, self.timed_stores, top.partitions)
+                sub = top.subscriptions[name.lower()] = Subscription(top.name, name, self.timed_stores, top.store.partitions)
             now = utcnow()
             chosen = list(rules) if rules is not None else [Rule(DEFAULT_RULE_NAME, TrueFilter(), EmptyAction())]
             sub.rules = {r.name.lower(): RuleEntry(r, now) for r in chosen}
