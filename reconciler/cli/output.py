@@ -31,7 +31,7 @@ from reconciler.errors import SbrulesError
 
 
 class ExitCode(enum.IntEnum):
-    """The process exit codes, the same for every command (README: "Exit codes")."""
+    """The process exit codes, the same for every command (docs/output.md: "Exit codes")."""
 
     OK = 0
     #: The command failed (any error code but ``usage``), or ``validate``/``sql check`` found the
@@ -46,7 +46,7 @@ class ExitCode(enum.IntEnum):
 
 
 class ErrorCode(enum.StrEnum):
-    """The ``code`` of an error document (schemas/error.schema.json; README: "Errors")."""
+    """The ``code`` of an error document (schemas/error.schema.json; docs/output.md: "Errors")."""
 
     USAGE = "usage"
     RULES_INVALID = "rules-invalid"

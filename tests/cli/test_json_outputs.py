@@ -14,6 +14,7 @@ import click
 import pytest
 
 from reconciler.cli import cli
+from tests.readme.pages import table
 
 from .conftest import RULES, SCHEMAS_DIR
 
@@ -60,15 +61,10 @@ def test_every_json_output_has_a_schema():
 
 
 @pytest.mark.unit
-def test_the_readme_names_each_output_schema():
-    """README "Output, errors and exit codes": one row per command, naming its schema file."""
-    readme = (SCHEMAS_DIR.parent / "README.md").read_text(encoding="utf-8").splitlines()
-    start = readme.index("| command | schema |")
+def test_the_docs_name_each_output_schema():
+    """docs/output.md "Output, errors and exit codes": one row per command, naming its schema file."""
     listed = {}
-    for line in readme[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        command, schema = line.strip("|").split("|")[:2]
+    for command, schema, *_ in table("| command | schema |"):
         name = re.search(r"`sbrules ([a-z ]+)`", command)
         if name:
             listed[name.group(1)] = re.search(r"schemas/([a-z-]+)\.schema\.json", schema).group(1)

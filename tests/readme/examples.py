@@ -1,5 +1,5 @@
-"""The README's command examples as data: where they are, what to run, what the README shows, and
-the rule that compares a run's output with it (README: "Contributor notes").
+"""The documentation's command examples as data: where they are, what to run, what the page shows,
+and the rule that compares a run's output with it (CONTRIBUTING.md: "Contributor notes").
 
 An example is a ```console block: lines starting with ``$ `` are commands (a trailing ``\\`` continues
 one on the next line), the lines after a command are its output as a terminal shows it (stdout and
@@ -22,14 +22,14 @@ PROMPT = "$ "
 
 @dataclass(frozen=True)
 class Command:
-    line: int  #: README line of the command
+    line: int  #: page line of the command
     text: str
     expected: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Example:
-    line: int  #: README line of the opening fence
+    line: int  #: page line of the opening fence
     commands: tuple[Command, ...]
     fixtures: tuple[str, ...] = ()
     skip: str | None = None
@@ -126,7 +126,7 @@ def _trim(lines: list[str]) -> tuple[str, ...]:
 # Comparing output
 # ------------------------------------------------------------------------------------------------
 
-#: What may differ between the README and a run: applied to both sides before comparing.
+#: What may differ between a page and a run: applied to both sides before comparing.
 NORMALISE = (
     (re.compile(r"\b(127\.0\.0\.1|localhost):\d+"), r"\1:<port>"),
     (re.compile(r"\b\d+(\.\d+)?\s?(ms|s)\b"), "<duration>"),
@@ -157,5 +157,5 @@ def matches(expected: tuple[str, ...], actual: tuple[str, ...]) -> bool:
 
 
 def explain(command: Command, expected: tuple[str, ...], actual: tuple[str, ...]) -> str:
-    diff = difflib.unified_diff(list(expected), list(actual), "README", "actual run", lineterm="", n=2)
-    return f"README line {command.line}: `{command.text}` printed something else:\n" + "\n".join(diff)
+    diff = difflib.unified_diff(list(expected), list(actual), "documented", "actual run", lineterm="", n=2)
+    return f"line {command.line}: `{command.text}` printed something else:\n" + "\n".join(diff)

@@ -1,6 +1,7 @@
-"""The README's command examples run, and print what the README shows (modulo paths, ports and
-timings; `…` elides, see examples.py). Each runs in a fresh directory holding a copy of the shipped
-rules/, with `sbrules` from this environment; fixtures named in the README set up the rest."""
+"""The command examples of every page (the README, CONTRIBUTING.md, docs/) run, and print what the
+page shows (modulo paths, ports and timings; `…` elides, see examples.py). Each runs in a fresh
+directory holding a copy of the shipped rules/, with `sbrules` from this environment; fixtures named
+on the page set up the rest."""
 
 from __future__ import annotations
 
@@ -17,15 +18,16 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from .examples import Example, explain, matches, normalise, parse
+from .pages import PAGES, REPO, name
 
-REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
-EXAMPLES = parse(README.read_text(encoding="utf-8"))
+EXAMPLES: list[tuple[Path, Example]] = [
+    (page, example) for page in PAGES for example in parse(page.read_text(encoding="utf-8"))
+]
 MARK = "@@readme-example-command@@"
 
 
 # ------------------------------------------------------------------------------------------------
-# Fixtures an example can name (README: "Contributor notes")
+# Fixtures an example can name (CONTRIBUTING.md: "Contributor notes")
 # ------------------------------------------------------------------------------------------------
 
 
@@ -33,6 +35,7 @@ MARK = "@@readme-example-command@@"
 class Setup:
     """Where an example runs: its directory, its environment, and what its fixtures started."""
 
+    page: Path  #: the page the example is on
     workdir: Path
     env: dict[str, str]
     stack: contextlib.ExitStack
@@ -69,12 +72,12 @@ def traffic(setup: Setup) -> None:
 
 
 def environments(setup: Setup) -> None:
-    """The README's environment example: each ```yaml block whose first line is ``# rules/PATH``
+    """The page's environment example: each ```yaml block whose first line is ``# rules/PATH``
     is written to that path (sbrules.yaml, a base file using variables, a prod overlay)."""
-    blocks = re.findall(r"^```yaml\n# (rules/[^\n]+)\n(.*?)^```", README.read_text(encoding="utf-8"), re.M | re.S)
-    assert blocks, "the README has no ```yaml block starting with # rules/...: update the environments fixture"
-    for name, body in blocks:
-        path = setup.workdir / name
+    blocks = re.findall(r"^```yaml\n# (rules/[^\n]+)\n(.*?)^```", setup.page.read_text(encoding="utf-8"), re.M | re.S)
+    assert blocks, f"{name(setup.page)} has no ```yaml block starting with # rules/...: update the environments fixture"
+    for target, body in blocks:
+        path = setup.workdir / target
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(body, encoding="utf-8")
 
@@ -88,7 +91,7 @@ FIXTURES: dict[str, Callable[[Setup], None]] = {
 
 
 @contextlib.contextmanager
-def prepared(example: Example, workdir: Path) -> Iterator[dict[str, str]]:
+def prepared(page: Path, example: Example, workdir: Path) -> Iterator[dict[str, str]]:
     """A copy of the shipped rules/ in ``workdir``, this environment's `sbrules` first on PATH, no
     colours, and the example's fixtures; yields the environment to run the commands with."""
     shutil.copytree(REPO / "rules", workdir / "rules")
@@ -100,7 +103,7 @@ def prepared(example: Example, workdir: Path) -> Iterator[dict[str, str]]:
         TERM="dumb",
     )
     with contextlib.ExitStack() as stack:
-        setup = Setup(workdir, env, stack)
+        setup = Setup(page, workdir, env, stack)
         for name in example.fixtures:
             FIXTURES[name](setup)
         yield env
@@ -121,38 +124,38 @@ def run(example: Example, workdir: Path, env: dict[str, str]) -> list[tuple[str,
 
 def _params() -> list:
     params = []
-    for example in EXAMPLES:
+    for page, example in EXAMPLES:
         marks = [pytest.mark.spark] if "traffic" in example.fixtures else []
         if example.skip:
-            marks.append(pytest.mark.skip(reason=f"README says: {example.skip}"))
-        params.append(pytest.param(example, id=example.id, marks=marks))
+            marks.append(pytest.mark.skip(reason=f"{name(page)} says: {example.skip}"))
+        params.append(pytest.param(page, example, id=f"{name(page)}:{example.id}", marks=marks))
     return params
 
 
-@pytest.mark.parametrize("example", _params())
-def test_readme_example(example: Example, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("page", "example"), _params())
+def test_documented_example(page: Path, example: Example, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
-    with prepared(example, workdir) as env:
+    with prepared(page, example, workdir) as env:
         outputs = run(example, workdir, env)
     failures = []
     for command, output in zip(example.commands, outputs):
         expected = normalise(command.expected)
         actual = normalise(output, str(workdir))
         if not matches(expected, actual):
-            failures.append(explain(command, expected, actual))
+            failures.append(f"{name(page)}: " + explain(command, expected, actual))
     assert not failures, "\n\n".join(failures)
 
 
 @pytest.mark.unit
 def test_examples_are_well_formed():
-    assert EXAMPLES, "no ```console examples in the README"
-    problems = [f"README line {e.line}: {p}" for e in EXAMPLES for p in e.problems]
+    assert EXAMPLES, "no ```console examples in the documentation"
+    problems = [f"{name(page)} line {e.line}: {p}" for page, e in EXAMPLES for p in e.problems]
     problems += [
-        f"README line {e.line}: unknown fixture {name!r} (known: {', '.join(FIXTURES)})"
-        for e in EXAMPLES
-        for name in e.fixtures
-        if name not in FIXTURES
+        f"{name(page)} line {e.line}: unknown fixture {fixture!r} (known: {', '.join(FIXTURES)})"
+        for page, e in EXAMPLES
+        for fixture in e.fixtures
+        if fixture not in FIXTURES
     ]
     assert not problems, "\n".join(problems)
 
@@ -160,12 +163,14 @@ def test_examples_are_well_formed():
 @pytest.mark.unit
 def test_prompts_only_appear_in_console_examples():
     """A `$ ` line in a ```sh or plain block is an example nobody runs: make it a ```console block."""
-    fence, stray = None, []
-    for number, line in enumerate(README.read_text(encoding="utf-8").splitlines(), 1):
-        if line.startswith("```"):
-            fence = None if fence is not None else line[3:].strip()
-        elif fence is not None and fence != "console" and line.startswith("$ "):
-            stray.append(f"README line {number} (```{fence}): {line}")
+    stray = []
+    for page in PAGES:
+        fence = None
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith("```"):
+                fence = None if fence is not None else line[3:].strip()
+            elif fence is not None and fence != "console" and line.startswith("$ "):
+                stray.append(f"{name(page)} line {number} (```{fence}): {line}")
     assert not stray, "\n".join(stray)
 
 

@@ -1,4 +1,4 @@
-"""The README's reference tables say exactly what the code and the schemas do: every validate
+"""The documentation's reference tables (README and docs/) say exactly what the code and the schemas do: every validate
 diagnostic code, every rule-file key, every typed-value type, every error code."""
 
 from __future__ import annotations
@@ -12,24 +12,13 @@ import pytest
 
 from reconciler.cli.output import ErrorCode, classify
 
+from .pages import table
+
 REPO = Path(__file__).resolve().parents[2]
-README = (REPO / "README.md").read_text(encoding="utf-8")
 SCHEMAS = REPO / "schemas"
 pytestmark = pytest.mark.unit
 
 CODE_SPAN = re.compile(r"`([^`]+)`")
-
-
-def table(header: str) -> list[list[str]]:
-    """The rows (cells) of the README table whose header line is ``header``."""
-    lines = README.splitlines()
-    start = lines.index(header)
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
-    return rows
 
 
 def spans(cell: str) -> list[str]:
@@ -55,8 +44,8 @@ def test_the_validate_code_table_lists_exactly_the_codes_the_code_emits():
     emitted = emitted_diagnostic_codes()
     assert len(documented) == len(set(documented)), "a code is listed twice"
     undocumented = {code: where for code, where in emitted.items() if code not in documented}
-    assert not undocumented, f"add these codes to the README's validate table: {undocumented}"
-    assert not set(documented) - set(emitted), f"the README lists codes nothing emits: {set(documented) - set(emitted)}"
+    assert not undocumented, f"add these codes to the validate table (docs/commands/validate.md): {undocumented}"
+    assert not set(documented) - set(emitted), f"the docs list codes nothing emits: {set(documented) - set(emitted)}"
     schema = json.loads((SCHEMAS / "validate.schema.json").read_text())
     assert set(schema["$defs"]["diagnostic"]["properties"]["code"]["enum"]) == set(emitted)
 

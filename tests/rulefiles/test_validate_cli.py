@@ -174,9 +174,9 @@ def test_python_dash_m_entry_point():
 
 
 @pytest.mark.unit
-def test_readme_rule_file_example_is_valid(run_cli, tmp_path):
-    readme = (REPO / "README.md").read_text()
-    example = readme.split("## Rule files", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+def test_the_rule_file_example_of_the_docs_is_valid(run_cli, tmp_path):
+    page = (REPO / "docs" / "rule-files.md").read_text()
+    example = page.split("```yaml\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "example.yaml"
     path.write_text(example)
     code, out, err = run_cli("validate", path, "--format", "json")
