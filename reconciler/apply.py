@@ -35,7 +35,7 @@ from typing import Any, Callable, Protocol, TextIO
 from reconciler.amqp.errors import AlreadyExistsError, ManagementError, NotFoundError
 from reconciler.amqp.pacing import Pacer
 from reconciler.amqp.pipeline import Attempt, OnAttempt
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import Rule
 from reconciler.observe import explain
 from reconciler.plan import (
@@ -69,6 +69,8 @@ class ReplaceStrategy(StrEnum):
 
 class StepFailed(SbrulesError):
     """A request of a change failed for good; the subscription stops there."""
+
+    code = ErrorCode.SERVICE
 
 
 @dataclass

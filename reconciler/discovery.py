@@ -15,7 +15,7 @@ from typing import Mapping, Protocol, Sequence
 
 from reconciler.amqp.errors import AuthenticationError, NotFoundError, UnauthorizedError
 from reconciler.diagnostics import Diagnostic, render_text
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import DesiredState, Subscription, Topic
 from reconciler.rest.atom import SubscriptionInfo
 
@@ -41,6 +41,8 @@ class EntityLister(Protocol):
 class MissingEntitiesError(SbrulesError):
     """Declared topics or subscriptions that do not exist; each diagnostic names file and line."""
 
+    code = ErrorCode.NOT_FOUND
+
     def __init__(self, diagnostics: Sequence[Diagnostic]):
         self.diagnostics = list(diagnostics)
         super().__init__(render_text(self.diagnostics))
@@ -48,6 +50,8 @@ class MissingEntitiesError(SbrulesError):
 
 class DiscoveryRefused(SbrulesError):
     """A command that cannot work without discovery met a key without Manage rights."""
+
+    code = ErrorCode.AUTH
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from reconciler.amqp.wire.decimals import (
     encode_dotnet_decimal128,
 )
 from reconciler.amqp.wire.types import DESCRIBED_TYPES, TYPES, DescribedType
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import (
     CORRELATION_FIELDS,
     CorrelationFilter,
@@ -83,6 +83,8 @@ _MS = _dt.timedelta(milliseconds=1)
 
 class CodecError(SbrulesError):
     """An AMQP value that does not have the shape the protocol defines (names what and where)."""
+
+    code = ErrorCode.SERVICE
 
 
 # ------------------------------------------------------------------------------------------------

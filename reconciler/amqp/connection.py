@@ -12,7 +12,7 @@ import ipaddress
 import urllib.parse
 from dataclasses import dataclass, field
 
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 
 TLS_PORT = 5671
 PLAIN_PORT = 5672
@@ -30,9 +30,13 @@ _KEYS = {
 class ConnectionStringError(SbrulesError):
     """A connection string that cannot be used; the message never contains secret values."""
 
+    code = ErrorCode.INPUT
+
 
 class TransportRefused(SbrulesError):
     """The endpoint would need an insecure transport the rules do not allow."""
+
+    code = ErrorCode.INPUT
 
 
 def is_loopback(host: str) -> bool:

@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from reconciler.credits import wait_hint
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 
 
 class ManagementError(SbrulesError):
     """A failed management operation: status code, AMQP error condition and service description."""
+
+    code = ErrorCode.SERVICE
 
     transient = False
     #: The failure is the namespace's or the connection's, not one entity's (unreachable, token
@@ -41,6 +43,8 @@ class ManagementError(SbrulesError):
 class NotFoundError(ManagementError):
     """The entity, rule, message or session does not exist (404)."""
 
+    code = ErrorCode.NOT_FOUND
+
 
 class AlreadyExistsError(ManagementError):
     """A rule of that name already exists (409)."""
@@ -48,6 +52,8 @@ class AlreadyExistsError(ManagementError):
 
 class UnauthorizedError(ManagementError):
     """The token was refused or lacks the right claims (401)."""
+
+    code = ErrorCode.AUTH
 
 
 class BadRequestError(ManagementError):
@@ -80,6 +86,8 @@ class ServerBusyError(ManagementError):
 class OperationTimeoutError(ManagementError):
     """The service or the client gave up waiting (408 or no response in time)."""
 
+    code = ErrorCode.CONNECTION
+
     transient = True
 
 
@@ -91,6 +99,8 @@ class InternalError(ManagementError):
 
 class ConnectionLostError(ManagementError):
     """The AMQP connection or link dropped before a response arrived; retried after reconnecting."""
+
+    code = ErrorCode.CONNECTION
 
     transient = True
 
@@ -188,6 +198,8 @@ class ConnectFailed(ManagementError):
     """The namespace could not be reached, or would not open a connection: never retried (another
     try would fail the same way), reported once per command. See ``reconciler.amqp.reach``."""
 
+    code = ErrorCode.CONNECTION
+
     namespace_wide = True
 
 
@@ -214,6 +226,8 @@ class TransportSecurityError(ConnectFailed):
 
 class ClientClosedError(ManagementError):
     """The client was closed (or its event loop stopped) while a request was waiting."""
+
+    code = ErrorCode.CONNECTION
 
 
 def namespace_failure(results: Iterable[object]) -> ManagementError | None:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol
 
 from reconciler.amqp.connection import ConnectionString
 from reconciler.amqp.errors import AuthenticationError, TokenExpiredError
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 
 SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
 JWT_TOKEN_TYPE = "jwt"
@@ -40,9 +40,13 @@ _UNRESERVED = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 class AuthConfigError(SbrulesError):
     """No usable credentials for the requested authentication."""
 
+    code = ErrorCode.AUTH
+
 
 class SasTokenError(SbrulesError):
     """A SAS token that is not well formed (the message never contains the token)."""
+
+    code = ErrorCode.AUTH
 
 
 def url_encode(text: str) -> str:

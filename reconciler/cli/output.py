@@ -4,19 +4,20 @@ Every command ends in one of three ways:
 
 * a result: printed by the command (with ``--format json``, exactly one document via :func:`echo_json`);
 * an outcome the command reports with a documented exit code (``validate`` finding errors: 1;
-  ``drift`` finding drift, ``plan --detailed-exitcode`` finding changes: 2) by raising ``SystemExit``;
+  ``drift`` finding drift, ``plan --detailed-exitcode`` finding changes: 2) by raising ``SystemExit``
+  (2 means that finding and nothing else: a usage error exits 64);
 * an exception, which :func:`run` turns into a :class:`Failure` with :func:`classify`: one
   ``error: …`` line on stderr, and with ``--format json`` also one ``{"error": {"code", "message"}}``
   document on stdout, so a CI step that parses stdout always gets JSON.
 
-Classifying an exception means adding a row to :data:`CLASSIFICATION`; nothing else changes.
+An error of sbrules' own names its code on its class (``reconciler.errors``); :data:`FOREIGN` codes
+the few exceptions of other libraries that reach here.
 Messages pass through :func:`redact` on their way out, so a key, signature or token that slipped
 into an exception never reaches the terminal or a log.
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import re
@@ -27,79 +28,19 @@ from typing import Any, Iterable, Sequence
 
 import click
 
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, ExitCode, SbrulesError
 
-
-class ExitCode(enum.IntEnum):
-    """The process exit codes, the same for every command (docs/output.md: "Exit codes")."""
-
-    OK = 0
-    #: The command failed (any error code but ``usage``), or ``validate``/``sql check`` found the
-    #: input invalid, or ``apply`` could not apply everything.
-    ERROR = 1
-    #: The command line is wrong (``usage``).
-    USAGE = 2
-    #: ``drift`` found drift, ``plan --detailed-exitcode`` found changes: a finding, not an error.
-    CHANGES = 2
-    #: Interrupted with Ctrl-C (128 + SIGINT).
-    INTERRUPTED = 130
-
-
-class ErrorCode(enum.StrEnum):
-    """The ``code`` of an error document (schemas/error.schema.json; docs/output.md: "Errors")."""
-
-    USAGE = "usage"
-    RULES_INVALID = "rules-invalid"
-    INPUT = "input"
-    CONNECTION = "connection"
-    AUTH = "auth"
-    NOT_FOUND = "not-found"
-    SERVICE = "service"
-    SPARK = "spark"
-    INTERRUPTED = "interrupted"
-    FAILED = "failed"
-    INTERNAL = "internal"
-
-
-#: (module, class name, code): an exception that is an instance of the class gets the code. The
-#: first matching row wins, so a subclass is listed before its base. Classes are named, not
-#: imported, so that classifying never imports a module the command did not load (an exception
-#: can only be an instance of a class whose module is loaded); a test imports every row.
-CLASSIFICATION: tuple[tuple[str, str, ErrorCode], ...] = (
+#: Exceptions that are not sbrules' own, with their code: (module, class name, code). An
+#: :class:`SbrulesError` carries its own code. Classes are named, not imported, so that classifying
+#: never imports a module the command did not load (an exception can only be an instance of a class
+#: whose module is loaded); the first matching row wins, so a subclass comes before its base.
+FOREIGN: tuple[tuple[str, str, ErrorCode], ...] = (
     ("click.exceptions", "UsageError", ErrorCode.USAGE),
     ("click.exceptions", "ClickException", ErrorCode.INPUT),
     ("click.exceptions", "Abort", ErrorCode.INTERRUPTED),
     ("builtins", "KeyboardInterrupt", ErrorCode.INTERRUPTED),
-    ("reconciler.rulefiles.loader", "RuleFileErrors", ErrorCode.RULES_INVALID),
-    ("reconciler.sql.errors", "SqlError", ErrorCode.RULES_INVALID),
-    ("reconciler.sql.errors", "SqlEvalError", ErrorCode.INPUT),
-    ("reconciler.amqp.connection", "ConnectionStringError", ErrorCode.INPUT),
-    ("reconciler.amqp.connection", "TransportRefused", ErrorCode.INPUT),
-    ("reconciler.amqp.sas", "AuthConfigError", ErrorCode.AUTH),
-    ("reconciler.amqp.sas", "SasTokenError", ErrorCode.AUTH),
-    ("reconciler.discovery", "DiscoveryRefused", ErrorCode.AUTH),
-    ("reconciler.discovery", "MissingEntitiesError", ErrorCode.NOT_FOUND),
-    ("reconciler.amqp.errors", "UnauthorizedError", ErrorCode.AUTH),
-    ("reconciler.amqp.errors", "NotFoundError", ErrorCode.NOT_FOUND),
-    ("reconciler.amqp.errors", "ConnectFailed", ErrorCode.CONNECTION),
-    ("reconciler.amqp.errors", "ConnectionLostError", ErrorCode.CONNECTION),
-    ("reconciler.amqp.errors", "OperationTimeoutError", ErrorCode.CONNECTION),
-    ("reconciler.amqp.errors", "ClientClosedError", ErrorCode.CONNECTION),
-    ("reconciler.amqp.errors", "ManagementError", ErrorCode.SERVICE),
-    ("reconciler.amqp.codec", "CodecError", ErrorCode.SERVICE),
-    ("reconciler.rest.atom", "AtomError", ErrorCode.SERVICE),
-    ("reconciler.apply", "StepFailed", ErrorCode.SERVICE),
-    ("reconciler.plan.ops", "PlanError", ErrorCode.INPUT),
-    ("reconciler.traffic.impact", "ImpactError", ErrorCode.INPUT),
-    ("reconciler.traffic.sampler", "SampleError", ErrorCode.INPUT),
-    ("reconciler.traffic.failures", "SampleFailure", ErrorCode.INPUT),
-    ("reconciler.traffic.failures", "SparkFailure", ErrorCode.SPARK),
-    ("reconciler.emulator.state", "StateFileError", ErrorCode.INPUT),
-    ("reconciler.emulator.faults", "FaultsFileError", ErrorCode.INPUT),
-    ("reconciler.errors", "InputError", ErrorCode.INPUT),
     ("pyspark.errors", "PySparkException", ErrorCode.SPARK),
     ("py4j.protocol", "Py4JError", ErrorCode.SPARK),
-    ("reconciler.errors", "SbrulesError", ErrorCode.FAILED),
 )
 
 #: When an error has several causes (one per subscription) that classify differently, the code
@@ -142,7 +83,9 @@ def code_of(exc: BaseException) -> ErrorCode:
     if causes:
         codes = {code_of(cause) for cause in causes}
         return min(codes, key=lambda c: _PRECEDENCE.index(c) if c in _PRECEDENCE else len(_PRECEDENCE))
-    for module_name, class_name, code in CLASSIFICATION:
+    if isinstance(exc, SbrulesError):
+        return exc.code
+    for module_name, class_name, code in FOREIGN:
         module = sys.modules.get(module_name)
         cls = getattr(module, class_name, None) if module is not None else None
         if isinstance(cls, type) and isinstance(exc, cls):
@@ -180,18 +123,11 @@ def classify(exc: BaseException, secrets: Iterable[str] = ()) -> Failure:
     return Failure(
         code=code,
         message=redact(message, secrets),
-        exit_code=_exit_code(code, exc),
+        # End of input at a prompt (click's Abort without a Ctrl-C) is interrupted, but no signal: 1.
+        exit_code=code.exit_code if isinstance(exc, KeyboardInterrupt) or code is not ErrorCode.INTERRUPTED else ExitCode.ERROR,
         details=_redact_tree(details, secrets),
         show_traceback=code in _TRACEBACK_CODES,
     )
-
-
-def _exit_code(code: ErrorCode, exc: BaseException) -> int:
-    if code is ErrorCode.USAGE:
-        return ExitCode.USAGE
-    if isinstance(exc, KeyboardInterrupt):
-        return ExitCode.INTERRUPTED
-    return ExitCode.ERROR
 
 
 # ------------------------------------------------------------------------------------------------

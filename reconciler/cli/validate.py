@@ -60,7 +60,7 @@ def validate(
     env: str | None,
     namespace: Namespace,
 ) -> None:
-    """Check rule files (default: ./rules) offline. Exit 0 valid, 1 invalid, 2 usage error.
+    """Check rule files (default: ./rules) offline. Exit 0 valid, 1 invalid, 64 usage error.
 
     With an sbrules.yaml, every environment is checked, or only the one named with --env.
     """

@@ -19,13 +19,15 @@ from typing import Any, Mapping
 import yaml
 
 from reconciler.credits import SERVICE_COSTS, THROTTLED_WAIT_SECONDS, CreditCosts
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 
 _COST_KINDS = tuple(f.name for f in fields(CreditCosts))
 
 
 class FaultsFileError(SbrulesError):
     """A faults file that cannot be read or names unknown faults."""
+
+    code = ErrorCode.INPUT
 
 
 @dataclass

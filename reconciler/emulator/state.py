@@ -25,13 +25,15 @@ from reconciler.emulator.namespace import (
     StoredMessage,
     utcnow,
 )
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 
 FORMAT_VERSION = 1
 
 
 class StateFileError(SbrulesError):
     """A state file that cannot be read back."""
+
+    code = ErrorCode.INPUT
 
 
 def _b64(data: bytes | None) -> str | None:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, Mapping
 
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.limits import RULE_NAME, TEMP_RULE_SUFFIX
 from reconciler.model import Rule, rule_from_doc, rule_to_doc
 
@@ -27,6 +27,8 @@ TEMP_SUFFIX = TEMP_RULE_SUFFIX
 
 class PlanError(SbrulesError):
     """The declared rules cannot be planned (bad SQL, reserved name, an unreadable plan file)."""
+
+    code = ErrorCode.INPUT
 
 
 class ChangeKind(StrEnum):

@@ -22,7 +22,7 @@ from xml.sax.saxutils import escape, quoteattr
 import defusedxml.ElementTree as SafeET
 
 from reconciler import model
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.typed_values import INTEGER_RANGES
 
 ATOM_NS = "http://www.w3.org/2005/Atom"
@@ -80,6 +80,8 @@ MAX_DURATION = "P10675199DT2H48M5.4775807S"
 
 class AtomError(SbrulesError):
     """A management API document that does not have the expected shape."""
+
+    code = ErrorCode.SERVICE
 
 
 def _q(ns: str, tag: str) -> str:

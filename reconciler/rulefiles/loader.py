@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator, Sequence
 
 from reconciler.diagnostics import Diagnostic, render_text
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import (
     DesiredState,
     NonFiniteValueError,
@@ -36,6 +36,8 @@ RULE_FILE_SUFFIXES = (".yaml", ".yml")
 
 class RuleFileErrors(SbrulesError):
     """The rule files are invalid; ``diagnostics`` holds every located error."""
+
+    code = ErrorCode.RULES_INVALID
 
     def __init__(self, diagnostics: Sequence[Diagnostic]):
         self.diagnostics = list(diagnostics)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 
 
 class SqlError(SbrulesError):
@@ -11,6 +11,8 @@ class SqlError(SbrulesError):
     ``line`` and ``column`` are 1-based and point at ``token``, the offending text (``None`` at
     end of input); ``str()`` is the message alone so callers can add their own location.
     """
+
+    code = ErrorCode.RULES_INVALID
 
     def __init__(self, message: str, line: int = 1, column: int = 1, token: str | None = None):
         super().__init__(message)
@@ -35,3 +37,5 @@ class SqlEvalError(SbrulesError):
     The broker treats this as a filter evaluation exception: the message does not match that rule
     and, by default, is dead-lettered by the subscription.
     """
+
+    code = ErrorCode.INPUT

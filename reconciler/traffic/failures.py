@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
-from reconciler.errors import InputError, SbrulesError
+from reconciler.errors import ErrorCode, InputError, SbrulesError
 from reconciler.traffic.location import is_url
 from reconciler.traffic.rows import SCHEMA
 
@@ -58,9 +58,13 @@ _PIP_NAMES = {"reconciler": "sbrules", "yaml": "pyyaml"}
 class SparkFailure(SbrulesError):
     """Spark could not run the report: no Java, no master, or executors that cannot run it."""
 
+    code = ErrorCode.SPARK
+
 
 class SampleFailure(InputError):
     """The traffic sample cannot be read as an sbrules sample."""
+
+    code = ErrorCode.INPUT
 
 
 # ------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import DesiredState, Filter, Rule
 from reconciler.observe import managed_subscriptions, observe_subscriptions
 from reconciler.plan import PlanError, plan_subscription
@@ -36,6 +36,8 @@ __all__ = ["ImpactError", "impact_report", "render_report"]
 
 class ImpactError(SbrulesError):
     """The impact report cannot be computed (no sample, bad plan file, no connection string)."""
+
+    code = ErrorCode.INPUT
 
 
 class CurrentSource(StrEnum):

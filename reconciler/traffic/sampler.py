@@ -30,7 +30,7 @@ from pyarrow.fs import FileSelector, FileType, LocalFileSystem
 from reconciler.amqp.codec import CodecError
 from reconciler.amqp.messages import decode_message_fields, sequence_number
 from reconciler.atomic_file import replacing, write_atomically
-from reconciler.errors import SbrulesError
+from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import PARTITION_SHIFT
 from reconciler.traffic.location import filesystem
 from reconciler.traffic.rows import Columns, micros_since_epoch
@@ -44,6 +44,8 @@ STATE_VERSION = 2
 
 class SampleError(SbrulesError):
     """The dataset directory cannot be used as a traffic sample."""
+
+    code = ErrorCode.INPUT
 
 
 class Peeker(Protocol):

@@ -76,4 +76,4 @@ def test_bad_connection_string_never_echoes_secrets(capsys, monkeypatch):
 def test_no_connection_string_is_a_usage_error(capsys, monkeypatch):
     monkeypatch.delenv("SERVICEBUS_CONNECTION_STRING", raising=False)
     code, _, err = run(capsys, ["rules", "list", "--topic", "t", "--subscription", "s"])
-    assert code == 2 and "--connection-string" in err
+    assert code == 64 and "--connection-string" in err

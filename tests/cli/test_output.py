@@ -12,6 +12,7 @@ import pytest
 
 from reconciler.cli import output
 from reconciler.cli.output import ErrorCode, classify, redact, wants_json
+from reconciler.errors import SbrulesError
 
 from .conftest import RULES
 
@@ -26,7 +27,7 @@ def error_doc(output_schema, code: int, out: str, err: str, expected: str) -> di
     else:
         assert any(line.startswith("error: ") for line in err.splitlines()) or expected == "interrupted"
     assert "Traceback" not in err or expected == "internal"
-    assert code == (2 if expected == "usage" else 130 if expected == "interrupted" else 1)
+    assert code == (64 if expected == "usage" else 130 if expected == "interrupted" else 1)
     return doc["error"]
 
 
@@ -36,8 +37,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_every_classification_names_a_real_class():
-    for module_name, class_name, code in output.CLASSIFICATION:
+def test_every_foreign_row_names_a_real_class():
+    for module_name, class_name, code in output.FOREIGN:
         cls = getattr(importlib.import_module(module_name), class_name, None)
         assert isinstance(cls, type) and issubclass(cls, BaseException), f"{module_name}.{class_name} ({code})"
 
@@ -45,10 +46,38 @@ def test_every_classification_names_a_real_class():
 @pytest.mark.unit
 def test_a_subclass_is_never_shadowed_by_an_earlier_base():
     """First match wins: a row whose class is a subclass of an earlier row's class would never apply."""
-    classes = [getattr(importlib.import_module(m), c) for m, c, _ in output.CLASSIFICATION]
+    classes = [getattr(importlib.import_module(m), c) for m, c, _ in output.FOREIGN]
     for later, cls in enumerate(classes):
         for earlier in classes[:later]:
             assert not issubclass(cls, earlier), f"{cls.__name__} comes after its base {earlier.__name__}"
+
+
+def _all_error_classes() -> list[type[SbrulesError]]:
+    """Every SbrulesError subclass defined anywhere in the package (each module imported)."""
+    import pkgutil
+
+    import reconciler
+
+    for module in pkgutil.walk_packages(reconciler.__path__, "reconciler."):
+        if not module.name.endswith("__main__"):  # runs the CLI
+            importlib.import_module(module.name)
+    found, todo = [], [SbrulesError]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            found.append(sub)
+            todo.append(sub)
+    return found
+
+
+def test_every_error_class_carries_a_code_a_user_can_be_told():
+    """The code lives on the class; the CLI's own codes (usage, interrupted, internal) are not an
+    error class's to claim."""
+    classes = _all_error_classes()
+    assert len(classes) > 20
+    for cls in classes:
+        assert isinstance(cls.code, ErrorCode), cls
+        assert cls.code not in (ErrorCode.USAGE, ErrorCode.INTERRUPTED, ErrorCode.INTERNAL), cls
+        assert classify(cls.__new__(cls)).code is cls.code
 
 
 @pytest.mark.unit
@@ -92,11 +121,11 @@ def test_redaction_hides_keys_signatures_and_tokens():
 
 
 @pytest.mark.unit
-def test_usage_errors_exit_2_as_json(run_cli, output_schema):
+def test_usage_errors_exit_64_as_json(run_cli, output_schema):
     error = error_doc(output_schema, *run_cli("validate", RULES, "--format", "json", "--frmat", "x"), "usage")
     assert "--frmat" in error["message"]
     code, out, err = run_cli("validate", RULES, "--frmat", "x")
-    assert code == 2 and out == "" and err.startswith("error: No such option")
+    assert code == 64 and out == "" and err.startswith("error: No such option")
 
 
 @pytest.mark.unit

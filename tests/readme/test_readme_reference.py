@@ -75,6 +75,7 @@ def test_the_error_code_table_lists_exactly_the_codes_and_their_exit_codes():
     assert set(schema["properties"]["error"]["properties"]["code"]["enum"]) == set(documented)
     import click
 
+    assert all(documented[str(code)] == code.exit_code for code in ErrorCode), "docs/output.md and ErrorCode.exit_code disagree"
     assert documented["usage"] == classify(click.UsageError("x")).exit_code
     assert documented["interrupted"] == classify(KeyboardInterrupt()).exit_code
     assert documented["internal"] == classify(RuntimeError("x")).exit_code

@@ -125,7 +125,7 @@ def test_each_environment_plans_applies_and_drifts_against_its_own_namespace(
     code, _, err = run_cli("apply", prod_file, "--connection-string", dev.connection_string)
     assert code == 1 and "refusing to apply it to" in err
     code, _, err = run_cli("apply", prod_file, "--env", "prod", "--connection-string", prod.connection_string)
-    assert code == 2 and "drop --connection-string" in err
+    assert code == 64 and "drop --connection-string" in err
 
     code, out, err = run_cli("apply", prod_file, "--env", "prod")
     outputs.append(out + err)

@@ -133,7 +133,7 @@ def test_export_usage_errors(run_cli, monkeypatch):
         (("--topic", "t", "--subscription", "s"), "connection string"),
     ]:
         code, out, err = run_cli("export", *args)
-        assert code == 2 and out == "" and "Traceback" not in err, args
+        assert code == 64 and out == "" and "Traceback" not in err, args
         [line] = [line for line in err.splitlines() if line.startswith("error:")]
         assert words in line
 

@@ -55,12 +55,12 @@ def test_default_path_is_rules_dir(run_cli, monkeypatch, tmp_path):
     assert run_cli("validate")[0] == 0
     monkeypatch.chdir(tmp_path)
     code, _, err = run_cli("validate")
-    assert code == 2 and "no ./rules directory" in err
+    assert code == 64 and "no ./rules directory" in err
 
 
 @pytest.mark.unit
 def test_missing_path_is_a_usage_error(run_cli, tmp_path):
-    assert run_cli("validate", tmp_path / "nope")[0] == 2
+    assert run_cli("validate", tmp_path / "nope")[0] == 64
 
 
 def _golden_tree(tmp_path: Path) -> None:

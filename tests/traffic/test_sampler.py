@@ -200,7 +200,7 @@ def test_sample_from_emulator_is_incremental_and_deduplicated(emulator, run_cli,
 
 def test_sample_needs_a_subscription(run_cli, tmp_path):
     code, _, stderr = run_cli("sample", "--topic", "orders", "--out", tmp_path, "--connection-string", "Endpoint=sb://x/")
-    assert code == 2 and "catch-all" in stderr
+    assert code == 64 and "catch-all" in stderr
 
 
 @pytest.mark.spark

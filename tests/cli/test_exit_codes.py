@@ -1,0 +1,65 @@
+"""The exit-code table (docs/output.md) over every command: a CI gate tells changes from errors by
+the exit status alone. 2 is a finding (changes, drift) and nothing else; a wrong command line is 64
+for every command, and with ``--format json`` it is still one JSON error document on stdout."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+
+from reconciler.cli import cli
+from reconciler.errors import ExitCode
+
+
+def _invocations() -> list[list[str]]:
+    """Every command and subcommand, as typed."""
+    found = []
+    for name in cli.list_commands(click.Context(cli)):
+        command = cli.get_command(click.Context(cli), name)
+        if isinstance(command, click.Group):
+            found += [[name, sub] for sub in command.list_commands(click.Context(command))]
+        else:
+            found.append([name])
+    return found
+
+
+INVOCATIONS = _invocations()
+
+
+@pytest.mark.unit
+def test_the_codes_are_distinct_where_a_gate_reads_them() -> None:
+    assert len({ExitCode.OK, ExitCode.ERROR, ExitCode.CHANGES, ExitCode.USAGE, ExitCode.INTERRUPTED}) == 5
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("argv", INVOCATIONS, ids=" ".join)
+def test_an_unknown_option_is_a_usage_error_of_every_command(argv, run_cli) -> None:
+    code, out, err = run_cli(*argv, "--no-such-option")
+    assert code == ExitCode.USAGE, (code, err)
+    assert out == "" and err.startswith("error: No such option") and "Traceback" not in err
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("argv", INVOCATIONS, ids=" ".join)
+def test_a_usage_error_asked_for_as_json_is_one_error_document(argv, run_cli) -> None:
+    code, out, err = run_cli(*argv, "--no-such-option", "--format", "json")
+    assert code == ExitCode.USAGE, (code, err)
+    assert json.loads(out)["error"]["code"] == "usage"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("command", ["validate", "plan", "drift", "render", "apply"])
+def test_no_path_and_no_rules_directory_is_a_usage_error(command, run_cli, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(command, *(["--env", "dev"] if command == "render" else []))
+    assert code == ExitCode.USAGE, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("command", ["validate", "plan", "drift", "render"])
+def test_a_path_that_does_not_exist_is_a_usage_error(command, run_cli, tmp_path) -> None:
+    code, _, err = run_cli(command, tmp_path / "nope")
+    assert code == ExitCode.USAGE, err
