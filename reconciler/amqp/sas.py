@@ -23,6 +23,7 @@ from typing import Any, Callable, Protocol
 from reconciler.amqp.connection import ConnectionString
 from reconciler.amqp.errors import AuthenticationError, TokenExpiredError
 from reconciler.errors import ErrorCode, SbrulesError
+from reconciler.extras import require
 
 SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
 JWT_TOKEN_TYPE = "jwt"
@@ -190,13 +191,9 @@ class EntraCredential(Protocol):
 
 def default_credential() -> EntraCredential:
     """azure-identity's DefaultAzureCredential; any other EntraCredential serves as well."""
-    try:
-        from azure.identity import DefaultAzureCredential
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("azure", "azure.identity"):
-            raise  # azure-identity is installed but broken: show the real error
-        raise AuthConfigError("--auth entra needs azure-identity: pip install 'sbrules[entra]'") from None
-    return DefaultAzureCredential()
+    identity = require("azure.identity", "entra", "--auth entra")
+    credential: EntraCredential = identity.DefaultAzureCredential()
+    return credential
 
 
 class EntraTokenProvider:

@@ -19,8 +19,6 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-import jwt
-
 from reconciler.amqp.sas import (
     ENTRA_AUDIENCE,
     JWT_TOKEN_TYPE,
@@ -33,6 +31,7 @@ from reconciler.amqp.sas import (
 )
 from reconciler.emulator.namespace import address_path
 from reconciler.errors import SbrulesError
+from reconciler.extras import require
 
 #: The Python SDK puts SAS tokens with type "jwt"; the service accepts a SAS token under either type.
 TOKEN_TYPES = (SAS_TOKEN_TYPE, JWT_TOKEN_TYPE)
@@ -92,6 +91,7 @@ class TokenValidator:
     def _entra_grant(self, token: str, audience: object, now: float) -> Grant:
         """The grant of an Entra ID token signed with the development key (every right)."""
         assert self._entra_key is not None
+        jwt = require("jwt", "emulator", "the emulator's development Entra ID tokens")
         try:
             claims = jwt.decode(
                 token,

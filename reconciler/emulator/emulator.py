@@ -18,14 +18,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from proton.reactor import ApplicationEvent, EventInjector
 
 from reconciler import model
 from reconciler.amqp import reactor
 from reconciler.amqp.messages import encode_model_message
-from reconciler.emulator import certs, rest
+from reconciler.emulator import rest
 from reconciler.emulator import state as persistence
 from reconciler.emulator.auth import LISTEN, SEND, TokenValidator
 from reconciler.emulator.broker import Broker
@@ -35,6 +35,10 @@ from reconciler.emulator.namespace import LOCK_DURATION, Namespace, parse_addres
 from reconciler.emulator.server import ServerHandler
 from reconciler.emulator.throttling import CreditMeter
 from reconciler.errors import SbrulesError
+from reconciler.extras import require
+
+if TYPE_CHECKING:
+    from reconciler.emulator.certs import ServerIdentity
 
 log = logging.getLogger("reconciler.emulator")
 
@@ -116,7 +120,7 @@ class Emulator:
             self.namespace, self.broker, validator, self.faults, cbs_deadline, token_clock, self.credits
         )
         self._api = rest.ManagementApi(self.namespace, validator, self.credits, self.faults)
-        self._identity: certs.ServerIdentity | None = None
+        self._identity: ServerIdentity | None = None
         self._tls: ssl.SSLContext | None = None
         self._tls_lock = threading.Lock()
         self._ca_dir: tempfile.TemporaryDirectory | None = None
@@ -182,10 +186,14 @@ class Emulator:
         target.write_bytes(self.ca_pem)
         return target
 
-    def _server_identity(self) -> "certs.ServerIdentity":
-        """Made on first use: most runs never see an HTTPS client, and key generation is not free."""
+    def _server_identity(self) -> "ServerIdentity":
+        """Made on first use: most runs never see an HTTPS client, and key generation is not free
+        (nor installed: cryptography comes with the ``emulator`` extra)."""
         with self._tls_lock:
             if self._identity is None:
+                require("cryptography", "emulator", "the emulator's HTTPS endpoint")
+                from reconciler.emulator import certs
+
                 self._identity = certs.make_identity(self._endpoint_host())
             return self._identity
 

@@ -144,8 +144,10 @@ def test_secrets_not_logged(caplog):
 def test_entra_without_azure_identity_explains_the_extra(monkeypatch):
     import sys
 
+    from reconciler.extras import MissingExtra
+
     monkeypatch.setitem(sys.modules, "azure.identity", None)
-    with pytest.raises(sas.AuthConfigError, match=r"sbrules\[entra\]"):
+    with pytest.raises(MissingExtra, match=r"sbrules\[entra\]"):
         sas.token_provider_for(ConnectionString.parse("Endpoint=sb://ns/"), auth="entra")
     with pytest.raises(sas.AuthConfigError, match="unknown authentication"):
         sas.token_provider_for(ConnectionString.parse(CS), auth="kerberos")
