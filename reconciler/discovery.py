@@ -4,7 +4,10 @@ AMQP cannot list a namespace's entities; the management REST API can, given Mana
 rule files are compared with what exists: a declared subscription that does not exist is a
 located error (sbrules manages rules, not entities), and a subscription of a declared topic that
 the files do not mention is *undeclared*. With a Listen-only key the API answers 401/403; then
-discovery is skipped, commands work from the names the files declare, and say so once.
+discovery is skipped, commands work from the names the files declare, and say so once. Discovery
+never blocks a command that can work without it: an API that cannot be reached, fails TLS, times
+out or is not the Service Bus API is skipped the same way, with one note naming the cause, and
+``--no-discovery`` skips it on purpose.
 """
 
 from __future__ import annotations
@@ -13,7 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
 
-from reconciler.amqp.errors import AuthenticationError, NotFoundError, UnauthorizedError
+from reconciler.amqp.errors import (
+    AuthenticationError,
+    ConnectFailed,
+    ConnectionLostError,
+    NotFoundError,
+    OperationTimeoutError,
+    UnauthorizedError,
+)
 from reconciler.diagnostics import Diagnostic, render_text
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import DesiredState, Subscription, Topic
@@ -23,6 +33,12 @@ MANAGE_RIGHTS_NOTE = (
     "discovery needs Manage rights: the management REST API refused these credentials ({reason}), so only the "
     "subscriptions the rule files name were read (undeclared subscriptions are not reported)"
 )
+SKIPPED_NOTE = (
+    "discovery skipped: {reason}, so only the subscriptions the rule files name were read (undeclared "
+    "subscriptions are not reported)"
+)
+#: Failures of the REST API that leave the rules, read over AMQP, within reach: discovery is skipped.
+UNAVAILABLE = (ConnectFailed, ConnectionLostError, OperationTimeoutError)
 
 
 #: Topics whose subscriptions are listed at once: each listing is a walk of pages, one round trip
@@ -58,16 +74,25 @@ class DiscoveryRefused(SbrulesError):
 class Inventory:
     """What exists, per topic asked about: its subscriptions, or None when the topic does not exist.
 
-    ``refused`` is set (and ``topics`` empty) when the API would not answer for lack of rights.
+    ``refused`` is set (and ``topics`` empty) when the API would not answer for lack of rights;
+    ``skipped`` says why nothing was listed otherwise (unreachable, ``--no-discovery``).
     """
 
     topics: Mapping[str, tuple[SubscriptionInfo, ...] | None] = field(default_factory=dict)
     refused: str | None = None
+    skipped: str | None = None
+
+    @property
+    def listed(self) -> bool:
+        """Whether the topics were listed: only then is a name missing from them known to be absent."""
+        return not (self.refused or self.skipped)
 
     @property
     def note(self) -> str | None:
-        """The one line a command prints when discovery was refused."""
-        return MANAGE_RIGHTS_NOTE.format(reason=self.refused) if self.refused else None
+        """The one line a command prints when discovery was refused or skipped."""
+        if self.refused:
+            return MANAGE_RIGHTS_NOTE.format(reason=self.refused)
+        return SKIPPED_NOTE.format(reason=self.skipped) if self.skipped else None
 
     def subscriptions(self, topic: str) -> tuple[SubscriptionInfo, ...] | None:
         for name, subs in self.topics.items():
@@ -80,9 +105,12 @@ def _refusal(exc: UnauthorizedError) -> str:
     return f"HTTP {exc.status}" if exc.status else "unauthorized"
 
 
-def discover(rest: EntityLister, topics: Sequence[str]) -> Inventory:
+def discover(rest: EntityLister, topics: Sequence[str], *, enabled: bool = True) -> Inventory:
     """The subscriptions of each of ``topics`` (listed ``LISTING_CONCURRENCY`` topics at a time); an
-    Inventory with ``refused`` set for a Listen-only key."""
+    Inventory with ``refused`` set for a Listen-only key, or ``skipped`` when the API cannot be used
+    (or ``enabled`` is False)."""
+    if not enabled:
+        return Inventory(skipped="--no-discovery was given")
 
     def listing(topic: str) -> tuple[SubscriptionInfo, ...] | None:
         try:
@@ -97,6 +125,8 @@ def discover(rest: EntityLister, topics: Sequence[str]) -> Inventory:
         raise  # no token at all (expired, no credential): nothing else would work either
     except UnauthorizedError as exc:
         return Inventory(refused=_refusal(exc))
+    except UNAVAILABLE as exc:
+        return Inventory(skipped=f"the management REST API could not be used ({exc})")
     return Inventory(found)
 
 
@@ -125,7 +155,7 @@ def _needs_manage(reason: str) -> str:
 
 def missing_entities(desired: DesiredState, inventory: Inventory) -> list[Diagnostic]:
     """A located error for each declared topic or subscription the namespace does not have."""
-    if inventory.refused:
+    if not inventory.listed:
         return []
     out: list[Diagnostic] = []
     for topic in desired.topics:

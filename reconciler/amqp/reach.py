@@ -88,6 +88,16 @@ def not_management_api(url: str, status: int, content_type: str | None) -> NotSe
     )
 
 
+def not_http(url: str, answered: str) -> NotServiceBusError:
+    """Something at ``url`` answered an HTTP request with ``answered``, which is not HTTP."""
+    if answered.startswith("AMQP"):
+        return NotServiceBusError(
+            f"{url} speaks AMQP, not HTTP: it is an AMQP endpoint, not the management REST API (point "
+            "--management-endpoint at the namespace's management endpoint)"
+        )
+    return NotServiceBusError(f"{url} is not the Service Bus management API: it answered {_quote(answered)}, not HTTP")
+
+
 def open_timeout(where: str, elapsed: float, protocol: str = "AMQP") -> OpenTimeoutError:
     return OpenTimeoutError(
         f"{where} accepted the connection but did not open {protocol} within {elapsed:.1f}s: it is not a "

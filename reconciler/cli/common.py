@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -57,13 +58,20 @@ class Namespace:
     explicit: bool = False
     max_credits: float | None = None
     credit_share: float | None = None
+    #: The management REST API's URL (--management-endpoint), when not https://<namespace host>.
+    management_endpoint: str | None = None
+    #: Whether plan, drift and apply list what exists (--no-discovery: the declared names only).
+    discovery: bool = True
     _pacer: "Pacer | None" = field(default=None, init=False, repr=False, compare=False)
 
     def for_environment(self, env: "Environment | None") -> "Namespace":
         """The namespace an sbrules.yaml environment names (its connection string's variable, or
         its endpoint for Entra ID), or this one when it names none."""
-        if env is None or not env.names_namespace:
+        if env is None:
             return self
+        management_endpoint = self.management_endpoint or _environment_management_url(env)
+        if not env.names_namespace:
+            return dataclasses.replace(self, management_endpoint=management_endpoint)
         if self.explicit:
             raise click.UsageError(
                 f"--env {env.name} takes its namespace from sbrules.yaml; drop --connection-string/--auth"
@@ -72,6 +80,7 @@ class Namespace:
             return Namespace(
                 f"Endpoint={env.endpoint}", env.auth or "entra", self.timeout,
                 max_credits=self.max_credits, credit_share=self.credit_share,
+                management_endpoint=management_endpoint, discovery=self.discovery,
             )
         variable = env.connection_string_env or ""
         value = os.environ.get(variable)
@@ -80,8 +89,13 @@ class Namespace:
 
             raise InputError(f"environment {env.name!r}: ${variable} is not set (it holds the connection string)")
         return Namespace(
-            value, env.auth or "sas", self.timeout, max_credits=self.max_credits, credit_share=self.credit_share
+            value, env.auth or "sas", self.timeout, max_credits=self.max_credits, credit_share=self.credit_share,
+            management_endpoint=management_endpoint, discovery=self.discovery,
         )
+
+    def without_discovery(self, skip: bool) -> "Namespace":
+        """This namespace, with discovery skipped when ``skip`` (--no-discovery)."""
+        return dataclasses.replace(self, discovery=False) if skip else self
 
     @property
     def address(self) -> str:
@@ -130,7 +144,7 @@ class Namespace:
             with ManagementRestClient(
                 require_connection_string(self.connection_string), auth=self.auth,
                 timeout=min(self.timeout, TIER_PROBE_TIMEOUT),
-                retry=RetryPolicy(retries=0, throttled_retries=0),
+                retry=RetryPolicy(retries=0, throttled_retries=0), base_url=self.management_endpoint,
             ) as rest:
                 tier = rest.namespace_sku()
         except Exception as exc:  # a probe, on a thread of its own: nothing may escape it
@@ -154,7 +168,7 @@ class Namespace:
 
         return ManagementRestClient(
             require_connection_string(self.connection_string), auth=self.auth, timeout=self.timeout,
-            pacer=self.pacer(),
+            pacer=self.pacer(), base_url=self.management_endpoint,
         )
 
 
@@ -199,12 +213,62 @@ _NAMESPACE_OPTIONS = (
         help=f"Spend at most this share of a Standard namespace's {STANDARD_CREDITS_PER_SECOND} credits/s, leaving "
         "the rest to its own senders and receivers. Throttling halves sbrules' rate; it grows back while none comes.",
     ),
+    click.option(
+        "--management-endpoint",
+        metavar="URL",
+        envvar="SBRULES_MANAGEMENT_ENDPOINT",
+        show_envvar=True,
+        callback=lambda _ctx, _param, value: _management_url(value),
+        help="Where the management REST API (discovery) is served, when not https://<namespace host>: e.g. "
+        "Microsoft's emulator's http://localhost:5300.",
+    ),
+)
+
+
+def _management_url(value: str | None) -> str | None:
+    try:
+        return check_management_url(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _environment_management_url(env: "Environment") -> str | None:
+    from reconciler.errors import InputError
+
+    try:
+        return check_management_url(env.management_endpoint)
+    except ValueError as exc:
+        raise InputError(f"environment {env.name!r}: management_endpoint {exc}") from None
+
+
+def check_management_url(value: str | None) -> str | None:
+    """``value`` when it is an https URL, or plain http to a loopback host (a token never crosses a
+    network unencrypted); ValueError otherwise."""
+    import urllib.parse
+
+    from reconciler.amqp.connection import is_loopback
+
+    if value is None:
+        return None
+    url = urllib.parse.urlsplit(value)
+    if url.scheme not in ("https", "http") or not url.hostname:
+        raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    if url.scheme == "http" and not is_loopback(url.hostname):
+        raise ValueError(f"{value!r}: plain http is for a loopback host only (an emulator); use https")
+    return value
+
+
+#: plan, drift and apply: --no-discovery sets ``namespace.discovery`` (give it after @namespace_options).
+no_discovery_option = click.option(
+    "--no-discovery", "no_discovery", is_flag=True,
+    help="Do not list topics and subscriptions over the management REST API: read the declared "
+    "subscriptions only, as with a Listen-only key (undeclared ones are not reported).",
 )
 
 
 def namespace_options(func: Callable) -> Callable:
-    """``--connection-string``, ``--auth``, ``--timeout``, ``--max-credits`` and ``--credit-share``,
-    handed to the command as ``namespace``.
+    """``--connection-string``, ``--auth``, ``--timeout``, ``--max-credits``, ``--credit-share`` and
+    ``--management-endpoint``, handed to the command as ``namespace``.
 
     The one definition every networked command uses; the connection string is never echoed back.
     """
@@ -212,14 +276,16 @@ def namespace_options(func: Callable) -> Callable:
     @functools.wraps(func)
     def command(
         *args: object, connection_string: str | None, auth: str, timeout: float, max_credits: float | None,
-        credit_share: float, **kwargs: object,
+        credit_share: float, management_endpoint: str | None, **kwargs: object,
     ) -> object:
         context = click.get_current_context()
         explicit = any(
             context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
             for name in ("connection_string", "auth")
         )
-        namespace = Namespace(connection_string, auth, timeout, explicit, max_credits, credit_share)
+        namespace = Namespace(
+            connection_string, auth, timeout, explicit, max_credits, credit_share, management_endpoint=management_endpoint
+        )
         return func(*args, namespace=namespace, **kwargs)
 
     for option in reversed(_NAMESPACE_OPTIONS):

@@ -19,6 +19,7 @@ from reconciler.cli.common import (
     format_option,
     load_rules,
     namespace_options,
+    no_discovery_option,
     progress_bars,
     project_environment,
 )
@@ -44,7 +45,8 @@ def namespace_clients(namespace: Namespace, max_rate: float | None = None) -> It
 def current_plan(clients: Clients, rules: Rules, namespace: Namespace) -> Plan:
     """The plan of ``rules`` against the namespace, saying which environment and namespace it is for."""
     client, rest = clients
-    return dataclasses.replace(plan_live(client, rest, rules.state), environment=rules.env_name, namespace=namespace.address)
+    the_plan = plan_live(client, rest, rules.state, discovery=namespace.discovery)
+    return dataclasses.replace(the_plan, environment=rules.env_name, namespace=namespace.address)
 
 
 strict_option = click.option(
@@ -64,13 +66,14 @@ paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, 
 @strict_option
 @env_option
 @namespace_options
+@no_discovery_option
 def plan(
     paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool, env: str | None,
-    namespace: Namespace,
+    namespace: Namespace, no_discovery: bool,
 ) -> None:
     """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it."""
     rules = load_rules(paths, env)
-    namespace = namespace.for_environment(rules.environment)
+    namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
     with namespace_clients(namespace) as clients:
         the_plan = current_plan(clients, rules, namespace)
     if out:
@@ -111,6 +114,7 @@ def _read_plan_file(path: Path) -> Plan:
 @click.option("--fail-fast", is_flag=True, help="Stop every subscription after the first failure.")
 @env_option
 @namespace_options
+@no_discovery_option
 def apply(
     sources: tuple[Path, ...],
     auto_approve: bool,
@@ -121,6 +125,7 @@ def apply(
     fail_fast: bool,
     env: str | None,
     namespace: Namespace,
+    no_discovery: bool,
 ) -> None:
     """Apply a saved PLAN.json exactly, or plan PATH... (default ./rules) and apply after confirmation.
 
@@ -134,7 +139,7 @@ def apply(
         saved_plan.check_target(env, namespace.address)
     else:
         rules = load_rules(sources, env)
-        namespace = namespace.for_environment(rules.environment)
+        namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
     with namespace_clients(namespace, max_rate) as clients:
         client = clients[0]
         if saved:
@@ -191,10 +196,13 @@ def _confirm(auto_approve: bool) -> None:
 @strict_option
 @env_option
 @namespace_options
-def drift(paths: tuple[Path, ...], fmt: str, strict: bool, env: str | None, namespace: Namespace) -> None:
+@no_discovery_option
+def drift(
+    paths: tuple[Path, ...], fmt: str, strict: bool, env: str | None, namespace: Namespace, no_discovery: bool
+) -> None:
     """Report live rules that differ from the files. Exit 0 in sync, 2 drift, 1 error."""
     rules = load_rules(paths, env)
-    namespace = namespace.for_environment(rules.environment)
+    namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
     with namespace_clients(namespace) as clients:
         the_plan = current_plan(clients, rules, namespace)
     click.echo(render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict))

@@ -3,8 +3,9 @@
 One discovery pass over the management REST API lists the subscriptions of every declared topic
 (so a declared subscription that does not exist is a located error, and an existing one no file
 mentions is reported as undeclared); the rules are then read over AMQP, pipelined, with the REST
-API as the fallback where AMQP refuses (auto-forwarding). A key without Manage rights skips
-discovery: the plan is made from the declared names and says so once.
+API as the fallback where AMQP refuses (auto-forwarding). A key without Manage rights, an API that
+cannot be used, or ``--no-discovery`` skips discovery: the plan is made from the declared names and
+says so once.
 """
 
 from __future__ import annotations
@@ -37,10 +38,12 @@ class RestReader(EntityLister, FallbackReader, Protocol):
 
 
 def plan_live(
-    client: RuleReader, rest: RestReader, desired: DesiredState, *, concurrency: int = DEFAULT_CONCURRENCY
+    client: RuleReader, rest: RestReader, desired: DesiredState, *, concurrency: int = DEFAULT_CONCURRENCY,
+    discovery: bool = True,
 ) -> Plan:
-    """The plan for ``desired`` against the namespace, with undeclared subscriptions and reading notes."""
-    inventory: Inventory = discover(rest, [t.name for t in desired.topics])
+    """The plan for ``desired`` against the namespace, with undeclared subscriptions and reading notes
+    (``discovery=False``: from the declared names only, as with a Listen-only key)."""
+    inventory: Inventory = discover(rest, [t.name for t in desired.topics], enabled=discovery)
     missing = missing_entities(desired, inventory)
     if missing:
         raise MissingEntitiesError(missing)

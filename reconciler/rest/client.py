@@ -230,6 +230,8 @@ class _HttpTransport:
         except TimeoutError:
             raise OperationTimeoutError(f"{what}: no response in time") from None
         except (OSError, http.client.HTTPException) as exc:
+            if isinstance(exc, http.client.BadStatusLine) and not isinstance(exc, http.client.RemoteDisconnected):
+                raise reach.not_http(self._base_url, str(exc.args[0] if exc.args else "")) from None  # not HTTP
             failure = reach.from_os_error(exc, self._host, self._port)
             if failure is not None:
                 raise failure from None

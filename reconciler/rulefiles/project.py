@@ -58,6 +58,8 @@ class Environment:
     connection_string_env: str | None = None
     endpoint: str | None = None
     auth: str | None = None
+    #: The management REST API's URL when it is not https://<namespace host>.
+    management_endpoint: str | None = None
     vars: Mapping[str, Variable] = field(default_factory=dict)
     overlays: tuple[Overlay, ...] = ()
     renames: tuple[Rename, ...] = ()
@@ -186,6 +188,7 @@ def _environment(
         connection_string_env=doc.get("connection_string_env"),
         endpoint=doc.get("endpoint"),
         auth=doc.get("auth"),
+        management_endpoint=doc.get("management_endpoint"),
         vars=variables,
         overlays=tuple(overlays),
         renames=tuple(renames),
