@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import signal
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,10 +15,15 @@ from reconciler.cli.common import env_option, load_rules
 from reconciler.credits import THROTTLE_TIERS
 from reconciler.errors import SbrulesError
 
+if TYPE_CHECKING:
+    from reconciler.model import DesiredState
+
 
 @click.command()
 @click.option("--rules", "rules", multiple=True, type=click.Path(exists=True, path_type=Path),
               help="Rule files or directories; every topic and subscription they declare is created.")
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Seed from a Config.json of Microsoft's Service Bus emulator (sbrules render --format emulator-config).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=5672, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0 = any free port).")
@@ -43,6 +50,7 @@ from reconciler.errors import SbrulesError
 @env_option
 def emulator(
     rules: tuple[Path, ...],
+    config: Path | None,
     host: str,
     port: int,
     state: Path | None,
@@ -80,7 +88,11 @@ def emulator(
             )
         click.echo(f"warning: listening on {host} without TLS; anyone who can reach it can use the namespace", err=True)
     desired = None
-    if rules or env:
+    if config is not None:
+        if rules or env:
+            raise click.UsageError("--config seeds the emulator on its own: drop --rules and --env")
+        desired = _read_config(config)
+    elif rules or env:
         desired = load_rules(rules, env, lint_errors=False).state
     faults = Faults.load(faults_file) if faults_file is not None else Faults()
     if throttle is not None:
@@ -110,11 +122,17 @@ def emulator(
             click.echo(f"sbrules emulator listening on {host}:{emu.port} (Ctrl-C to stop)", err=True)
             if entra_signing_key is not None:
                 click.echo("development only: Entra ID tokens signed with --entra-signing-key get every right", err=True)
-            ca_path = emu.write_ca(ca_file) if ca_file else emu.ca_file
-            click.echo(
-                f"management API (ATOM/REST) on the same port: https for ServiceBusAdministrationClient with "
-                f"connection_verify={ca_path}; plain http for sbrules", err=True,
-            )
+            if ca_file is not None or importlib.util.find_spec("cryptography") is not None:
+                ca_path = emu.write_ca(ca_file) if ca_file else emu.ca_file
+                click.echo(
+                    f"management API (ATOM/REST) on the same port: https for ServiceBusAdministrationClient with "
+                    f"connection_verify={ca_path}; plain http for sbrules", err=True,
+                )
+            else:
+                click.echo(
+                    "management API (ATOM/REST) on the same port: plain http for sbrules (https, for Microsoft's "
+                    "ServiceBusAdministrationClient, comes with pip install 'sbrules[emulator]')", err=True,
+                )
             while not stop.wait(0.5):
                 if not emu.running:
                     raise SbrulesError("the emulator's event loop stopped unexpectedly")
@@ -122,3 +140,15 @@ def emulator(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _read_config(path: Path) -> "DesiredState":
+    """The topology of a Config.json; its errors stop the command, located, as invalid rule files do."""
+    from reconciler.rulefiles import RuleFileErrors
+    from reconciler.rulefiles.emulator_config import read_config
+
+    state, findings = read_config(path)
+    errors = [d for d in findings if d.severity == "error"]
+    if errors:
+        raise RuleFileErrors(errors)
+    return state

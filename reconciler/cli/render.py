@@ -1,31 +1,73 @@
-"""``sbrules render``: an environment's rules, fully resolved, as plain rule files."""
+"""``sbrules render``: an environment's rules, fully resolved, as plain rule files or as the
+Config.json of Microsoft's Service Bus emulator."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
+from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import env_option, load_rules
+from reconciler.errors import SbrulesError
 
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @env_option
 @click.option(
-    "--out", type=click.Path(file_okay=False, path_type=Path),
-    help="Write one <topic>.yaml per topic here (default: stdout, one YAML document per topic).",
+    "--format", "fmt", type=click.Choice(["yaml", "emulator-config"]), default="yaml", show_default=True,
+    help="yaml: plain rule files; emulator-config: one Config.json for Microsoft's Service Bus emulator (Docker).",
 )
-def render(paths: tuple[Path, ...], env: str | None, out: Path | None) -> None:
+@click.option(
+    "--out", type=click.Path(path_type=Path),
+    help="yaml: write one <topic>.yaml per topic into this directory; emulator-config: write this file "
+    "(default: stdout).",
+)
+def render(paths: tuple[Path, ...], env: str | None, fmt: str, out: Path | None) -> None:
     """Print the rule files of --env NAME (default PATH: ./rules) with its variables substituted,
-    its overlays merged and its topics renamed: plain rule files that plan exactly as --env does."""
+    its overlays merged and its topics renamed: plain rule files that plan exactly as --env does.
+
+    With --format emulator-config, the same topology as the Config.json that Microsoft's Service Bus
+    emulator starts from (--env is needed only with an sbrules.yaml).
+    """
+    if fmt == "emulator-config":
+        _render_emulator_config(paths, env, out)
+        return
     from reconciler.rulefiles.render import render_documents, write_documents
 
     if env is None:
         raise click.UsageError("name the environment to render with --env NAME")
+    if out is not None and out.is_file():
+        raise click.UsageError(f"--out {out}: a directory for the rule files, not a file")
     documents = render_documents(load_rules(paths, env).state, env)
     if out is None:
         click.echo("---\n".join(documents.values()), nl=False)
         return
     for path in write_documents(documents, out):
         click.echo(f"wrote {path}", err=True)
+
+
+def _render_emulator_config(paths: tuple[Path, ...], env: str | None, out: Path | None) -> None:
+    from reconciler import diagnostics
+    from reconciler.rulefiles import RuleFileErrors
+    from reconciler.rulefiles.emulator_config import to_config
+
+    if out is not None and out.is_dir():
+        raise click.UsageError(f"--out {out}: the Config.json file to write, not a directory")
+    config, findings = to_config(load_rules(paths, env).state)
+    errors = [d for d in findings if d.severity == "error"]
+    if errors:
+        raise RuleFileErrors(errors)
+    if findings:
+        click.echo(diagnostics.render_text(findings), err=True)
+    text = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        write_atomically(out, text)
+    except OSError as exc:
+        raise SbrulesError(f"cannot write {out}: {exc.strerror}") from None
+    click.echo(f"wrote {out}", err=True)

@@ -48,6 +48,11 @@ from reconciler.rulefiles.project import find_project
     type=click.Path(dir_okay=False, path_type=Path),
     help="With --traffic: write the traffic report to this file instead of stdout (needed for --format html).",
 )
+@click.option(
+    "--emulator-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Check this Config.json of Microsoft's Service Bus emulator instead of rule files.",
+)
 @env_option
 @namespace_options
 def validate(
@@ -57,6 +62,7 @@ def validate(
     against: str,
     spark_master: str | None,
     out: Path | None,
+    emulator_config: Path | None,
     env: str | None,
     namespace: Namespace,
 ) -> None:
@@ -64,6 +70,11 @@ def validate(
 
     With an sbrules.yaml, every environment is checked, or only the one named with --env.
     """
+    if emulator_config is not None:
+        if paths or traffic:
+            raise click.UsageError("--emulator-config checks that file alone: drop PATH and --traffic")
+        _validate_emulator_config(emulator_config, fmt)
+        return
     if fmt == "html" and not (traffic and out):
         raise click.UsageError("--format html writes the traffic report: give --traffic DATASET and --out FILE.html")
     if out and not traffic:
@@ -126,6 +137,38 @@ def validate(
             click.echo(text)
         else:
             _write_report(out, text)
+
+
+def _validate_emulator_config(path: Path, fmt: str) -> None:
+    """Microsoft's emulator's Config.json against what that emulator accepts, and as rules."""
+    from reconciler.rulefiles.emulator_config import read_config
+
+    state, findings = read_config(path)
+    findings = sorted([*findings, *(d for d in lint(state) if d.severity == "error")], key=diag.sort_key)
+    tally = diag.counts(findings)
+    summary = {
+        "files": 1,
+        "topics": len(state.topics),
+        "subscriptions": sum(1 for _ in state.subscriptions()),
+        "rules": sum(len(s.rules or ()) for _, s in state.subscriptions()),
+    }
+    if fmt == "json":
+        echo_json(diag.to_document(findings, summary))
+    elif fmt == "github":
+        if findings:
+            click.echo(diag.render_github(findings))
+    elif fmt == "markdown":
+        click.echo(diag.render_markdown(findings))
+    else:
+        if findings:
+            click.echo(diag.render_text(findings))
+        verdict = "invalid" if tally["error"] else "valid"
+        click.echo(
+            f"{verdict} (Microsoft's emulator's Config.json): {summary['topics']} topics, {summary['subscriptions']} "
+            f"subscriptions, {summary['rules']} rules; {tally['error']} errors, {tally['warning']} warnings"
+        )
+    if tally["error"]:
+        raise SystemExit(ExitCode.ERROR)
 
 
 def _findings(results: dict[str | None, LoadResult]) -> list[diag.Diagnostic]:
