@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Callable, Iterable, TextIO
 
-from reconciler.amqp.errors import AlreadyExistsError, ClientClosedError, ManagementError, NotFoundError
+from reconciler.amqp.errors import AlreadyExistsError, ManagementError, NotFoundError, outcome_unknown
 from reconciler.amqp.pacing import Pacer
 from reconciler.amqp.pipeline import Attempt, OnAttempt
 from reconciler.errors import SbrulesError
@@ -264,14 +264,6 @@ class _OutcomeUnknown(StepFailed):
     """A request went unanswered and re-reading the subscription failed: its outcome is unknown."""
 
 
-def _unanswered(exc: SbrulesError) -> bool:
-    """Whether a failed request may still have taken effect: its answer never came (connection
-    lost, no response in time, the service's internal error), or an earlier attempt's did not."""
-    if isinstance(exc, ClientClosedError):
-        return True
-    return isinstance(exc, ManagementError) and (exc.transient or exc.after_retry)
-
-
 def _step_context(step: str, change: Change) -> str:
     return step if step == change.kind else f"{step} of rule {change.rule!r}"
 
@@ -334,7 +326,7 @@ class _Runner:
                 return "already-done"
             raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): {exc}") from None
         except SbrulesError as exc:
-            if _unanswered(exc):
+            if outcome_unknown(exc):
                 self.unanswered = exc
                 return "unanswered"
             raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): {exc}") from None

@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol
 
-from reconciler.amqp.errors import AlreadyExistsError, NotFoundError
+from reconciler.amqp.errors import AlreadyExistsError, NotFoundError, outcome_unknown
 from reconciler.amqp.pipeline import OnAttempt
 from reconciler.errors import SbrulesError
 from reconciler.limits import LOCK_RULE_PREFIX, is_lock_rule_name
@@ -211,13 +211,25 @@ class SubscriptionLock:
                                  on_attempt=self._log(step=step, op="add-rule", target=rule.name))
         except AlreadyExistsError:
             # Someone's, or ours when an earlier attempt of this request landed unanswered.
-            found = next((lock for lock in find_locks(self._read(step)) if lock.name == rule.name), None)
+            found = self._find(rule.name, step)
+            return found if found is not None and found.run == self.holder.run else None
+        except SbrulesError as exc:
+            if not outcome_unknown(exc):
+                raise
+            try:
+                found = self._find(rule.name, step + ":re-read")
+            except SbrulesError as again:
+                raise LockError(f"{self.path}: the answer to taking its lock never came ({exc}), and re-reading "
+                                f"failed ({again}); {rule.name!r} may be left until it expires") from None
             if found is None or found.run != self.holder.run:
-                return None
+                raise
             return found
         lock = parse_lock(rule)
         assert lock is not None
         return lock
+
+    def _find(self, name: str, step: str) -> LockRule | None:
+        return next((lock for lock in find_locks(self._read(step)) if lock.name == name), None)
 
     def _remove(self, name: str, step: str) -> None:
         try:
