@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from reconciler.apply import ApplyOptions, apply_plan, render_report
+from reconciler.lint import lint
 from reconciler.lock import (
     Holder,
     LockBusy,
@@ -177,6 +178,8 @@ def test_plan_shows_a_lock_as_a_note_never_as_drift(kit):
 def test_declared_rules_may_not_use_the_lock_name(kit):
     with pytest.raises(PlanError, match="reserves for its apply lock"):
         plan_subscription(T, S, [kit.corr("sbrules-lock.1", "A")], [])
+    found = lint(kit.desired_of({(T, S): [kit.corr("SBRULES-LOCK.x", "A")]}))
+    assert [d.message for d in found if d.code == "rule-name" and "apply lock" in d.message]
 
 
 def _always(op_name, target, phase, error):
