@@ -1,8 +1,11 @@
 """Execute a Plan safely: stale check, safe order, gapless replacement, journal, partial failure.
 
-Per subscription, apply re-reads the live rules and refuses the subscription when their
+Per subscription, apply first takes the subscription's lock (``reconciler.lock``: a rule the
+namespace itself keeps unique), waiting while another run holds it, and releases it after its last
+write. Under the lock it re-reads the live rules and refuses the subscription when their
 fingerprint is not the one the plan was computed from (a subscription already in the planned end
-state counts as done, so applying a plan twice changes nothing). It then runs creations,
+state counts as done, so applying a plan twice changes nothing); given the declared rules (an
+apply of rule files), it plans that subscription again instead. It then runs creations,
 replacements and deletions in that order, so a message is at worst delivered twice for a moment,
 never dropped, and the subscription never has zero rules unless the files declare that. A gapless
 replacement adds the new version under a temporary name first (see ``plan.temp_rule_name``);
@@ -11,7 +14,11 @@ an interrupted apply leaves at most that temporary rule, which the next plan rem
 The client retries, paces and reports each attempt of each request (``reconciler.amqp.pipeline``);
 apply never retries on top of it. What a retried request finds is interpreted here, in one place:
 add-rule answering "already exists" with an identical rule, or remove-rule answering "not found",
-means the work is done (an earlier attempt landed, or another apply did it). Subscriptions run in
+means the work is done (an earlier attempt landed, or another apply did it). A request whose
+answer never came (the connection dropped, the client gave up waiting) has an unknown outcome:
+apply re-reads the subscription and goes on from what it finds there, and only when it cannot read
+it reports the change as unknown. Before a removal that leaves one rule or none it believes in,
+apply re-reads too, and refuses when those rules are no longer there. Subscriptions run in
 parallel (``parallel``) and every attempt of every request is journalled, with its throttling and
 waits.
 
@@ -30,32 +37,38 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Callable, Protocol, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
-from reconciler.amqp.errors import AlreadyExistsError, ManagementError, NotFoundError
+from reconciler.amqp.errors import AlreadyExistsError, ManagementError, NotFoundError, outcome_unknown
 from reconciler.amqp.pacing import Pacer
 from reconciler.amqp.pipeline import Attempt, OnAttempt
 from reconciler.errors import ErrorCode, SbrulesError
-from reconciler.model import Rule
+from reconciler.lock import (
+    DEFAULT_TIMEOUT_SECONDS,
+    LEASE_SECONDS,
+    Holder,
+    LockBusy,
+    LockWaitInterrupted,
+    RuleWriter,
+    SubscriptionLock,
+    without_locks,
+)
+from reconciler.model import DesiredState, Rule
 from reconciler.observe import explain
 from reconciler.plan import (
     TEMP_SUFFIX,
     Change,
     ChangeKind,
     Plan,
+    PlanError,
     SubscriptionPlan,
     fingerprint,
+    plan_subscription,
     same_rule,
     temp_rule_name,
 )
 
-
-class RuleWriter(Protocol):
-    """The rule operations of ``ManagementClient``; each reports every attempt to ``on_attempt``."""
-
-    def list_rules(self, topic: str, subscription: str, *, on_attempt: OnAttempt | None = None) -> list[Rule]: ...
-    def add_rule(self, topic: str, subscription: str, rule: Rule, *, on_attempt: OnAttempt | None = None) -> None: ...
-    def remove_rule(self, topic: str, subscription: str, name: str, *, on_attempt: OnAttempt | None = None) -> None: ...
+__all__ = ["ApplyOptions", "ApplyReport", "ApplyStatus", "ReplaceStrategy", "RuleWriter", "apply_plan", "render_report"]
 
 
 class ReplaceStrategy(StrEnum):
@@ -85,6 +98,15 @@ class ApplyOptions:
     pacer: Pacer | None = None
     #: Called on the first Ctrl-C, as apply starts finishing the changes in flight.
     on_interrupt: Callable[[], None] | None = None
+    #: Who takes the subscriptions' locks (default: this process, a new run id).
+    holder: Holder | None = None
+    #: Seconds to wait for a subscription another run has locked, before reporting it LOCKED.
+    lock_timeout: float = DEFAULT_TIMEOUT_SECONDS
+    #: Seconds a lock lasts unless renewed (renewed before a write once half of it is gone).
+    lock_lease: float = LEASE_SECONDS
+    #: The declared rules the plan was made from (an apply of rule files): a subscription that
+    #: changed since the plan is planned again under its lock instead of refused as stale.
+    desired: DesiredState | None = None
 
 
 class ApplyStatus(StrEnum):
@@ -98,6 +120,8 @@ class ApplyStatus(StrEnum):
     FAILED = "failed"
     NOT_STARTED = "not-started"  # --fail-fast or Ctrl-C stopped it before it began
     INTERRUPTED = "interrupted"  # Ctrl-C: the changes in flight finished, the rest did not run
+    LOCKED = "locked"  # another run held its lock for all of --lock-timeout: nothing was changed
+    UNKNOWN = "unknown"  # a change's answer never came and the subscription could not be re-read
 
     @property
     def ok(self) -> bool:
@@ -112,11 +136,17 @@ class SubscriptionResult:
     status: ApplyStatus = ApplyStatus.PENDING
     applied: list[Change] = field(default_factory=list)
     error: str | None = None
+    #: The change whose request went unanswered and whose outcome a re-read could not establish.
+    unknown: Change | None = None
+    #: The live rules had changed since the plan: ``plan`` was made again under the lock.
+    replanned: bool = False
+    #: What else the report should say (a lock that could not be released).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def not_applied(self) -> list[Change]:
         """Changes run in plan order and stop at the first failure: the rest were not applied."""
-        return list(self.plan.changes[len(self.applied):])
+        return list(self.plan.changes[len(self.applied) + (self.unknown is not None):])
 
 
 @dataclass
@@ -139,6 +169,8 @@ class ApplyReport:
             "failed": sum(r.status is ApplyStatus.FAILED for r in self.results),
             "not_started": sum(r.status is ApplyStatus.NOT_STARTED for r in self.results),
             "interrupted": sum(r.status is ApplyStatus.INTERRUPTED for r in self.results),
+            "locked": sum(r.status is ApplyStatus.LOCKED for r in self.results),
+            "unknown": sum(r.unknown is not None for r in self.results),
         }
 
 
@@ -165,11 +197,18 @@ def render_report(report: ApplyReport) -> str:
             ApplyStatus.STALE: f"{sp.path}: REFUSED — {result.error}",
             ApplyStatus.NOT_STARTED: f"{sp.path}: not started ({result.error})",
             ApplyStatus.INTERRUPTED: f"{sp.path}: INTERRUPTED after {len(result.applied)} change(s) ({result.error})",
+            ApplyStatus.LOCKED: f"{sp.path}: {result.error}; nothing was changed",
+            ApplyStatus.UNKNOWN: f"{sp.path}: UNKNOWN after {len(result.applied)} change(s) — {result.error}",
         }[result.status]
         lines.append(head)
+        if result.replanned:
+            lines.append("  (planned again under its lock: its live rules had changed since the plan)")
         for change in result.applied:
             symbol, verb = _VERB[change.kind]
             lines.append(f"  {symbol} {verb} rule {change.rule!r}")
+        if result.unknown is not None:
+            lines.append(f"  ? UNKNOWN: {result.unknown.kind} rule {result.unknown.rule!r} (unknown: run `sbrules plan`)")
+        lines += [f"  note: {note}" for note in result.notes]
         for change in result.not_applied:
             symbol, _ = _VERB[change.kind]
             lines.append(f"  {symbol} NOT applied: {change.kind} rule {change.rule!r}")
@@ -178,9 +217,11 @@ def render_report(report: ApplyReport) -> str:
     summary = f"Apply {outcome}: {c['applied']} change(s) applied"
     if not report.ok:
         interrupted = f", {c['interrupted']} interrupted" if report.interrupted else ""
+        locked = f", {c['locked']} locked by another run" if c["locked"] else ""
+        unknown = f", {c['unknown']} unknown" if c["unknown"] else ""
         summary += (
             f", {c['not_applied']} not applied ({c['failed']} subscription(s) failed, "
-            f"{c['stale']} refused as stale, {c['not_started']} not started{interrupted}). "
+            f"{c['stale']} refused as stale, {c['not_started']} not started{interrupted}{locked}){unknown}. "
             "Re-run `sbrules plan`/`sbrules apply` to converge."
         )
     else:
@@ -212,7 +253,8 @@ class StoppedAtOnce(KeyboardInterrupt):
     def __str__(self) -> str:
         return (
             "stopped at once: a rule replacement may have been left half-way, with its temporary rule "
-            f"(a name ending in {TEMP_SUFFIX!r}) in place; the next `sbrules plan` or `sbrules apply` removes it"
+            f"(a name ending in {TEMP_SUFFIX!r}) in place; the next `sbrules plan` or `sbrules apply` removes it. "
+            "Subscriptions being written stay locked until their locks expire, or `sbrules unlock --all`"
         )
 
 
@@ -220,19 +262,34 @@ class _NameTaken(StepFailed):
     """add-rule found a *different* rule under the name it wanted."""
 
 
+class _OutcomeUnknown(StepFailed):
+    """A request went unanswered and re-reading the subscription failed: its outcome is unknown."""
+
+
 def _step_context(step: str, change: Change) -> str:
     return step if step == change.kind else f"{step} of rule {change.rule!r}"
 
 
+def _names(rules: Iterable[Rule]) -> set[str]:
+    return {r.name.casefold() for r in rules}
+
+
 class _Runner:
-    """Applies the changes of one subscription, request by request, tracking which rules exist."""
+    """Applies the changes of one subscription under its lock, request by request, tracking which rules exist."""
 
     def __init__(
-        self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal, signals: "_Signals"
+        self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal, signals: "_Signals",
+        holder: Holder,
     ):
         self.client, self.sp, self.options, self.journal = client, sp, options, journal
         self.signals = signals
         self.live: set[str] = set()
+        #: Why the last unanswered request failed (what an unknown outcome reports).
+        self.unanswered: SbrulesError | None = None
+        self.lock = SubscriptionLock(
+            client, sp.topic, sp.subscription, holder, lease=options.lock_lease,
+            log=lambda **context: self._journal(holder=holder.who, run=holder.run, **context),
+        )
 
     def _log(self, **entry: object) -> None:
         self.journal.write(topic=self.sp.topic, subscription=self.sp.subscription, **entry)
@@ -245,11 +302,22 @@ class _Runner:
 
         return record
 
+    def _failure(self, exc: SbrulesError) -> str:
+        """How a failed read or lock request is reported."""
+        if isinstance(exc, ManagementError):
+            return explain(self.sp.topic, self.sp.subscription, exc)
+        return f"{self.sp.path}: {exc}"
+
     # -- single requests: the client retries them; what they find is interpreted here ------------
     def _request(self, step: str, change: Change, op: str, rule_name: str, call: Callable[[OnAttempt], None]) -> str:
-        """Run one rule operation; "ok", "already-exists" (add-rule) or "already-done" (remove-rule)."""
+        """Run one rule write: "ok", "already-exists" (add-rule), "already-done" (remove-rule) or
+        "unanswered" (it may or may not have taken effect)."""
         if self.signals.abort.is_set():
             raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): not sent (stopped at once)")
+        try:
+            self.lock.keep()
+        except SbrulesError as exc:
+            raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): not sent: {exc}") from None
         try:
             call(self._journal(change=change.kind, rule=change.rule, step=step, op=op, target=rule_name))
         except AlreadyExistsError:
@@ -260,6 +328,9 @@ class _Runner:
                 return "already-done"
             raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): {exc}") from None
         except SbrulesError as exc:
+            if outcome_unknown(exc):
+                self.unanswered = exc
+                return "unanswered"
             raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): {exc}") from None
         return "ok"
 
@@ -268,16 +339,33 @@ class _Runner:
         try:
             return tuple(self.client.list_rules(sp.topic, sp.subscription, on_attempt=self._journal(
                 step=step, op="enumerate-rules")))
-        except ManagementError as exc:
-            raise StepFailed(explain(sp.topic, sp.subscription, exc)) from None
         except SbrulesError as exc:
-            raise StepFailed(f"{sp.path}: {exc}") from None
+            raise StepFailed(self._failure(exc)) from None
+
+    def _landed(self, step: str, change: Change, op: str, target: str, found: Callable[[tuple[Rule, ...]], bool]) -> bool:
+        """Whether an unanswered write took effect, from a re-read of the subscription (journalled)."""
+        what = f"{op} {target!r} ({_step_context(step, change)})"
+        try:
+            live = without_locks(self._read(step + ":re-read"))
+        except StepFailed as exc:
+            self._log(rule=change.rule, step=step, op=op, target=target, outcome="re-read", found="unknown")
+            raise _OutcomeUnknown(
+                f"{what}: the answer never came ({self.unanswered}), and re-reading the subscription failed ({exc})"
+            ) from None
+        landed = found(tuple(live))
+        self._log(rule=change.rule, step=step, op=op, target=target, outcome="re-read",
+                  found="applied" if landed else "not applied")
+        self.live = _names(live)
+        if not landed:
+            raise StepFailed(f"{what}: the answer never came ({self.unanswered}); re-read: not applied")
+        return True
 
     def _add(self, step: str, change: Change, rule: Rule) -> None:
         def call(on_attempt: OnAttempt) -> None:
             self.client.add_rule(self.sp.topic, self.sp.subscription, rule, on_attempt=on_attempt)
 
-        if self._request(step, change, "add-rule", rule.name, call) == "already-exists":
+        outcome = self._request(step, change, "add-rule", rule.name, call)
+        if outcome == "already-exists":
             live = next((r for r in self._read(step) if r.name.casefold() == rule.name.casefold()), None)
             if live is None or not same_rule(live, rule):
                 raise _NameTaken(
@@ -285,16 +373,30 @@ class _Runner:
                     "with this name exists (changed concurrently?)"
                 )
             self._log(rule=change.rule, step=step, op="add-rule", target=rule.name, outcome="already-done")
+        elif outcome == "unanswered":
+            self._landed(step, change, "add-rule", rule.name, lambda live: any(same_rule(r, rule) for r in live))
         self.live.add(rule.name.casefold())
 
     def _remove(self, step: str, change: Change, name: str) -> None:
-        if not self.live - {name.casefold()} and self.sp.rules_after > 0:
+        remaining = self.live - {name.casefold()}
+        if not remaining and self.sp.rules_after > 0:
             raise StepFailed(f"refusing to remove {name!r}: the subscription would be left with no rules")
+        if len(remaining) <= 1 and self.sp.rules_after > 0:
+            # Memory is not the namespace: re-read before leaving one rule, in case another writer removed it.
+            live = _names(without_locks(self._read(step + ":check")))
+            gone = remaining - live
+            if gone:
+                raise StepFailed(
+                    f"refusing to remove {name!r}: this apply expected {', '.join(sorted(remaining))} to remain, "
+                    f"but the namespace no longer has {', '.join(sorted(gone))} (changed concurrently?)"
+                )
+            self.live = live
 
         def call(on_attempt: OnAttempt) -> None:
             self.client.remove_rule(self.sp.topic, self.sp.subscription, name, on_attempt=on_attempt)
 
-        self._request(step, change, "remove-rule", name, call)
+        if self._request(step, change, "remove-rule", name, call) == "unanswered":
+            self._landed(step, change, "remove-rule", name, lambda live: name.casefold() not in _names(live))
         self.live.discard(name.casefold())
 
     # -- changes --------------------------------------------------------------------------------
@@ -327,7 +429,7 @@ class _Runner:
         self._remove("replace:remove-temporary", change, temp.name)
 
     def run(self, result: SubscriptionResult) -> None:
-        sp, signals = self.sp, self.signals
+        signals = self.signals
         if signals.interrupted.is_set():
             result.status, result.error = ApplyStatus.NOT_STARTED, "interrupted before it started"
             return
@@ -335,25 +437,61 @@ class _Runner:
             result.status, result.error = ApplyStatus.NOT_STARTED, "stopped by --fail-fast after an earlier failure"
             return
         try:
-            live = self._read("read")
-        except StepFailed as exc:
-            result.status, result.error = ApplyStatus.FAILED, str(exc)
+            live = self.lock.acquire(self.options.lock_timeout, signals.interrupted)
+        except LockBusy as exc:
+            result.status, result.error = ApplyStatus.LOCKED, f"LOCKED by {exc.lock.holder}"
+            self._log(outcome=result.status, holder=exc.lock.holder, error=str(exc))
+            return
+        except LockWaitInterrupted:
+            result.status, result.error = ApplyStatus.NOT_STARTED, "interrupted while waiting for its lock"
             self._log(outcome=result.status, error=result.error)
             return
+        except SbrulesError as exc:
+            result.status, result.error = ApplyStatus.FAILED, f"could not take its lock: {self._failure(exc)}"
+            self._log(outcome=result.status, error=result.error)
+            self._release(result)  # in case the add landed unanswered
+            return
+        try:
+            self._run_locked(result, tuple(live))
+        finally:
+            self._release(result)
+
+    def _release(self, result: SubscriptionResult) -> None:
+        held = self.lock.held
+        try:
+            self.lock.release()
+        except SbrulesError as exc:
+            assert held is not None
+            note = (f"its lock {held.name!r} could not be removed ({exc}); it expires at "
+                    f"{held.expires.strftime('%H:%M:%SZ')}, or `sbrules unlock {self.sp.path}` removes it")
+            result.notes.append(note)
+            self._log(outcome="lock-not-released", error=note)
+
+    def _run_locked(self, result: SubscriptionResult, live: tuple[Rule, ...]) -> None:
+        sp, signals = self.sp, self.signals
         current = fingerprint(live)
         if current == sp.target_fingerprint and current != sp.fingerprint:
             result.status = ApplyStatus.ALREADY_APPLIED
             self._log(outcome=result.status)
             return
         if current != sp.fingerprint:
-            result.status = ApplyStatus.STALE
-            result.error = (
-                f"stale plan: the live rules changed since the plan was made "
-                f"(planned from {sp.fingerprint[7:19]}…, now {current[7:19]}…); run `sbrules plan` again"
-            )
-            self._log(outcome=result.status, error=result.error)
-            return
-        self.live = {r.name.casefold() for r in live}
+            replanned = self._replan(live)
+            if replanned is None:
+                result.status = ApplyStatus.STALE
+                result.error = (
+                    f"stale plan: the live rules changed since the plan was made "
+                    f"(planned from {sp.fingerprint[7:19]}…, now {current[7:19]}…); run `sbrules plan` again"
+                )
+                self._log(outcome=result.status, error=result.error)
+                return
+            self.sp = sp = result.plan = replanned
+            result.replanned = True
+            self._log(outcome="replanned", changes=len(sp.changes))
+            if not sp.changes:
+                result.status = ApplyStatus.ALREADY_APPLIED
+                self._log(outcome=result.status)
+                return
+        self.live = _names(live)
         for change in sp.changes:
             if signals.interrupted.is_set():
                 result.status, result.error = ApplyStatus.INTERRUPTED, "interrupted by Ctrl-C"
@@ -364,6 +502,10 @@ class _Runner:
                 break
             try:
                 self.apply_change(change)
+            except _OutcomeUnknown as exc:
+                result.status, result.error, result.unknown = ApplyStatus.UNKNOWN, str(exc), change
+                self._log(outcome=result.status, rule=change.rule, error=result.error)
+                break
             except StepFailed as exc:
                 result.status, result.error = ApplyStatus.FAILED, str(exc)
                 self._log(outcome=result.status, error=result.error)
@@ -374,6 +516,21 @@ class _Runner:
         else:
             result.status = ApplyStatus.APPLIED
             self._log(outcome=result.status, changes=len(result.applied))
+
+    def _replan(self, live: tuple[Rule, ...]) -> SubscriptionPlan | None:
+        """This subscription planned again from the declared rules, or None without them."""
+        desired, sp = self.options.desired, self.sp
+        if desired is None:
+            return None
+        declared = next(
+            (sub for topic, sub in desired.subscriptions() if (topic.name, sub.name) == (sp.topic, sp.subscription)), None
+        )
+        if declared is None:
+            return None
+        try:
+            return plan_subscription(sp.topic, sp.subscription, declared.rules or (), live, allow_empty=declared.allow_empty)
+        except PlanError:
+            return None
 
 
 def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = None) -> ApplyReport:
@@ -389,12 +546,14 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
     signals = _Signals()
     results = [SubscriptionResult(sp) for sp in plan.subscriptions]
 
+    holder = options.holder or Holder.this_run()
+
     def run(result: SubscriptionResult) -> None:
         if not result.plan.changes:
             result.status = ApplyStatus.UNCHANGED
             return
-        _Runner(client, result.plan, options, journal, signals).run(result)
-        if result.status in (ApplyStatus.FAILED, ApplyStatus.STALE) and options.fail_fast:
+        _Runner(client, result.plan, options, journal, signals, holder).run(result)
+        if not result.status.ok and options.fail_fast:
             signals.fail_fast.set()
 
     pool = ThreadPoolExecutor(max_workers=max(1, options.parallel), thread_name_prefix="apply")

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 from reconciler.atomic_file import write_atomically
 from reconciler.discovery import EntityLister, discover_namespace
 from reconciler.errors import SbrulesError
+from reconciler.limits import is_lock_rule_name
 from reconciler.model import Rule, rule_to_doc
 from reconciler.observe import FallbackReader, RuleReader, observe_subscriptions
 from reconciler.plan import is_temp_rule_name
@@ -81,6 +82,8 @@ def export_rules(
                     result.warnings.append(
                         f"{topic}/{name}: left out {rule.name!r}, a leftover temporary rule of an interrupted apply"
                     )
+                elif is_lock_rule_name(rule.name):
+                    result.notes.append(f"{topic}/{name}: left out {rule.name!r}, the lock of an apply writing it")
                 else:
                     kept[name].append(rule)
         result.documents.append(rule_file_doc(topic, kept, explicit_types=True))

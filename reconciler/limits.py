@@ -131,3 +131,25 @@ TEMP_RULE_SUFFIX = ".sbrules-tmp"
 def is_temp_rule_name(name: str) -> bool:
     """Whether ``name`` is (or would be taken for) a temporary rule of sbrules."""
     return name.casefold().endswith(TEMP_RULE_SUFFIX)
+
+
+#: sbrules' other reservation: the rules of the per-subscription apply lock (``reconciler.lock``)
+#: are named this prefix and a generation number; plan, drift, export and apply's removal of
+#: undeclared rules leave them alone, so no declared rule may start with it.
+LOCK_RULE_PREFIX = "sbrules-lock."
+
+
+def is_lock_rule_name(name: str) -> bool:
+    """Whether ``name`` is (or would be taken for) a lock rule of sbrules."""
+    return name.casefold().startswith(LOCK_RULE_PREFIX)
+
+
+def reserved_rule_name_problem(name: str) -> str | None:
+    """Why sbrules refuses ``name`` for a declared rule (one of its own reservations), or None."""
+    if is_temp_rule_name(name):
+        return (f"rule name {name!r} ends with {TEMP_RULE_SUFFIX!r}, which sbrules reserves for the "
+                "temporary rule of a gapless replace (plan and apply would take it for a leftover and remove it)")
+    if is_lock_rule_name(name):
+        return (f"rule name {name!r} starts with {LOCK_RULE_PREFIX!r}, which sbrules reserves for its apply "
+                "lock (plan and apply would take it for a lock and never manage it)")
+    return None

@@ -105,14 +105,10 @@ def _rule_name(rule: Rule) -> Iterator[Diagnostic]:
     problem = limits.name_problem(EntityKind.RULE, rule.name)
     if problem:
         yield Diagnostic("error", "rule-name", problem, rule.origin)
-    elif limits.is_temp_rule_name(rule.name):
-        yield Diagnostic(
-            "error",
-            "rule-name",
-            f"rule name {rule.name!r} ends with {limits.TEMP_RULE_SUFFIX!r}, which sbrules reserves for the "
-            "temporary rule of a gapless replace (plan and apply would take it for a leftover and remove it)",
-            rule.origin,
-        )
+    else:
+        reserved = limits.reserved_rule_name_problem(rule.name)
+        if reserved:
+            yield Diagnostic("error", "rule-name", reserved, rule.origin)
 
 
 def _correlation(rule: Rule, flt: CorrelationFilter) -> Iterator[Diagnostic]:

@@ -230,6 +230,15 @@ class ClientClosedError(ManagementError):
     code = ErrorCode.CONNECTION
 
 
+def outcome_unknown(exc: Exception) -> bool:
+    """Whether a failed request may still have taken effect: its answer never came (connection
+    lost, no response in time, the service's internal error, the client closed), or that of an
+    earlier attempt of the same call did not. Only reading the entity again tells."""
+    if isinstance(exc, ClientClosedError):
+        return True
+    return isinstance(exc, ManagementError) and (exc.transient or exc.after_retry)
+
+
 def namespace_failure(results: Iterable[object]) -> ManagementError | None:
     """The first failure among ``results`` that is the namespace's rather than one entity's
     (unreachable, token refused): the one error a command reports instead of one per subscription."""

@@ -27,6 +27,7 @@ COMMANDS = {
     "drift": "reconciler.cli.reconcile:drift",
     "export": "reconciler.cli.reconcile:export",
     "demo": "reconciler.cli.reconcile:demo",
+    "unlock": "reconciler.cli.unlock:unlock",
     "sample": "reconciler.cli.traffic:sample",
     "topics": "reconciler.cli.entities:topics",
     "subscriptions": "reconciler.cli.entities:subscriptions",

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 @click.option("--key-name", default=None, help="Shared access key name (default RootManageSharedAccessKey).")
 @click.option("--key", default=None, help="Shared access key (default: the documented development key).")
 @click.option("--faults", "faults_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="YAML/JSON file of injected faults (latency, busy_fraction, close_after_ops, refuse_cbs, seed) "
+              help="YAML/JSON file of injected faults (latency, busy_fraction, close_after_ops, drop_after_applying, "
+                   "drop_before_applying, refuse_cbs, seed) "
                    "and credit throttling (credits_per_second, credit_costs, throttled_wait_seconds).")
 @click.option("--throttle", type=click.Choice(sorted(THROTTLE_TIERS)), default=None,
               help="Model a tier's credit-based throttling: standard = 1000 credits/s for the namespace, shared by "

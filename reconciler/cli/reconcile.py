@@ -25,6 +25,7 @@ from reconciler.cli.common import (
 )
 from reconciler.cli.output import ExitCode
 from reconciler.errors import SbrulesError
+from reconciler.lock import DEFAULT_TIMEOUT_SECONDS
 from reconciler.plan import RENDERERS, Plan, PlanError, render_drift_json, render_drift_text, render_json
 from reconciler.plan.live import plan_live
 
@@ -112,6 +113,10 @@ def _read_plan_file(path: Path) -> Plan:
     "--journal", type=click.Path(dir_okay=False, path_type=Path), help="Append a JSON line per request and outcome."
 )
 @click.option("--fail-fast", is_flag=True, help="Stop every subscription after the first failure.")
+@click.option(
+    "--lock-timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT_SECONDS, show_default=True,
+    help="Seconds to wait for a subscription another apply has locked; then it is reported LOCKED (exit 1).",
+)
 @env_option
 @namespace_options
 @no_discovery_option
@@ -123,14 +128,17 @@ def apply(
     max_rate: float | None,
     journal: Path | None,
     fail_fast: bool,
+    lock_timeout: float,
     env: str | None,
     namespace: Namespace,
     no_discovery: bool,
 ) -> None:
     """Apply a saved PLAN.json exactly, or plan PATH... (default ./rules) and apply after confirmation.
 
-    Exit 0 when everything was applied (or nothing was to do), 1 when any change failed or a
-    subscription was refused as stale; the report lists what was and was not applied.
+    Each subscription is locked while it is written (docs/locking.md): one that another apply
+    is writing is waited for. Exit 0 when everything was applied (or nothing was to do), 1 when
+    any change failed, a subscription was refused as stale or stayed locked, or a change's
+    outcome is unknown; the report lists what was and was not applied.
     """
     saved = len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json"
     if saved:
@@ -164,6 +172,8 @@ def apply(
                 on_change=lambda change: advance("applying", 1),
                 on_interrupt=_finishing,
                 pacer=client.pacer,
+                lock_timeout=lock_timeout,
+                desired=None if saved else rules.state,
             )
             report = apply_plan(client, the_plan, options)
     click.echo(render_report(report))
@@ -179,15 +189,22 @@ def _finishing() -> None:
 
 
 def _confirm(auto_approve: bool) -> None:
-    if auto_approve:
+    confirm(
+        auto_approve, "Apply these changes?",
+        refused="refusing to apply without confirmation: input is not a terminal. Pass --auto-approve, "
+        "or save a reviewed plan with `sbrules plan --out plan.json` and run `sbrules apply plan.json`",
+        cancelled="apply cancelled: nothing was changed",
+    )
+
+
+def confirm(approved: bool, question: str, *, refused: str, cancelled: str) -> None:
+    """Go on when ``approved`` or a person at the terminal says yes; else one clear error line."""
+    if approved:
         return
     if not sys.stdin.isatty():
-        raise SbrulesError(
-            "refusing to apply without confirmation: input is not a terminal. Pass --auto-approve, "
-            "or save a reviewed plan with `sbrules plan --out plan.json` and run `sbrules apply plan.json`"
-        )
-    if not click.confirm("Apply these changes?", default=False):
-        raise SbrulesError("apply cancelled: nothing was changed")
+        raise SbrulesError(refused)
+    if not click.confirm(question, default=False):
+        raise SbrulesError(cancelled)
 
 
 @click.command()

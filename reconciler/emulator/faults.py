@@ -40,6 +40,11 @@ class Faults:
     busy_fraction: float = 0.0
     #: Close each connection after this many operations (management requests + transfers); None = never.
     close_after_ops: int | None = None
+    #: Management operations (``add-rule``, ``com.microsoft:remove-rule``…) the emulator carries out
+    #: and then, instead of answering, closes the connection: a change whose answer never came.
+    drop_after_applying: list[str] = field(default_factory=list)
+    #: Management operations at which the emulator closes the connection without carrying them out.
+    drop_before_applying: list[str] = field(default_factory=list)
     #: Answer every CBS put-token with 401 (authentication outage).
     refuse_cbs: bool = False
     #: At most this many messages per peek, whatever was asked: the service may return fewer
@@ -66,6 +71,10 @@ class Faults:
             raise FaultsFileError(f"busy_fraction must be between 0 and 1, got {self.busy_fraction}")
         if float(self.latency) < 0:
             raise FaultsFileError(f"latency must be >= 0 seconds, got {self.latency}")
+        for name in ("drop_after_applying", "drop_before_applying"):
+            ops = getattr(self, name)
+            if not isinstance(ops, list) or not all(isinstance(op, str) for op in ops):
+                raise FaultsFileError(f"{name} must be a list of management operation names, got {ops!r}")
         if self.close_after_ops is not None and int(self.close_after_ops) < 1:
             raise FaultsFileError(f"close_after_ops must be >= 1, got {self.close_after_ops}")
         if self.peek_limit is not None and int(self.peek_limit) < 1:
@@ -102,6 +111,11 @@ class Faults:
         with self._lock:
             return self._rng.random() < self.busy_fraction
 
+    def drops(self, operation: object, when: str) -> bool:
+        """Whether to close the connection ``when`` ("before" or "after") carrying out ``operation``."""
+        ops = self.drop_before_applying if when == "before" else self.drop_after_applying
+        return bool(ops) and str(operation).removeprefix("com.microsoft:") in {op.removeprefix("com.microsoft:") for op in ops}
+
     def update(self, **settings: Any) -> None:
         """Change several faults at once (unknown names are an error)."""
         known = {f.name for f in fields(self) if not f.name.startswith("_")}
@@ -118,7 +132,7 @@ class Faults:
     def clear(self) -> None:
         self.update(
             latency=0.0, busy_fraction=0.0, close_after_ops=None, refuse_cbs=False, peek_limit=None, credits_per_second=None,
-            credit_costs={}, throttled_wait_seconds=THROTTLED_WAIT_SECONDS,
+            credit_costs={}, throttled_wait_seconds=THROTTLED_WAIT_SECONDS, drop_after_applying=[], drop_before_applying=[],
         )
 
     @classmethod

@@ -8,13 +8,14 @@ field → replace, with one reason per differing field.
 from __future__ import annotations
 
 import difflib
+import time
 from typing import Sequence
 
-from reconciler.limits import is_temp_rule_name
+from reconciler.limits import is_temp_rule_name, reserved_rule_name_problem
+from reconciler.lock import find_locks, without_locks
 from reconciler.model import CORRELATION_FIELDS, DEFAULT_RULE_NAME, CorrelationFilter, DesiredState, Rule
 from reconciler.observe import ActualState
 from reconciler.plan.ops import (
-    TEMP_SUFFIX,
     Change,
     ChangeKind,
     Plan,
@@ -25,11 +26,14 @@ from reconciler.plan.ops import (
 from reconciler.plan.signature import FilterKind, Signature, fingerprint, signature
 
 
-def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
-    """The plan that turns ``actual`` into ``desired`` for every managed subscription."""
+def compute_plan(desired: DesiredState, actual: ActualState, *, now: float | None = None) -> Plan:
+    """The plan that turns ``actual`` into ``desired`` for every managed subscription; a lock an
+    apply holds (as of ``now``, default the current time) is a note, never a change."""
     subs: list[SubscriptionPlan] = []
     skipped: list[Skipped] = []
     replaced_with_action: list[str] = []
+    notes: list[str] = []
+    now = time.time() if now is None else now
     for topic, sub in desired.subscriptions():
         if not sub.managed:
             skipped.append(Skipped(topic.name, sub.name, "no rules declared (unmanaged): left as it is"))
@@ -37,6 +41,7 @@ def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
         live = actual.get((topic.name, sub.name))
         if live is None:
             raise PlanError(f"no live state was read for {topic.name}/{sub.name}")
+        notes += lock_notes(f"{topic.name}/{sub.name}", live, now)
         plan = plan_subscription(topic.name, sub.name, sub.rules or (), live, allow_empty=sub.allow_empty)
         subs.append(plan)
         for change in plan.changes:
@@ -51,7 +56,19 @@ def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
             "while a rule with an action is replaced without a gap, a message matching both versions may be "
             "delivered twice (--replace-strategy direct avoids that at the cost of a moment without the rule)"
         )
-    return Plan(tuple(subs), tuple(skipped), tuple(warnings))
+    return Plan(tuple(subs), tuple(skipped), tuple(warnings), notes=tuple(notes))
+
+
+def lock_notes(path: str, live: Sequence[Rule], now: float) -> list[str]:
+    """One note per lock rule in a subscription: who is writing it, or who left an expired lock."""
+    notes = []
+    for lock in find_locks(live):
+        if lock.expired(now):
+            notes.append(f"{path}: {lock.describe(now)} (the next apply takes it over; "
+                         f"`sbrules unlock {path}` removes it now)")
+        else:
+            notes.append(f"{path}: {lock.describe(now)}; an apply is writing it (its lock rule is not drift)")
+    return notes
 
 
 def _some(subjects: Sequence[str], shown: int = 3) -> str:
@@ -71,8 +88,10 @@ def plan_subscription(
             f"{path} declares no rules: that would leave it receiving nothing; set allow_empty: true if intended"
         )
     for rule in declared:
-        if is_temp_rule_name(rule.name):
-            raise PlanError(f"{path}: rule name {rule.name!r} ends with {TEMP_SUFFIX!r}, which sbrules reserves")
+        reserved = reserved_rule_name_problem(rule.name)
+        if reserved:
+            raise PlanError(f"{path}: {reserved}")
+    live = without_locks(live)
     want = {r.name.casefold(): r for r in declared}
     have = {r.name.casefold(): r for r in live}
     creates, replaces, deletes = [], [], []

@@ -60,5 +60,5 @@ def plan_live(
     if inventory.note:
         notes.append(inventory.note)
     return dataclasses.replace(
-        plan, undeclared=tuple(undeclared_subscriptions(desired, inventory)), notes=tuple(notes)
+        plan, undeclared=tuple(undeclared_subscriptions(desired, inventory)), notes=(*plan.notes, *notes)
     )

@@ -12,6 +12,7 @@ import pytest
 from reconciler.amqp.errors import AlreadyExistsError, ConnectionLostError, ManagementError, NotFoundError
 from reconciler.amqp.pipeline import Call, Request, RequestPipeline, Response
 from reconciler.amqp.retry import RetryPolicy
+from reconciler.limits import is_lock_rule_name
 from reconciler.model import CorrelationFilter, DesiredState, Rule, Subscription, Topic, TrueFilter
 
 
@@ -118,10 +119,16 @@ class FakeClient:
                 if rules.pop(name.casefold(), None) is None:
                     raise NotFoundError(f"rule {name} could not be found", status=404)
                 self.ops.append(("remove", topic, sub, name))
-                self.min_rules[(topic, sub)] = min(self.min_rules[(topic, sub)], len(rules))
+                left = sum(not is_lock_rule_name(n) for n in rules)  # a lock rule delivers nothing
+                self.min_rules[(topic, sub)] = min(self.min_rules[(topic, sub)], left)
             self._hook("remove", topic, sub, name, "after")
 
         self._call("remove-rule", topic, sub, run, on_attempt)
+
+    @property
+    def rule_ops(self) -> list[tuple[str, str, str, str]]:
+        """``ops`` without the lock's own adds and removes: the writes to the rules that deliver."""
+        return [op for op in self.ops if not is_lock_rule_name(op[3])]
 
     def rules(self, topic: str, sub: str) -> dict[str, Rule]:
         return {r.name: r for r in self.subs[(topic, sub)].values()}

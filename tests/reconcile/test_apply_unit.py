@@ -40,7 +40,9 @@ def test_apply_converges_in_safe_order(kit):
     report = apply_plan(client, plan)
     assert report.ok
     assert client.rules(T, "s") == {"a": a, "b": b2, "c": c}
+    lock = "sbrules-lock.1"  # taken before the first write, released after the last
     assert client.ops == [
+        ("add", T, "s", lock),
         ("add", T, "s", "a"),
         ("add", T, "s", "c"),
         ("add", T, "s", "b.sbrules-tmp"),
@@ -48,6 +50,7 @@ def test_apply_converges_in_safe_order(kit):
         ("add", T, "s", "b"),
         ("remove", T, "s", "b.sbrules-tmp"),
         ("remove", T, "s", "$Default"),
+        ("remove", T, "s", lock),
     ]
     assert client.min_rules[(T, "s")] >= 1
 
@@ -56,10 +59,10 @@ def test_apply_twice_second_does_nothing(kit):
     client, desired = _setup(kit, {"s": [kit.DEFAULT]}, {"s": [kit.corr("a", "A")]})
     plan = _plan(client, desired)
     assert apply_plan(client, plan).ok
-    before = list(client.ops)
+    before = list(client.rule_ops)
     again = apply_plan(client, plan)  # the same saved plan: already in its end state
     assert again.ok and again.results[0].status == "already-applied"
-    assert client.ops == before
+    assert client.rule_ops == before
     assert not _plan(client, desired).has_changes
 
 
@@ -75,7 +78,7 @@ def test_stale_plan_is_refused_naming_the_subscription(kit):
     by_sub = {r.plan.subscription: r for r in report.results}
     assert by_sub["s"].status == "stale" and "stale plan" in by_sub["s"].error
     assert by_sub["t"].status == "applied"
-    assert all(op[2] == "t" for op in client.ops)
+    assert all(op[2] == "t" for op in client.rule_ops)
     text = render_report(report)
     assert "orders/s: REFUSED" in text and "NOT applied: create rule 'a'" in text
 
@@ -92,7 +95,7 @@ def test_direct_replace_removes_then_adds(kit):
     keep = kit.corr("k", "K")
     client, desired = _setup(kit, {"s": [kit.corr("a", "A"), keep]}, {"s": [kit.corr("a", "A2"), keep]})
     assert apply_plan(client, _plan(client, desired), ApplyOptions(strategy=ReplaceStrategy.DIRECT)).ok
-    assert client.ops == [("remove", T, "s", "a"), ("add", T, "s", "a")]
+    assert client.rule_ops == [("remove", T, "s", "a"), ("add", T, "s", "a")]
 
 
 def test_failure_stops_that_subscription_and_reports_what_was_not_applied(kit):

@@ -550,9 +550,15 @@ class ServerHandler(MessagingHandler):
             response = Response(503, None, self.meter.refusal(), THROTTLED_CONDITION)
         else:
             operation = props.get("operation")
+            if self.faults.drops(operation, "before"):
+                _close_connection(link.connection, "amqp:connection:forced", f"fault injection: dropped {operation}")
+                return
             response = self.management.handle(address, operation, request.body)
             if isinstance(operation, str):
                 self.meter.charge(self.meter.costs.operation(operation, messages_touched(request.body, response.body)))
+            if self.faults.drops(operation, "after"):
+                _close_connection(link.connection, "amqp:connection:forced", f"fault injection: {operation} done, unanswered")
+                return
         reply_properties = response.application_properties()
         tracking = props.get("com.microsoft:tracking-id")
         if tracking is not None:

@@ -1,0 +1,68 @@
+"""``sbrules unlock``: remove the apply lock a killed run left on a subscription (after a confirmation)."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from reconciler.amqp.errors import NotFoundError
+from reconciler.cli.common import Namespace, env_option, namespace_options, project_environment
+from reconciler.cli.reconcile import confirm, namespace_clients
+from reconciler.lock import LockRule, find_locks
+
+
+def _target(text: str) -> tuple[str, str]:
+    topic, _, subscription = text.rpartition("/")
+    if not topic or not subscription:
+        raise click.UsageError(f"{text!r}: name a subscription as TOPIC/SUBSCRIPTION")
+    return topic, subscription
+
+
+@click.command()
+@click.argument("subscriptions", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Every subscription of every topic (listing them needs Manage rights).")
+@click.option("--yes", "approved", is_flag=True, help="Remove the locks found without asking.")
+@env_option
+@namespace_options
+def unlock(subscriptions: tuple[str, ...], every: bool, approved: bool, env: str | None, namespace: Namespace) -> None:
+    """Remove the apply lock of TOPIC/SUBSCRIPTION... (or of --all subscriptions).
+
+    A run killed while writing leaves its lock behind; it expires by itself (docs/locking.md), and
+    this removes it at once. The locks found are listed, with who holds them and until when,
+    before the confirmation. Removing a lock that is still held lets another apply write the
+    subscription while its holder does.
+    """
+    from reconciler.export import discovered_targets
+    from reconciler.observe import observe_subscriptions
+
+    if every == bool(subscriptions):
+        raise click.UsageError("name TOPIC/SUBSCRIPTION... or give --all")
+    namespace = namespace.for_environment(project_environment(env))
+    with namespace_clients(namespace) as (client, rest):
+        if every:
+            targets = [(topic, sub) for topic, subs in discovered_targets(rest).items() for sub in subs]
+        else:
+            targets = [_target(text) for text in subscriptions]
+        live = observe_subscriptions(client, targets, fallback=rest)
+        found: list[tuple[str, str, LockRule]] = [
+            (topic, sub, lock) for topic, sub in targets for lock in find_locks(live[(topic, sub)])
+        ]
+        if not found:
+            click.echo(f"No locks in {len(targets)} subscription(s).")
+            return
+        now = time.time()
+        for topic, sub, lock in found:
+            still = "" if lock.expired(now) else " — still held: removing it lets another apply write alongside it"
+            click.echo(f"{topic}/{sub}: {lock.describe(now)} ({lock.name}){still}")
+        confirm(
+            approved, f"Remove {len(found)} lock(s)?",
+            refused="refusing to unlock without confirmation: input is not a terminal. Pass --yes",
+            cancelled="unlock cancelled: nothing was changed",
+        )
+        for topic, sub, lock in found:
+            try:
+                client.remove_rule(topic, sub, lock.name)
+                click.echo(f"removed {topic}/{sub} {lock.name}")
+            except NotFoundError:
+                click.echo(f"{topic}/{sub} {lock.name}: already gone (released or taken over meanwhile)")

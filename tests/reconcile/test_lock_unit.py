@@ -1,0 +1,259 @@
+"""The apply lock on an in-memory store: taking, waiting, taking over, renewing; what apply reports
+about locked subscriptions, changed ones, and writes whose answer never came."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+
+import pytest
+
+from reconciler.apply import ApplyOptions, apply_plan, render_report
+from reconciler.lint import lint
+from reconciler.lock import (
+    Holder,
+    LockBusy,
+    LockError,
+    LockWaitInterrupted,
+    SubscriptionLock,
+    find_locks,
+    lock_rule,
+    parse_lock,
+)
+from reconciler.model import Rule, SqlFilter, SqlRuleAction
+from reconciler.plan import PlanError, compute_plan, plan_subscription
+
+pytestmark = pytest.mark.unit
+
+T, S = "orders", "s"
+A, B, C = Holder("alice@ci pid 1", "run-a"), Holder("bob@ci pid 2", "run-b"), Holder("carol@ci pid 3", "run-c")
+NEVER = threading.Event()
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _lock(client, holder, clock, lease=120.0) -> SubscriptionLock:
+    return SubscriptionLock(client, T, S, holder, lease=lease, clock=clock)
+
+
+def _store(kit, *rules):
+    return kit.FakeClient({(T, S): list(rules) or [kit.DEFAULT]})
+
+
+def _locks(client):
+    return [(lock.name, lock.holder) for lock in find_locks(client.subs[(T, S)].values())]
+
+
+def test_a_lock_rule_carries_holder_and_expiry_and_delivers_nothing():
+    rule = lock_rule(7, A, 1_800_000_000.0)
+    assert rule.name == "sbrules-lock.7" and rule.filter.__class__.__name__ == "FalseFilter"
+    lock = parse_lock(rule)
+    assert (lock.generation, lock.holder, lock.run) == (7, A.who, A.run)
+    assert lock.expired(1_800_000_000.0) and not lock.expired(1_799_999_999.0)
+    assert parse_lock(Rule("r", SqlFilter("1=0"))) is None
+    by_hand = parse_lock(Rule("sbrules-lock.x", SqlFilter("1=0"), SqlRuleAction("SET a = 1")))
+    assert by_hand.holder == "unknown" and by_hand.expired(0)  # unreadable: anyone may take it over
+
+
+def test_holder_names_are_made_safe_for_the_action_text():
+    holder = Holder.this_run("o'brien; DROP")
+    assert "'" not in holder.who and ";" not in holder.who and len(holder.run) == 12
+
+
+def test_a_second_run_waits_then_names_the_holder(kit):
+    client, clock = _store(kit), Clock()
+    rules = _lock(client, A, clock).acquire(10, NEVER)
+    assert [r.name for r in rules] == ["$Default"]  # read under the lock, the lock itself left out
+    with pytest.raises(LockBusy, match=r"LOCKED by alice@ci pid 1"):
+        _lock(client, B, clock).acquire(0, NEVER)
+    assert _locks(client) == [("sbrules-lock.1", A.who)]
+
+
+def test_waiting_ends_at_ctrl_c(kit):
+    client, clock = _store(kit), Clock()
+    _lock(client, A, clock).acquire(10, NEVER)
+    pressed = threading.Event()
+    pressed.set()
+    with pytest.raises(LockWaitInterrupted):
+        _lock(client, B, clock).acquire(3600, pressed)
+
+
+def test_an_expired_lock_is_taken_over_with_the_next_generation(kit):
+    client, clock = _store(kit), Clock()
+    first = _lock(client, A, clock)
+    first.acquire(10, NEVER)
+    clock.now += 121  # A was killed: its lock expired
+    second = _lock(client, B, clock)
+    second.acquire(0, NEVER)
+    assert _locks(client) == [("sbrules-lock.2", B.who)]  # A's expired lock cleared
+    with pytest.raises(LockError, match="took it over"):
+        first.keep()  # A wakes up: its renewal finds the next generation taken, so it writes no more
+
+
+def test_two_takers_from_different_reads_never_both_hold(kit):
+    """B read an expired lock and adds generation 2 while C, having read none, added generation 1:
+    B's check sees C's lock and withdraws."""
+    client, clock = _store(kit), Clock()
+    client.subs[(T, S)]["sbrules-lock.1"] = lock_rule(1, A, clock.now - 1)  # expired
+    injected = []
+
+    def c_adds_meanwhile(op, topic, sub, name, phase):
+        if (op, name, phase) == ("add", "sbrules-lock.2", "before") and not injected:
+            with client.lock:
+                client.subs[(T, S)].pop("sbrules-lock.1")
+                client.subs[(T, S)]["sbrules-lock.1"] = lock_rule(1, C, clock.now + 120)
+            injected.append(True)
+
+    client.fault = c_adds_meanwhile
+    with pytest.raises(LockBusy, match="carol"):
+        _lock(client, B, clock).acquire(0, NEVER)
+    assert _locks(client) == [("sbrules-lock.1", C.who)]
+    assert ("remove", T, S, "sbrules-lock.2") in client.ops  # B added, saw C, withdrew
+
+
+def test_a_lock_is_renewed_before_a_write_once_half_its_lease_is_gone(kit):
+    client, clock = _store(kit), Clock()
+    lock = _lock(client, A, clock, lease=60)
+    lock.acquire(0, NEVER)
+    clock.now += 20
+    lock.keep()
+    assert _locks(client) == [("sbrules-lock.1", A.who)]
+    clock.now += 15  # 25 s left of 60
+    lock.keep()
+    assert _locks(client) == [("sbrules-lock.2", A.who)]
+    assert parse_lock(client.subs[(T, S)]["sbrules-lock.2"]).expires.timestamp() == clock.now + 60
+    lock.release()
+    assert _locks(client) == []
+
+
+def _apply_setup(kit, live, declared):
+    client = kit.FakeClient({(T, S): live})
+    desired = kit.desired_of({(T, S): declared})
+    return client, desired, compute_plan(desired, {(T, S): client.list_rules(T, S)})
+
+
+def test_apply_reports_a_locked_subscription_and_changes_nothing(kit):
+    client, desired, plan = _apply_setup(kit, [kit.DEFAULT], [kit.corr("a", "A")])
+    client.subs[(T, S)]["sbrules-lock.4"] = lock_rule(4, B, 4_000_000_000.0)
+    journal = io.StringIO()
+    report = apply_plan(client, plan, ApplyOptions(lock_timeout=0, journal=journal, holder=A))
+    assert not report.ok and report.results[0].status == "locked"
+    assert client.rule_ops == []
+    text = render_report(report)
+    assert f"orders/s: LOCKED by {B.who}; nothing was changed" in text
+    assert "NOT applied: create rule 'a'" in text and "1 locked by another run" in text
+    entry = next(json.loads(x) for x in journal.getvalue().splitlines() if '"locked"' in x)
+    assert entry["holder"] == B.who
+
+
+def test_a_stale_subscription_is_planned_again_under_the_lock_from_the_rule_files(kit):
+    client, desired, plan = _apply_setup(kit, [kit.DEFAULT], [kit.corr("a", "A")])
+    client.add_rule(T, S, kit.corr("other-run", "X"))  # another run changed it since the plan
+    saved = apply_plan(client, plan)
+    assert saved.results[0].status == "stale"  # a saved plan is refused
+    report = apply_plan(client, plan, ApplyOptions(desired=desired))
+    assert report.ok and report.results[0].replanned, render_report(report)
+    assert set(client.rules(T, S)) == {"a"}
+    assert "planned again under its lock" in render_report(report)
+
+
+def test_plan_shows_a_lock_as_a_note_never_as_drift(kit):
+    live = [kit.corr("a", "A"), lock_rule(3, B, 2_000_000_000.0)]
+    desired = kit.desired_of({(T, S): [kit.corr("a", "A")]})
+    plan = compute_plan(desired, {(T, S): live}, now=1_900_000_000.0)
+    assert not plan.has_changes
+    assert plan.notes == (f"orders/s: locked by {B.who} until 2033-05-18 03:33:20Z; an apply is writing it "
+                          "(its lock rule is not drift)",)
+    late = compute_plan(desired, {(T, S): live}, now=2_100_000_000.0)
+    assert "expired at" in late.notes[0] and "sbrules unlock orders/s" in late.notes[0]
+
+
+def test_declared_rules_may_not_use_the_lock_name(kit):
+    with pytest.raises(PlanError, match="reserves for its apply lock"):
+        plan_subscription(T, S, [kit.corr("sbrules-lock.1", "A")], [])
+    found = lint(kit.desired_of({(T, S): [kit.corr("SBRULES-LOCK.x", "A")]}))
+    assert [d.message for d in found if d.code == "rule-name" and "apply lock" in d.message]
+
+
+def _always(op_name, target, phase, error):
+    return lambda op, topic, sub, name, ph: error() if (op, name, ph) == (op_name, target, phase) else None
+
+
+def _lands_unanswered(kit, landed):
+    """add-rule 'a' is carried out, and no answer to it or to any retry of it ever comes."""
+
+    def fault(op, topic, sub, name, phase):
+        if (op, name) == ("add", "a") and (phase == "after" or landed):
+            landed.append(True)
+            return kit.lost_response()
+        return None
+
+    return fault
+
+
+def test_an_unanswered_write_that_landed_is_reported_applied_from_a_re_read(kit):
+    client, _, plan = _apply_setup(kit, [kit.DEFAULT], [kit.corr("a", "A")])
+    client.fault = _lands_unanswered(kit, [])
+    journal = io.StringIO()
+    report = apply_plan(client, plan, ApplyOptions(journal=journal))
+    assert report.ok, render_report(report)
+    entries = [json.loads(x) for x in journal.getvalue().splitlines()]
+    assert {"target": "a", "outcome": "re-read", "found": "applied"}.items() <= next(
+        e for e in entries if e.get("outcome") == "re-read").items()
+
+
+def test_an_unanswered_write_that_did_not_land_is_reported_not_applied(kit):
+    client, _, plan = _apply_setup(kit, [kit.DEFAULT], [kit.corr("a", "A")])
+    client.fault = _always("add", "a", "before", kit.lost_response)
+    report = apply_plan(client, plan)
+    result = report.results[0]
+    assert result.status == "failed" and "re-read: not applied" in result.error
+    assert [c.rule for c in result.not_applied] == ["a", "$Default"]
+    assert set(client.rules(T, S)) == {"$Default"}
+
+
+def test_an_unanswered_write_is_unknown_when_the_subscription_cannot_be_read(kit):
+    client, _, plan = _apply_setup(kit, [kit.DEFAULT], [kit.corr("a", "A")])
+    landed = []
+    unanswered = _lands_unanswered(kit, landed)
+
+    def fault(op, topic, sub, name, phase):
+        if op == "list" and landed:
+            return kit.lost_response()
+        return unanswered(op, topic, sub, name, phase)
+
+    client.fault = fault
+    report = apply_plan(client, plan)
+    result = report.results[0]
+    assert result.status == "unknown" and result.unknown.rule == "a" and result.applied == []
+    assert [c.rule for c in result.not_applied] == ["$Default"]
+    text = render_report(report)
+    assert "? UNKNOWN: create rule 'a' (unknown: run `sbrules plan`)" in text
+    assert "NOT applied: create rule 'a'" not in text and "1 unknown" in text
+
+
+def test_removing_down_to_one_rule_re_reads_and_refuses_when_it_is_gone(kit):
+    """What A would do when B removed r1 meanwhile: remove r2 believing r1 remains."""
+    client, _, plan = _apply_setup(kit, [kit.corr("r1", "A"), kit.corr("r2", "B")], [kit.corr("r1", "A")])
+    reads = []
+
+    def other_writer(op, topic, sub, name, phase):
+        if op == "list" and phase == "before":
+            reads.append(True)
+            if len(reads) == 3:  # after the lock's read and check: someone without the lock removes r1
+                with client.lock:
+                    client.subs[(T, S)].pop("r1", None)
+        return None
+
+    client.fault = other_writer
+    report = apply_plan(client, plan)
+    result = report.results[0]
+    assert result.status == "failed" and "no longer has r1" in result.error
+    assert set(client.rules(T, S)) == {"r2"}  # refused: the subscription kept its rule
