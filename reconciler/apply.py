@@ -37,6 +37,7 @@ from reconciler.amqp.pacing import Pacer
 from reconciler.amqp.pipeline import Attempt, OnAttempt
 from reconciler.errors import SbrulesError
 from reconciler.model import Rule
+from reconciler.names import name_key, same_name
 from reconciler.observe import explain
 from reconciler.plan import (
     TEMP_SUFFIX,
@@ -276,24 +277,24 @@ class _Runner:
             self.client.add_rule(self.sp.topic, self.sp.subscription, rule, on_attempt=on_attempt)
 
         if self._request(step, change, "add-rule", rule.name, call) == "already-exists":
-            live = next((r for r in self._read(step) if r.name.casefold() == rule.name.casefold()), None)
+            live = next((r for r in self._read(step) if same_name(r.name, rule.name)), None)
             if live is None or not same_rule(live, rule):
                 raise _NameTaken(
                     f"add-rule {rule.name!r} ({_step_context(step, change)}): a different rule "
                     "with this name exists (changed concurrently?)"
                 )
             self._log(rule=change.rule, step=step, op="add-rule", target=rule.name, outcome="already-done")
-        self.live.add(rule.name.casefold())
+        self.live.add(name_key(rule.name))
 
     def _remove(self, step: str, change: Change, name: str) -> None:
-        if not self.live - {name.casefold()} and self.sp.rules_after > 0:
+        if not self.live - {name_key(name)} and self.sp.rules_after > 0:
             raise StepFailed(f"refusing to remove {name!r}: the subscription would be left with no rules")
 
         def call(on_attempt: OnAttempt) -> None:
             self.client.remove_rule(self.sp.topic, self.sp.subscription, name, on_attempt=on_attempt)
 
         self._request(step, change, "remove-rule", name, call)
-        self.live.discard(name.casefold())
+        self.live.discard(name_key(name))
 
     # -- changes --------------------------------------------------------------------------------
     def apply_change(self, change: Change) -> None:
@@ -303,7 +304,7 @@ class _Runner:
         elif change.kind is ChangeKind.DELETE:
             assert change.before is not None
             self._remove("delete", change, change.before.name)
-        elif self.options.strategy is ReplaceStrategy.DIRECT and self.live - {change.rule.casefold()}:
+        elif self.options.strategy is ReplaceStrategy.DIRECT and self.live - {name_key(change.rule)}:
             assert change.before is not None and change.after is not None
             self._remove("replace:remove", change, change.before.name)
             self._add("replace:add", change, change.after)
@@ -351,7 +352,7 @@ class _Runner:
             )
             self._log(outcome=result.status, error=result.error)
             return
-        self.live = {r.name.casefold() for r in live}
+        self.live = {name_key(r.name) for r in live}
         for change in sp.changes:
             if signals.interrupted.is_set():
                 result.status, result.error = ApplyStatus.INTERRUPTED, "interrupted by Ctrl-C"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reconciler.model import FalseFilter, Filter, SqlFilter, TrueFilter
+from reconciler.names import name_key
 
 
 @dataclass(frozen=True)
@@ -130,4 +131,4 @@ TEMP_RULE_SUFFIX = ".sbrules-tmp"
 
 def is_temp_rule_name(name: str) -> bool:
     """Whether ``name`` is (or would be taken for) a temporary rule of sbrules."""
-    return name.casefold().endswith(TEMP_RULE_SUFFIX)
+    return name_key(name).endswith(name_key(TEMP_RULE_SUFFIX))

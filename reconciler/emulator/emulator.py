@@ -35,6 +35,7 @@ from reconciler.emulator.namespace import LOCK_DURATION, Namespace, parse_addres
 from reconciler.emulator.server import ServerHandler
 from reconciler.emulator.throttling import CreditMeter
 from reconciler.errors import SbrulesError
+from reconciler.names import name_key
 
 log = logging.getLogger("reconciler.emulator")
 
@@ -136,8 +137,8 @@ class Emulator:
             self.namespace.seed(desired)
             return
         for topic, sub in desired.subscriptions():
-            if topic.name.lower() not in self.namespace.topics or sub.name.lower() not in self.namespace.topics[
-                topic.name.lower()
+            if name_key(topic.name) not in self.namespace.topics or name_key(sub.name) not in self.namespace.topics[
+                name_key(topic.name)
             ].subscriptions:
                 self.namespace.create_subscription(topic.name, sub.name, sub.rules)
         for topic in desired.topics:

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from reconciler.limits import is_temp_rule_name
 from reconciler.model import CORRELATION_FIELDS, DEFAULT_RULE_NAME, CorrelationFilter, DesiredState, Rule
+from reconciler.names import name_key
 from reconciler.observe import ActualState
 from reconciler.plan.ops import (
     TEMP_SUFFIX,
@@ -73,8 +74,8 @@ def plan_subscription(
     for rule in declared:
         if is_temp_rule_name(rule.name):
             raise PlanError(f"{path}: rule name {rule.name!r} ends with {TEMP_SUFFIX!r}, which sbrules reserves")
-    want = {r.name.casefold(): r for r in declared}
-    have = {r.name.casefold(): r for r in live}
+    want = {name_key(r.name): r for r in declared}
+    have = {name_key(r.name): r for r in live}
     creates, replaces, deletes = [], [], []
     unchanged = identical = 0
     for key, rule in want.items():

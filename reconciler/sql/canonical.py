@@ -14,6 +14,7 @@ import re
 from dataclasses import fields, is_dataclass, replace
 
 from reconciler.model import ValueType
+from reconciler.names import name_key
 from reconciler.sql import ast
 from reconciler.sql.parser import KEYWORDS, RESERVED_WORDS, parse_action, parse_filter
 
@@ -42,7 +43,8 @@ def canonical_filter(text: str) -> str:
 
 
 def filter_key(text: str) -> str:
-    """What two filters are compared by: the canonical form with user property names lower-cased.
+    """What two filters are compared by: the canonical form with user property names case-folded as the service
+    folds them (``names.name_key``).
 
     Filters look user properties up case-insensitively, so ``Amount > 1`` and ``amount > 1`` are
     the same filter. Actions are not folded: ``SET Foo = 1`` creates a property named ``Foo``.
@@ -52,7 +54,7 @@ def filter_key(text: str) -> str:
 
 def _fold_user_case(node):
     if isinstance(node, ast.Property):
-        return replace(node, name=node.name.lower()) if node.scope == "user" else node
+        return replace(node, name=name_key(node.name)) if node.scope == "user" else node
     if isinstance(node, tuple):
         return tuple(_fold_user_case(item) for item in node)
     if is_dataclass(node):

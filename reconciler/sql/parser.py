@@ -32,6 +32,7 @@ from reconciler.model import (
     ValueType,
     system_property_name,
 )
+from reconciler.names import name_key, same_name
 from reconciler.sql import ast
 from reconciler.sql.errors import SqlError
 from reconciler.sql.lalr import Driver, RuleError, Scanner, Tok, UnexpectedChar, UnexpectedTok, end_position
@@ -84,7 +85,7 @@ class _ParamRef:
 
     def __init__(self, token: Tok):
         self.text = token.value
-        self.name = self.text[1:].lower()
+        self.name = name_key(self.text[1:])
         self.line, self.column = token.line, token.column
 
 
@@ -254,7 +255,7 @@ class _Builder(Transformer):
         if len(c) == 1:
             return ast.Property("user", _unquote(c[0]))
         scope_token, name_token = c[0], c[2]
-        scope = _unquote(scope_token).lower()
+        scope = name_key(_unquote(scope_token))
         name = _unquote(name_token)
         if scope == "user":
             return ast.Property("user", name)
@@ -263,8 +264,8 @@ class _Builder(Transformer):
                 f"unknown scope '{_unquote(scope_token)}': a property is x, user.x or sys.X", scope_token
             )
         canonical = system_property_name(name)
-        if canonical is None or name.lower() == "subject":
-            hint = " (the filter language calls it sys.Label)" if name.lower() == "subject" else ""
+        if canonical is None or same_name(name, "subject"):
+            hint = " (the filter language calls it sys.Label)" if same_name(name, "subject") else ""
             raise _error_at(f"unknown system property sys.{name}{hint}", name_token)
         return ast.Property("sys", canonical)
 
@@ -422,7 +423,7 @@ def _continues_chain(parent: Any, child: Any) -> bool:
 def _normalise_parameters(parameters: Mapping[str, Any] | None) -> dict[str, TypedValue]:
     out: dict[str, TypedValue] = {}
     for key, value in (parameters or {}).items():
-        name = str(key).lstrip("@").lower()
+        name = name_key(str(key).lstrip("@"))
         out[name] = value if isinstance(value, TypedValue) else TypedValue.infer(value)
     return out
 

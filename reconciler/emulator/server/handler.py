@@ -57,6 +57,7 @@ from reconciler.emulator.server.links import (
     Responses,
 )
 from reconciler.emulator.throttling import CreditMeter
+from reconciler.names import name_key
 
 log = logging.getLogger("reconciler.emulator")
 
@@ -280,13 +281,13 @@ class ServerHandler(MessagingHandler):
     def _open_outgoing(self, link: proton.Link, state: ConnectionState) -> LinkRole:
         source = link.remote_source.address or ""
         if source == CBS_NODE:
-            state.response_links.setdefault(CBS_NODE.lower(), []).append(link)
+            state.response_links.setdefault(name_key(CBS_NODE), []).append(link)
             return Responses(state, CBS_NODE)
         address = parse_address(source)
         self._require_token(state, address)
         if address.management:
             self.namespace.entity(address)
-            state.response_links.setdefault(address.node.lower(), []).append(link)
+            state.response_links.setdefault(name_key(address.node), []).append(link)
             return Responses(state, address.node)
         store = self.namespace.store(address)
         role = Receive(state, address, store, peek_lock=link.remote_snd_settle_mode != Link.SND_SETTLED)
@@ -591,7 +592,7 @@ class ServerHandler(MessagingHandler):
     @staticmethod
     def _find_reply_link(state: ConnectionState, node: str, reply_to: str | None) -> proton.Link | None:
         """The client's response link for ``node``: found in the per-connection index, not by a scan."""
-        links = state.response_links.get(node.lower(), [])
+        links = state.response_links.get(name_key(node), [])
         links[:] = [lk for lk in links if not lk.state & Endpoint.LOCAL_CLOSED]
         candidates = [lk for lk in links if lk.state & Endpoint.LOCAL_ACTIVE]
         if reply_to:
