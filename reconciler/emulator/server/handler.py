@@ -80,11 +80,58 @@ def _guarded(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(self, event, *args)
         except Exception:  # the loop must survive anything a client can cause
             log.exception("emulator: error in %s", func.__name__)
-            self.errors += 1
+            self.failed()
             _close_connection(getattr(event, "connection", None), "amqp:internal-error", "internal emulator error")
         return None
 
     return wrapper
+
+
+class LoopGuard:
+    """Stands between proton's loop and a handler tree, so that no event can stop the loop.
+
+    ``_guarded`` covers the methods written here; this covers the rest of the tree (the methods
+    ``MessagingHandler`` and its children bring, proton's own I/O handler), which read what a client
+    sent (names, conditions) without expecting it to be malformed. A failure is counted in
+    ``errors``, logged, and ends the connection the event belongs to, as ``_guarded`` does.
+    """
+
+    def __init__(self, inner: Any, on_error: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_error = on_error
+
+    def __getattr__(self, method: str) -> Callable[[proton.Event], None]:
+        if not method.startswith("on_") or method == "on_unhandled":
+            raise AttributeError(method)
+
+        def dispatch(event: proton.Event) -> None:
+            try:
+                event.dispatch(self._inner)
+            except Exception:  # the loop must survive anything a client can cause
+                log.exception("emulator: error while handling %s", method)
+                self._on_error()
+                _close_connection(_event_connection(event), "amqp:internal-error", "internal emulator error")
+
+        setattr(self, method, dispatch)  # made once per event type
+        return dispatch
+
+
+def _event_connection(event: proton.Event) -> proton.Connection | None:
+    try:
+        return event.connection
+    except Exception:  # an event of no connection, or one proton cannot wrap
+        return None
+
+
+def _condition_text(transport: proton.Transport) -> str:
+    """A transport's error condition for the log, when it may quote undecodable client bytes."""
+    try:
+        condition = transport.condition
+    except UnicodeDecodeError:
+        return "an error whose description is not UTF-8 (it quotes what the client sent)"
+    if condition is None:
+        return "unspecified transport error"
+    return f"{condition.name}: {condition.description}"
 
 
 def _close_connection(connection: proton.Connection | None, condition: str, description: str) -> None:
@@ -162,6 +209,10 @@ class ServerHandler(MessagingHandler):
         #: Delivery tags of responses (settled at once, so they only need to differ from each other).
         self._reply_tags = map(b"%x".__mod__, itertools.count())
 
+    def failed(self) -> None:
+        """Count a callback that failed inside a guard (``LoopGuard`` reports here too)."""
+        self.errors += 1
+
     # -- loop lifecycle -------------------------------------------------------------------------
     @_guarded
     def on_reactor_init(self, event: proton.Event) -> None:
@@ -225,6 +276,11 @@ class ServerHandler(MessagingHandler):
     @_guarded
     def on_connection_closed(self, event: proton.Event) -> None:
         self._forget(event.connection)
+
+    @_guarded
+    def on_transport_error(self, event: proton.Event) -> None:
+        """proton has already closed the transport with its condition (a client's malformed frames, most often)."""
+        log.info("emulator: connection closed on a transport error: %s", _condition_text(event.transport))
 
     @_guarded
     def on_transport_closed(self, event: proton.Event) -> None:
