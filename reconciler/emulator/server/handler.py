@@ -78,6 +78,8 @@ def _guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(self: "ServerHandler", event: proton.Event, *args: Any) -> Any:
         try:
             return func(self, event, *args)
+        except UnicodeDecodeError:
+            _refuse_undecodable(event)
         except Exception:  # the loop must survive anything a client can cause
             log.exception("emulator: error in %s", func.__name__)
             self.failed()
@@ -107,6 +109,8 @@ class LoopGuard:
         def dispatch(event: proton.Event) -> None:
             try:
                 event.dispatch(self._inner)
+            except UnicodeDecodeError:
+                _refuse_undecodable(event)
             except Exception:  # the loop must survive anything a client can cause
                 log.exception("emulator: error while handling %s", method)
                 self._on_error()
@@ -114,6 +118,13 @@ class LoopGuard:
 
         setattr(self, method, dispatch)  # made once per event type
         return dispatch
+
+
+def _refuse_undecodable(event: proton.Event) -> None:
+    """proton passes a client's strings and symbols on undecoded, so the first read of one that is
+    not UTF-8 fails: that is the client's malformed frame, answered as AMQP answers one (decode-error)."""
+    log.info("emulator: closing a connection that sent a string that is not UTF-8")
+    _close_connection(_event_connection(event), "amqp:decode-error", "a string or symbol the client sent is not valid UTF-8")
 
 
 def _event_connection(event: proton.Event) -> proton.Connection | None:
