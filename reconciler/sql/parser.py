@@ -16,6 +16,7 @@ import functools
 import os
 import re
 import sys
+import unicodedata
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -46,6 +47,11 @@ MAX_DEPTH = 256
 RESERVED_WORDS = frozenset(
     "BEGIN END BREAK CONTINUE GOTO IF ELSE WHILE TRY CATCH AS BETWEEN COALESCE CONVERT DECLARE NULLIF".split()
 )
+_RESERVED_KEYS = frozenset(map(name_key, RESERVED_WORDS))
+#: Microsoft's regular identifier: ``[[:IsLetter:]][_[:IsLetter:][:IsDigit:]]*``, .NET's IsLetter being
+#: the categories below and IsDigit Nd. Python's ``\w`` also takes Nl and No ('²', 'Ⅻ'); the lexer's
+#: pattern does, so ``_check_identifier`` narrows it.
+_LETTERS = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo"})
 _FUNCTION_ARITY = {"newid": ("newid", 0), "property": ("property", 1), "p": ("property", 1)}
 _OVERFLOW_VALUE = INT64_MAX + 1  # only legal directly after a unary minus
 _OVERFLOW_TEXT = str(_OVERFLOW_VALUE)
@@ -93,10 +99,24 @@ def _error_at(message: str, token: Tok) -> SqlError:
     return SqlError(message, token.line, token.column, token.value)
 
 
+def identifier_problem(text: str) -> str | None:
+    """Why ``text`` is not a regular identifier for the service, or None when it is one."""
+    for index, char in enumerate(text):
+        category = unicodedata.category(char)
+        if category in _LETTERS or (index and (category == "Nd" or char == "_")):
+            continue
+        what = "start with a letter" if index == 0 else "continue with letters, decimal digits and _"
+        return f"{char!r} (U+{ord(char):04X}) is not allowed there: a name must {what}"
+    return None
+
+
 def _check_identifier(token: Tok) -> None:
-    """Scanner callback: reserved T-SQL words cannot be regular identifiers."""
-    if token.value.upper() in RESERVED_WORDS:
-        value = token.value
+    """Scanner callback: a regular identifier is Microsoft's, and not a reserved T-SQL word."""
+    value = token.value
+    problem = identifier_problem(value)
+    if problem is not None:
+        raise _error_at(f"'{value}' is not a regular identifier: {problem}; write [{value}] to use it as is", token)
+    if name_key(value) in _RESERVED_KEYS:
         raise _error_at(f"'{value}' is a reserved word; write [{value}] to use it as a property name", token)
 
 
@@ -205,7 +225,7 @@ class _Builder(Transformer):
     def call(self, c):
         name_token = c[0]
         args = c[2] if len(c) == 4 else ()
-        known = _FUNCTION_ARITY.get(name_token.value.lower())
+        known = _FUNCTION_ARITY.get(name_key(name_token.value))
         if known is None:
             raise _error_at(
                 f"unknown function {name_token.value}(); the only functions are newid(), property() and p()",
