@@ -166,3 +166,16 @@ def send(port: int, data: bytes, timeout: float = 5.0) -> bytes:
         except OSError:  # reset or timed out: the server decided, the test checks what follows
             pass
     return bytes(received)
+
+
+def answer_to(port: int, data: bytes, until: bytes, timeout: float = 5.0) -> bytes:
+    """Write ``data`` and keep the connection open, reading until the answer contains ``until`` (or ends)."""
+    received = bytearray()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        try:
+            while until not in received and (chunk := sock.recv(65536)):
+                received += chunk
+        except OSError:
+            pass
+    return bytes(received)

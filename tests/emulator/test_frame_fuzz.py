@@ -35,12 +35,13 @@ def test_corpus_input_leaves_the_emulator_serving(emulator, path):
     _still_serving(emulator)
 
 
-def test_the_corpus_has_the_first_crash():
+def test_the_corpus_has_the_first_crash_and_the_fuzzers_first_find():
     assert (CORPUS / "duplicate-attach-link-name-not-utf8.bin").exists()
+    assert (CORPUS / "fuzz-2781168411-attach-link-name-not-utf8.bin").exists()
 
 
 def test_an_address_that_is_not_utf8_closes_the_connection_with_decode_error(emulator):
-    answer = frames.send(emulator.port, (CORPUS / "attach-address-not-utf8.bin").read_bytes())
+    answer = frames.answer_to(emulator.port, (CORPUS / "attach-address-not-utf8.bin").read_bytes(), b"amqp:decode-error")
     assert b"amqp:decode-error" in answer
     assert emulator.handler.errors == 0
 
