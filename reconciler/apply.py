@@ -54,6 +54,7 @@ from reconciler.lock import (
     without_locks,
 )
 from reconciler.model import DesiredState, Rule
+from reconciler.names import name_key, same_name
 from reconciler.observe import explain
 from reconciler.plan import (
     TEMP_SUFFIX,
@@ -271,7 +272,7 @@ def _step_context(step: str, change: Change) -> str:
 
 
 def _names(rules: Iterable[Rule]) -> set[str]:
-    return {r.name.casefold() for r in rules}
+    return {name_key(r.name) for r in rules}
 
 
 class _Runner:
@@ -366,7 +367,7 @@ class _Runner:
 
         outcome = self._request(step, change, "add-rule", rule.name, call)
         if outcome == "already-exists":
-            live = next((r for r in self._read(step) if r.name.casefold() == rule.name.casefold()), None)
+            live = next((r for r in self._read(step) if same_name(r.name, rule.name)), None)
             if live is None or not same_rule(live, rule):
                 raise _NameTaken(
                     f"add-rule {rule.name!r} ({_step_context(step, change)}): a different rule "
@@ -375,10 +376,10 @@ class _Runner:
             self._log(rule=change.rule, step=step, op="add-rule", target=rule.name, outcome="already-done")
         elif outcome == "unanswered":
             self._landed(step, change, "add-rule", rule.name, lambda live: any(same_rule(r, rule) for r in live))
-        self.live.add(rule.name.casefold())
+        self.live.add(name_key(rule.name))
 
     def _remove(self, step: str, change: Change, name: str) -> None:
-        remaining = self.live - {name.casefold()}
+        remaining = self.live - {name_key(name)}
         if not remaining and self.sp.rules_after > 0:
             raise StepFailed(f"refusing to remove {name!r}: the subscription would be left with no rules")
         if len(remaining) <= 1 and self.sp.rules_after > 0:
@@ -396,8 +397,8 @@ class _Runner:
             self.client.remove_rule(self.sp.topic, self.sp.subscription, name, on_attempt=on_attempt)
 
         if self._request(step, change, "remove-rule", name, call) == "unanswered":
-            self._landed(step, change, "remove-rule", name, lambda live: name.casefold() not in _names(live))
-        self.live.discard(name.casefold())
+            self._landed(step, change, "remove-rule", name, lambda live: name_key(name) not in _names(live))
+        self.live.discard(name_key(name))
 
     # -- changes --------------------------------------------------------------------------------
     def apply_change(self, change: Change) -> None:
@@ -407,7 +408,7 @@ class _Runner:
         elif change.kind is ChangeKind.DELETE:
             assert change.before is not None
             self._remove("delete", change, change.before.name)
-        elif self.options.strategy is ReplaceStrategy.DIRECT and self.live - {change.rule.casefold()}:
+        elif self.options.strategy is ReplaceStrategy.DIRECT and self.live - {name_key(change.rule)}:
             assert change.before is not None and change.after is not None
             self._remove("replace:remove", change, change.before.name)
             self._add("replace:add", change, change.after)

@@ -27,6 +27,7 @@ from reconciler.amqp.errors import (
 from reconciler.diagnostics import Diagnostic, render_text
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import DesiredState, Subscription, Topic
+from reconciler.names import name_key, same_name
 from reconciler.rest.atom import SubscriptionInfo
 
 MANAGE_RIGHTS_NOTE = (
@@ -96,7 +97,7 @@ class Inventory:
 
     def subscriptions(self, topic: str) -> tuple[SubscriptionInfo, ...] | None:
         for name, subs in self.topics.items():
-            if name.lower() == topic.lower():
+            if same_name(name, topic):
                 return subs
         return None
 
@@ -169,8 +170,8 @@ def missing_entities(desired: DesiredState, inventory: Inventory) -> list[Diagno
                 topic.origin,
             ))
             continue
-        names = {s.name.lower() for s in existing}
-        out += [missing_subscription(topic, sub) for sub in topic.subscriptions if sub.name.lower() not in names]
+        names = {name_key(s.name) for s in existing}
+        out += [missing_subscription(topic, sub) for sub in topic.subscriptions if name_key(sub.name) not in names]
     return out
 
 
@@ -189,8 +190,8 @@ def undeclared_subscriptions(desired: DesiredState, inventory: Inventory) -> lis
     """(topic, subscription) of every subscription of a declared topic that the files do not mention."""
     out = []
     for topic in desired.topics:
-        declared = {s.name.lower() for s in topic.subscriptions}
+        declared = {name_key(s.name) for s in topic.subscriptions}
         for info in inventory.subscriptions(topic.name) or ():
-            if info.name.lower() not in declared:
+            if name_key(info.name) not in declared:
                 out.append((topic.name, info.name))
     return out

@@ -20,7 +20,7 @@ from reconciler.model import Rule, rule_to_doc
 from reconciler.observe import FallbackReader, RuleReader, observe_subscriptions
 from reconciler.plan import is_temp_rule_name
 from reconciler.rulefiles.render import dump_rule_file as dump_yaml
-from reconciler.rulefiles.render import file_name
+from reconciler.rulefiles.render import file_names
 
 HEADER = "# Exported by `sbrules export` from the live namespace. Review, then commit.\n"
 
@@ -111,9 +111,14 @@ def discovered_targets(rest: EntityLister, topic: str | None = None) -> dict[str
     return targets
 
 
-def write_export(doc: dict[str, Any], out_dir: str | Path) -> Path:
+def write_exports(docs: list[dict[str, Any]], out_dir: str | Path) -> list[Path]:
+    """Each document as ``<topic>.yaml`` in ``out_dir`` (file names checked for clashes before any is written)."""
     out = Path(out_dir)
+    names = file_names(doc["topic"] for doc in docs)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / file_name(doc["topic"])
-    write_atomically(path, to_yaml(doc))
-    return path
+    paths = []
+    for doc in docs:
+        path = out / names[doc["topic"]]
+        write_atomically(path, to_yaml(doc))
+        paths.append(path)
+    return paths

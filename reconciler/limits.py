@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reconciler.model import FalseFilter, Filter, SqlFilter, TrueFilter
+from reconciler.names import name_key
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ TEMP_RULE_SUFFIX = ".sbrules-tmp"
 
 def is_temp_rule_name(name: str) -> bool:
     """Whether ``name`` is (or would be taken for) a temporary rule of sbrules."""
-    return name.casefold().endswith(TEMP_RULE_SUFFIX)
+    return name_key(name).endswith(name_key(TEMP_RULE_SUFFIX))
 
 
 #: sbrules' other reservation: the rules of the per-subscription apply lock (``reconciler.lock``)
@@ -141,7 +142,7 @@ LOCK_RULE_PREFIX = "sbrules-lock."
 
 def is_lock_rule_name(name: str) -> bool:
     """Whether ``name`` is (or would be taken for) a lock rule of sbrules."""
-    return name.casefold().startswith(LOCK_RULE_PREFIX)
+    return name_key(name).startswith(name_key(LOCK_RULE_PREFIX))
 
 
 def reserved_rule_name_problem(name: str) -> str | None:

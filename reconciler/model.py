@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from reconciler.names import name_key, same_name
 from reconciler.typed_values import (  # noqa: F401 - the model's typed values live there
     INT32_MAX,
     INT32_MIN,
@@ -158,7 +159,7 @@ class Subscription:
 
     def rule(self, name: str) -> Rule | None:
         for rule in self.rules or ():
-            if rule.name == name:
+            if same_name(rule.name, name):
                 return rule
         return None
 
@@ -171,7 +172,7 @@ class Topic:
 
     def subscription(self, name: str) -> Subscription | None:
         for sub in self.subscriptions:
-            if sub.name.lower() == name.lower():
+            if same_name(sub.name, name):
                 return sub
         return None
 
@@ -184,7 +185,7 @@ class DesiredState:
 
     def topic(self, name: str) -> Topic | None:
         for topic in self.topics:
-            if topic.name.lower() == name.lower():
+            if same_name(topic.name, name):
                 return topic
         return None
 
@@ -387,13 +388,13 @@ SETTABLE_SYSTEM_PROPERTIES = frozenset(prop.name for prop in SYSTEM_PROPERTY_TAB
 CORRELATION_SYS_NAMES = {prop.correlation: prop.name for prop in SYSTEM_PROPERTY_TABLE if prop.correlation}
 assert set(CORRELATION_SYS_NAMES) == set(CORRELATION_FIELDS), "every correlation field matches a system property"
 
-_SYS_BY_LOWER = {name.lower(): name for name in SYSTEM_PROPERTIES}
-_SYS_BY_LOWER["subject"] = "Label"
+_SYS_BY_KEY = {name_key(name): name for name in SYSTEM_PROPERTIES}
+_SYS_BY_KEY[name_key("subject")] = "Label"
 
 
 def system_property_name(name: str) -> str | None:
     """The canonical BrokeredMessage name for ``name`` (case-insensitive), or None if unknown."""
-    return _SYS_BY_LOWER.get(name.lower())
+    return _SYS_BY_KEY.get(name_key(name))
 
 
 @dataclass(frozen=True)
@@ -414,9 +415,9 @@ class Message:
         """Case-insensitive lookup; None when the property does not exist."""
         if name in self.user:
             return self.user[name]
-        lowered = name.lower()
+        wanted = name_key(name)
         for key, value in self.user.items():
-            if key.lower() == lowered:
+            if name_key(key) == wanted:
                 return value
         return None
 

@@ -8,6 +8,7 @@ import click
 
 from reconciler.cli.common import Namespace, format_option, namespace_options
 from reconciler.cli.output import echo_json
+from reconciler.names import name_key
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> str:
@@ -34,7 +35,7 @@ def topics(fmt: str, namespace: Namespace) -> None:
 
     with namespace.rest() as rest:
         inventory = discover_namespace(rest)
-    found = {name: len(subs or ()) for name, subs in sorted(inventory.topics.items(), key=lambda kv: kv[0].lower())}
+    found = {name: len(subs or ()) for name, subs in sorted(inventory.topics.items(), key=lambda kv: name_key(kv[0]))}
     if fmt == "json":
         echo_json({"format_version": 1, "topics": [{"name": name, "subscriptions": count} for name, count in found.items()]})
     else:

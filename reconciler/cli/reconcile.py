@@ -248,7 +248,7 @@ def export(
     --subscription reads only those, over AMQP (Listen rights are enough). With --env, topics are
     named as the rule files declare them (sbrules.yaml's topic renames undone).
     """
-    from reconciler.export import discovered_targets, export_rules, to_yaml, write_export
+    from reconciler.export import discovered_targets, export_rules, to_yaml, write_exports
 
     if all_topics == bool(topic):
         raise click.UsageError("give either --topic TOPIC or --all")
@@ -273,8 +273,8 @@ def export(
     for line in result.notes:
         click.echo(f"note: {line}", err=True)
     if out:
-        for doc in result.documents:
-            click.echo(f"wrote {write_export(doc, out)}", err=True)
+        for path in write_exports(result.documents, out):
+            click.echo(f"wrote {path}", err=True)
     else:
         click.echo("---\n".join(to_yaml(doc) for doc in result.documents), nl=False)
 

@@ -15,6 +15,7 @@ from reconciler.cli.common import env_option, format_option, load_rules
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import InputError
 from reconciler.model import DEFAULT_RULE_NAME, DesiredState, Message, Rule, TrueFilter, TypedValueError
+from reconciler.names import same_name
 from reconciler.sql import Outcome, SqlError, canonical_action, canonical_filter, route_rules
 
 
@@ -110,7 +111,7 @@ def route_state(state: DesiredState, message: Message, topic: str | None = None)
         raise InputError(f"topic {topic!r} is not declared (declared: {known})")
     deliveries = []
     for top, sub in state.subscriptions():
-        if topic is not None and top.name.lower() != topic.lower():
+        if topic is not None and not same_name(top.name, topic):
             continue
         rules = sub.rules if sub.rules is not None else (Rule(DEFAULT_RULE_NAME, TrueFilter()),)
         result = route_rules(rules, message)

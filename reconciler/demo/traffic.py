@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 from reconciler.amqp.client import ManagementClient
 from reconciler.emulator import Emulator
 from reconciler.model import DesiredState, Message, TrueFilter, TypedValue, ValueType
+from reconciler.names import same_name
 
 ORDER_LABELS = ("order.placed", "order.paid", "order.amended", "refund", "order.shipped")
 REGIONS = ("eu-west", "eu-north", "us-east", "us-west", "ap-south")
@@ -64,7 +65,7 @@ def publish_sample_traffic(emulator: Emulator, topics: Iterable[str], count: int
     """Send a deterministic mix of messages to each topic (payment-like to 'payments', else orders)."""
     rng = random.Random(seed)
     for topic in topics:
-        make = _payment if topic.lower() == "payments" else _order
+        make = _payment if same_name(topic, "payments") else _order
         emulator.publish(topic, [make(rng, n) for n in range(count)])
 
 

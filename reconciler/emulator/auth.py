@@ -32,6 +32,7 @@ from reconciler.amqp.sas import (
 from reconciler.emulator.namespace import address_path
 from reconciler.errors import SbrulesError
 from reconciler.extras import require
+from reconciler.names import name_key
 
 #: The Python SDK puts SAS tokens with type "jwt"; the service accepts a SAS token under either type.
 TOKEN_TYPES = (SAS_TOKEN_TYPE, JWT_TOKEN_TYPE)
@@ -65,7 +66,7 @@ class Grant:
 
 def path_parts(path: str) -> tuple[str, ...]:
     """An entity path compared case-insensitively, segment by segment."""
-    return tuple(p.lower() for p in path.split("/") if p)
+    return tuple(name_key(p) for p in path.split("/") if p)
 
 
 class TokenValidator:

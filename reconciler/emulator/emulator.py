@@ -32,10 +32,11 @@ from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
 from reconciler.emulator.frontdoor import FrontDoor
 from reconciler.emulator.namespace import LOCK_DURATION, Namespace, parse_address
-from reconciler.emulator.server import ServerHandler
+from reconciler.emulator.server import LoopGuard, ServerHandler
 from reconciler.emulator.throttling import CreditMeter
 from reconciler.errors import SbrulesError
 from reconciler.extras import require
+from reconciler.names import name_key
 
 if TYPE_CHECKING:
     from reconciler.emulator.certs import ServerIdentity
@@ -140,8 +141,8 @@ class Emulator:
             self.namespace.seed(desired)
             return
         for topic, sub in desired.subscriptions():
-            if topic.name.lower() not in self.namespace.topics or sub.name.lower() not in self.namespace.topics[
-                topic.name.lower()
+            if name_key(topic.name) not in self.namespace.topics or name_key(sub.name) not in self.namespace.topics[
+                name_key(topic.name)
             ].subscriptions:
                 self.namespace.create_subscription(topic.name, sub.name, sub.rules)
         for topic in desired.topics:
@@ -212,7 +213,8 @@ class Emulator:
             return self
         if not is_loopback(self.host):
             log.warning("emulator: listening on non-loopback %s without TLS, with a development key", self.host)
-        container = reactor.container(self.handler)
+        container = reactor.container(LoopGuard(self.handler, self.handler.failed))
+        container.global_handler = LoopGuard(container.global_handler, self.handler.failed)
         container.container_id = "sbrules-emulator"
         injector = EventInjector()
         container.selectable(injector)

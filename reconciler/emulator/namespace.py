@@ -22,6 +22,7 @@ from reconciler import model
 from reconciler.errors import SbrulesError
 from reconciler.limits import EntityKind, name_problem
 from reconciler.model import DEFAULT_RULE_NAME, PARTITION_SHIFT, EmptyAction, Rule, TrueFilter
+from reconciler.names import name_key, same_name
 
 if TYPE_CHECKING:
     from reconciler.emulator.outgoing import OutgoingParts
@@ -374,15 +375,15 @@ def address_path(address: str) -> str:
 def parse_address(address: str) -> Address:
     """Parse an entity address; raises OperationError(404) for shapes Service Bus does not have."""
     parts = [p for p in address_path(address).split("/") if p]
-    management = bool(parts) and parts[-1].lower() == "$management"
+    management = bool(parts) and same_name(parts[-1], "$management")
     if management:
         parts = parts[:-1]
-    dead_letter = bool(parts) and parts[-1].lower() == "$deadletterqueue"
+    dead_letter = bool(parts) and same_name(parts[-1], "$deadletterqueue")
     if dead_letter:
         parts = parts[:-1]
     if len(parts) == 1:
         return Address(parts[0], None, None, parts[0], dead_letter, management)
-    if len(parts) == 3 and parts[1].lower() == "subscriptions":
+    if len(parts) == 3 and same_name(parts[1], "subscriptions"):
         return Address(f"{parts[0]}/Subscriptions/{parts[2]}", parts[0], parts[2], parts[0], dead_letter, management)
     raise not_found(f"The messaging entity '{address}' could not be found.")
 
@@ -411,7 +412,7 @@ class Namespace:
         """Create a topic (``partitions`` > 1: a partitioned one; not kept in the state file)."""
         _check_name(name, EntityKind.TOPIC)
         with self.lock:
-            key = name.lower()
+            key = name_key(name)
             if key in self.queues:
                 raise OperationError(409, "com.microsoft:entity-already-exists", f"'{name}' is a queue")
             topic = self.topics.setdefault(key, Topic(name, partitions))
@@ -421,7 +422,7 @@ class Namespace:
     def create_queue(self, name: str) -> Queue:
         _check_name(name, EntityKind.QUEUE)
         with self.lock:
-            key = name.lower()
+            key = name_key(name)
             if key in self.topics:
                 raise OperationError(409, "com.microsoft:entity-already-exists", f"'{name}' is a topic")
             queue = self.queues.get(key) or self.queues.setdefault(key, Queue(name, self.timed_stores))
@@ -444,13 +445,13 @@ class Namespace:
             if target is not None:
                 _check_name(target, EntityKind.QUEUE)
         with self.lock:
-            top = self.topics.get(topic.lower()) or self.create_topic(topic)
-            sub = top.subscriptions.get(name.lower())
+            top = self.topics.get(name_key(topic)) or self.create_topic(topic)
+            sub = top.subscriptions.get(name_key(name))
             if sub is None:
-                sub = top.subscriptions[name.lower()] = Subscription(top.name, name, self.timed_stores, top.store.partitions)
+                sub = top.subscriptions[name_key(name)] = Subscription(top.name, name, self.timed_stores, top.store.partitions)
             now = utcnow()
             chosen = list(rules) if rules is not None else [Rule(DEFAULT_RULE_NAME, TrueFilter(), EmptyAction())]
-            sub.rules = {r.name.lower(): RuleEntry(r, now) for r in chosen}
+            sub.rules = {name_key(r.name): RuleEntry(r, now) for r in chosen}
             sub.forward_to = forward_to
             sub.forward_dead_lettered_messages_to = forward_dead_lettered_messages_to
             sub.requires_session = requires_session
@@ -460,7 +461,7 @@ class Namespace:
     def delete_subscription(self, topic: str, name: str) -> None:
         with self.lock:
             top = self.topic(topic)
-            sub = top.subscriptions.pop(name.lower(), None)
+            sub = top.subscriptions.pop(name_key(name), None)
             if sub is None:
                 raise not_found(f"The messaging entity '{topic}/Subscriptions/{name}' could not be found.")
             self.timed_stores.difference_update((sub.store, sub.dead_letters))
@@ -476,21 +477,21 @@ class Namespace:
 
     def topic(self, name: str) -> Topic:
         with self.lock:
-            top = self.topics.get(name.lower())
+            top = self.topics.get(name_key(name))
             if top is None:
                 raise not_found(f"The messaging entity '{name}' could not be found.")
             return top
 
     def subscription(self, topic: str, name: str) -> Subscription:
         with self.lock:
-            sub = self.topic(topic).subscriptions.get(name.lower())
+            sub = self.topic(topic).subscriptions.get(name_key(name))
             if sub is None:
                 raise not_found(f"The messaging entity '{topic}/Subscriptions/{name}' could not be found.")
             return sub
 
     def queue(self, name: str) -> Queue:
         with self.lock:
-            queue = self.queues.get(name.lower())
+            queue = self.queues.get(name_key(name))
             if queue is None:
                 raise not_found(f"The messaging entity '{name}' could not be found.")
             return queue
@@ -500,7 +501,7 @@ class Namespace:
         with self.lock:
             if address.subscription is not None:
                 return self.subscription(address.topic or "", address.subscription)
-            key = address.entity_path.lower()
+            key = name_key(address.entity_path)
             if key in self.queues:
                 return self.queues[key]
             return self.topic(address.entity_path)
@@ -523,7 +524,7 @@ class Namespace:
     def add_rule(self, topic: str, subscription: str, rule: Rule) -> None:
         with self.lock:
             sub = self.subscription(topic, subscription)
-            key = rule.name.lower()
+            key = name_key(rule.name)
             if key in sub.rules:
                 raise OperationError(
                     409,
@@ -536,7 +537,7 @@ class Namespace:
     def remove_rule(self, topic: str, subscription: str, name: str) -> None:
         with self.lock:
             sub = self.subscription(topic, subscription)
-            if sub.rules.pop(name.lower(), None) is None:
+            if sub.rules.pop(name_key(name), None) is None:
                 raise not_found(f"The messaging entity '{sub.path}|{name}' could not be found.")
             self.touch()
 

@@ -30,6 +30,7 @@ from reconciler.emulator.auth import MANAGE, TokenRejected, TokenValidator
 from reconciler.emulator.faults import Faults
 from reconciler.emulator.namespace import Namespace, OperationError, Subscription, Topic, utcnow
 from reconciler.emulator.throttling import CreditMeter
+from reconciler.names import name_key, same_name
 from reconciler.rest import atom
 
 log = logging.getLogger("reconciler.emulator")
@@ -94,38 +95,38 @@ class ManagementApi:
             return self._document(self._namespace_entry(base))
         with self.namespace.lock:
             if len(parts) == 2 and parts[0] == "$Resources":
-                if parts[1].lower() != "topics":
+                if not same_name(parts[1], "topics"):
                     raise ApiError(501, f"listing {parts[1]} is not emulated (only topics)")
-                topics = sorted(self.namespace.topics.values(), key=lambda t: t.name.lower())
+                topics = sorted(self.namespace.topics.values(), key=lambda t: name_key(t.name))
                 return self._feed(base, path, query, "Topics", topics, lambda t: self._topic_entry(base, t, False))
             if not parts or len(parts) > 5:
                 raise ApiError(404, f"no management resource at '/{path}'")
             topic = self._topic(parts[0])
             if len(parts) == 1:
                 return self._document(self._topic_entry(base, topic, True))
-            if parts[1].lower() != "subscriptions":
+            if not same_name(parts[1], "subscriptions"):
                 raise ApiError(404, f"no management resource at '/{path}'")
             if len(parts) == 2:
-                subs = sorted(topic.subscriptions.values(), key=lambda s: s.name.lower())
+                subs = sorted(topic.subscriptions.values(), key=lambda s: name_key(s.name))
                 return self._feed(base, path, query, "Subscriptions", subs,
                                   lambda s: self._subscription_entry(base, topic, s, False))
             sub = self._subscription(topic, parts[2])
             if len(parts) == 3:
                 return self._document(self._subscription_entry(base, topic, sub, True))
-            if parts[3].lower() != "rules":
+            if not same_name(parts[3], "rules"):
                 raise ApiError(404, f"no management resource at '/{path}'")
             entries = list(sub.rules.values())
             if len(parts) == 4:
                 return self._feed(base, path, query, "Rules", entries,
                                   lambda e: self._rule_entry(base, sub, e, False))
             for entry in entries:
-                if entry.rule.name.lower() == parts[4].lower():
+                if same_name(entry.rule.name, parts[4]):
                     return self._document(self._rule_entry(base, sub, entry, True))
             raise ApiError(404, f"The messaging entity '{sub.path}|{parts[4]}' could not be found.")
 
     # -- helpers ---------------------------------------------------------------------------------
     def _topic(self, name: str) -> Topic:
-        if name.lower() in self.namespace.queues:
+        if name_key(name) in self.namespace.queues:
             raise ApiError(501, f"'{name}' is a queue; queues are not served by the emulator's management API")
         try:
             return self.namespace.topic(name)
@@ -134,7 +135,7 @@ class ManagementApi:
 
     @staticmethod
     def _subscription(topic: Topic, name: str) -> Subscription:
-        sub = topic.subscriptions.get(name.lower())
+        sub = topic.subscriptions.get(name_key(name))
         if sub is None:
             raise ApiError(404, f"The messaging entity '{topic.name}/Subscriptions/{name}' could not be found.")
         return sub

@@ -26,6 +26,7 @@ from reconciler.emulator.namespace import (
     utcnow,
 )
 from reconciler.errors import ErrorCode, SbrulesError
+from reconciler.names import name_key
 
 FORMAT_VERSION = 1
 
@@ -149,7 +150,7 @@ def restore(namespace: Namespace, doc: dict[str, Any]) -> None:
                 )
                 for rdoc in sdoc.get("rules", []):
                     rule = model.rule_from_doc(rdoc["rule"])
-                    sub.rules[rule.name.lower()] = RuleEntry(rule, _untime(rdoc.get("created_at")) or utcnow())
+                    sub.rules[name_key(rule.name)] = RuleEntry(rule, _untime(rdoc.get("created_at")) or utcnow())
                 _load_store(sub.store, sdoc.get("messages", {}))
                 _load_store(sub.dead_letters, sdoc.get("dead_letters", {}))
         for qdoc in doc.get("queues", []):

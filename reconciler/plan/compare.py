@@ -14,6 +14,7 @@ from typing import Sequence
 from reconciler.limits import is_temp_rule_name, reserved_rule_name_problem
 from reconciler.lock import find_locks, without_locks
 from reconciler.model import CORRELATION_FIELDS, DEFAULT_RULE_NAME, CorrelationFilter, DesiredState, Rule
+from reconciler.names import name_key
 from reconciler.observe import ActualState
 from reconciler.plan.ops import (
     Change,
@@ -92,8 +93,8 @@ def plan_subscription(
         if reserved:
             raise PlanError(f"{path}: {reserved}")
     live = without_locks(live)
-    want = {r.name.casefold(): r for r in declared}
-    have = {r.name.casefold(): r for r in live}
+    want = {name_key(r.name): r for r in declared}
+    have = {name_key(r.name): r for r in live}
     creates, replaces, deletes = [], [], []
     unchanged = identical = 0
     for key, rule in want.items():

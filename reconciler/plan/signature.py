@@ -19,6 +19,7 @@ from typing import Iterable
 from reconciler import sql
 from reconciler.limits import is_lock_rule_name
 from reconciler.model import CorrelationFilter, FalseFilter, Rule, SqlFilter, SqlRuleAction, TrueFilter
+from reconciler.names import same_name
 
 
 class FilterKind(StrEnum):
@@ -116,7 +117,7 @@ def signature(rule: Rule) -> Signature:
 
 def same_rule(a: Rule, b: Rule) -> bool:
     """Whether two rules are equal once normalised (what the planner would call unchanged)."""
-    return a.name.casefold() == b.name.casefold() and signature(a).token == signature(b).token
+    return same_name(a.name, b.name) and signature(a).token == signature(b).token
 
 
 def fingerprint(rules: Iterable[Rule]) -> str:

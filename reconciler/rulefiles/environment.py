@@ -15,6 +15,7 @@ from typing import Sequence
 from reconciler.diagnostics import Diagnostic
 from reconciler.errors import InputError
 from reconciler.model import DesiredState
+from reconciler.names import name_key
 from reconciler.rulefiles.loader import LoadResult, RuleFileErrors, load, read_valid, rule_files
 from reconciler.rulefiles.overlays import OVERLAY_SCHEMA, apply_overlay, topic_change
 from reconciler.rulefiles.project import Environment, Project, Rename, find_project, read_project
@@ -95,7 +96,7 @@ def render(project: Project, env: Environment, paths: Sequence[Path]) -> LoadRes
 
 
 def _rename(state: DesiredState, env: Environment, diags: list[Diagnostic]) -> DesiredState:
-    renamed: dict[str, Rename] = {r.declared.lower(): r for r in env.renames}
+    renamed: dict[str, Rename] = {name_key(r.declared): r for r in env.renames}
     for rename in env.renames:
         if state.topic(rename.declared) is None:
             diags.append(
@@ -106,16 +107,16 @@ def _rename(state: DesiredState, env: Environment, diags: list[Diagnostic]) -> D
     topics = []
     declared_as: dict[str, str] = {}
     for topic in state.topics:
-        to = renamed.get(topic.name.lower())
+        to = renamed.get(name_key(topic.name))
         actual = replace(topic, name=to.actual) if to else topic
-        first = declared_as.get(actual.name.lower())
+        first = declared_as.get(name_key(actual.name))
         if first is not None:
             diags.append(
                 Diagnostic("error", "topic-rename",
                            f"environment {env.name!r}: topics {first!r} and {topic.name!r} would both be "
                            f"{actual.name!r} in this namespace", to.origin if to else topic.origin)
             )
-        declared_as[actual.name.lower()] = topic.name
+        declared_as[name_key(actual.name)] = topic.name
         topics.append(actual)
     return DesiredState(topics=tuple(topics))
 

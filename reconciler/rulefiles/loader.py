@@ -26,6 +26,7 @@ from reconciler.model import (
     TypedValueError,
     rule_from_doc,
 )
+from reconciler.names import name_key, same_name
 from reconciler.rulefiles import yaml_versions
 from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
 from reconciler.rulefiles.schema import SCHEMA_NAME, schema_diagnostics
@@ -185,19 +186,19 @@ def merge(topics: Iterable[Topic], diags: list[Diagnostic]) -> DesiredState:
     """Merge topics by name (case-insensitive); duplicates of subscriptions or rules are errors."""
     merged: dict[str, Topic] = {}
     for topic in topics:
-        key = topic.name.lower()
+        key = name_key(topic.name)
         if key not in merged:
             merged[key] = replace(topic, subscriptions=())
         existing = merged[key]
         subs = list(existing.subscriptions)
         for sub in topic.subscriptions:
-            twin = next((s for s in subs if s.name.lower() == sub.name.lower()), None)
+            twin = next((s for s in subs if same_name(s.name, sub.name)), None)
             if twin is not None:
                 diags.append(
                     Diagnostic(
                         "error",
                         "duplicate-subscription",
-                        f"subscription {topic.name}/{sub.name} is declared twice",
+                        f"subscription {topic.name}/{sub.name} is declared twice{_spelled(twin.name, sub.name)}",
                         sub.origin,
                         related=tuple(o for o in (twin.origin,) if o),
                     )
@@ -208,25 +209,32 @@ def merge(topics: Iterable[Topic], diags: list[Diagnostic]) -> DesiredState:
     return DesiredState(topics=tuple(merged.values()))
 
 
+def _spelled(first: str, again: str) -> str:
+    """How a duplicate spelled differently is one name for the service."""
+    if first == again:
+        return ""
+    return f" (as {first!r}: the service compares names ignoring case, character by character)"
+
+
 def _dedupe_rules(topic: Topic, sub: Subscription, diags: list[Diagnostic]) -> Subscription:
     if sub.rules is None:
         return sub
     seen: dict[str, Rule] = {}
     kept = []
     for rule in sub.rules:
-        first = seen.get(rule.name.lower())
+        first = seen.get(name_key(rule.name))
         if first is not None:
             diags.append(
                 Diagnostic(
                     "error",
                     "duplicate-rule",
-                    f"rule {rule.name!r} is declared twice in {topic.name}/{sub.name}",
+                    f"rule {rule.name!r} is declared twice in {topic.name}/{sub.name}{_spelled(first.name, rule.name)}",
                     rule.origin,
                     related=tuple(o for o in (first.origin,) if o),
                 )
             )
             continue
-        seen[rule.name.lower()] = rule
+        seen[name_key(rule.name)] = rule
         kept.append(rule)
     return replace(sub, rules=tuple(kept))
 

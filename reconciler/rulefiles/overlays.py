@@ -15,6 +15,7 @@ from typing import Any
 
 from reconciler.diagnostics import Diagnostic
 from reconciler.model import DesiredState, Origin, Rule, Subscription, Topic
+from reconciler.names import name_key, same_name
 from reconciler.rulefiles.loader import ReadFile, build_rule, text_origin
 
 OVERLAY_SCHEMA = "overlay.schema.json"
@@ -83,10 +84,10 @@ def topic_change(read: ReadFile, diags: list[Diagnostic]) -> TopicChange:
 def apply_overlay(state: DesiredState, changes: list[TopicChange], diags: list[Diagnostic]) -> DesiredState:
     """``state`` with one overlay entry's changes made (conflicts and impossible removals in ``diags``)."""
     _conflicts(changes, diags)
-    topics = {t.name.lower(): t for t in state.topics}
-    order = [t.name.lower() for t in state.topics]
+    topics = {name_key(t.name): t for t in state.topics}
+    order = [name_key(t.name) for t in state.topics]
     for change in changes:
-        key = change.topic.lower()
+        key = name_key(change.topic)
         if key not in topics:
             topics[key] = Topic(change.topic, (), change.origin)
             order.append(key)
@@ -97,7 +98,7 @@ def apply_overlay(state: DesiredState, changes: list[TopicChange], diags: list[D
 def _apply_topic(topic: Topic, change: TopicChange, diags: list[Diagnostic]) -> Topic:
     subs = list(topic.subscriptions)
     for sub_change in change.subscriptions:
-        index = next((i for i, s in enumerate(subs) if s.name.lower() == sub_change.name.lower()), None)
+        index = next((i for i, s in enumerate(subs) if same_name(s.name, sub_change.name)), None)
         where = f"{topic.name}/{sub_change.name}"
         if sub_change.remove:
             if index is None:
@@ -121,7 +122,7 @@ def _apply_subscription(sub: Subscription, change: SubscriptionChange, where: st
         return sub
     rules = list(sub.rules or ())
     for item in change.rules:
-        index = next((i for i, r in enumerate(rules) if r.name.lower() == item.name.lower()), None)
+        index = next((i for i, r in enumerate(rules) if same_name(r.name, item.name)), None)
         if isinstance(item, Removal):
             if index is None:
                 message = f"the overlay removes rule {item.name!r} from {where}, which does not declare it"
@@ -152,13 +153,13 @@ def _conflicts(changes: list[TopicChange], diags: list[Diagnostic]) -> None:
             seen[key] = origin
 
     for change in changes:
-        topic = change.topic.lower()
+        topic = name_key(change.topic)
         for sub in change.subscriptions:
             where = f"{change.topic}/{sub.name}"
             if sub.remove or sub.allow_empty is not None:
-                claim((topic, sub.name.lower()), f"subscription {where}", sub.origin)
+                claim((topic, name_key(sub.name)), f"subscription {where}", sub.origin)
             for item in sub.rules or ():
-                claim((topic, sub.name.lower(), item.name.lower()), f"rule {item.name!r} of {where}", item.origin)
+                claim((topic, name_key(sub.name), name_key(item.name)), f"rule {item.name!r} of {where}", item.origin)
 
 
 def _error(message: str, origin: Origin | None) -> Diagnostic:

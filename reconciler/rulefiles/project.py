@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from reconciler.diagnostics import Diagnostic
 from reconciler.errors import InputError
 from reconciler.model import NonFiniteValueError, Origin, TypedValue, TypedValueError
+from reconciler.names import name_key, same_name
 from reconciler.rulefiles.loader import RuleFileErrors, display_path, read_valid
 from reconciler.rulefiles.located import Located
 from reconciler.rulefiles.yaml_versions import Ambiguity, ambiguity
@@ -66,11 +67,11 @@ class Environment:
 
     def actual_topic(self, declared: str) -> str:
         """A declared topic's name in this environment's namespace."""
-        return next((r.actual for r in self.renames if r.declared.lower() == declared.lower()), declared)
+        return next((r.actual for r in self.renames if same_name(r.declared, declared)), declared)
 
     def declared_topic(self, actual: str) -> str:
         """The declared name of a topic of this environment's namespace."""
-        return next((r.declared for r in self.renames if r.actual.lower() == actual.lower()), actual)
+        return next((r.declared for r in self.renames if same_name(r.actual, actual)), actual)
 
     @property
     def names_namespace(self) -> bool:
@@ -173,14 +174,14 @@ def _environment(
     targets: dict[str, Rename] = {}
     for declared, actual in (doc.get("topics") or {}).items():
         rename = Rename(str(declared), str(actual), loc.key_origin(path + ("topics", declared)))
-        twin = targets.get(rename.actual.lower())
+        twin = targets.get(name_key(rename.actual))
         if twin is not None:
             diags.append(
                 Diagnostic("error", "topic-rename",
                            f"{where}: topics {twin.declared!r} and {rename.declared!r} are both renamed to {rename.actual!r}",
                            rename.origin, related=(twin.origin,))
             )
-        targets[rename.actual.lower()] = rename
+        targets[name_key(rename.actual)] = rename
         renames.append(rename)
     return Environment(
         name=name,

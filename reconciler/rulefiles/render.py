@@ -3,13 +3,17 @@ correlation property typed explicitly, so that loading the files gives the same 
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from reconciler.errors import InputError
 from reconciler.model import DesiredState, Topic, rule_to_doc
+from reconciler.names import name_key
 
 #: libyaml's emitter when PyYAML was built with it: several times faster than the pure-Python one,
 #: and it escapes a NEL (U+0085) instead of writing it raw, where a reader takes it for a line break.
@@ -37,15 +41,38 @@ def topic_document(topic: Topic) -> dict[str, Any]:
 def render_documents(state: DesiredState, env: str) -> dict[str, str]:
     """File name → YAML text, one per topic, each under a header naming the environment."""
     header = f"# Rendered by `sbrules render --env {env}`: generated, do not edit.\n"
-    return {
-        file_name(topic.name): header + dump_rule_file(topic_document(topic))
-        for topic in state.topics
-    }
+    names = file_names(topic.name for topic in state.topics)
+    return {names[topic.name]: header + dump_rule_file(topic_document(topic)) for topic in state.topics}
 
 
 def file_name(topic: str) -> str:
-    """A safe file name for a topic (topic names may contain '/')."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", topic).strip("._") + ".yaml"
+    """A safe file name for a topic: the name itself when it is one, else a slug and a digest.
+
+    Topic names may contain '/' and characters a file system treats differently, so those become
+    '_'; a name changed that way gets the first 8 hex digits of its key's sha256 (``names.name_key``,
+    so every spelling of one topic gets the same file), which keeps ``orders/eu`` and ``orders_eu`` apart.
+    """
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", topic).strip("._") or "topic"
+    if slug == topic:
+        return slug + ".yaml"
+    return f"{slug}-{hashlib.sha256(name_key(topic).encode()).hexdigest()[:8]}.yaml"
+
+
+def file_names(topics: Iterable[str]) -> dict[str, str]:
+    """Topic → file name for topics written side by side; an InputError if two would share a file.
+
+    Files are compared ignoring case, as macOS and Windows do. Only a topic literally named like
+    another's slug and digest can collide, and then nothing is written.
+    """
+    names: dict[str, str] = {}
+    owners: dict[str, str] = {}
+    for topic in topics:
+        name = file_name(topic)
+        owner = owners.setdefault(name.lower(), topic)
+        if name_key(owner) != name_key(topic):
+            raise InputError(f"topics {owner!r} and {topic!r} would both be written to {name}; nothing was written")
+        names[topic] = name
+    return names
 
 
 def write_documents(documents: dict[str, str], out: Path) -> list[Path]:

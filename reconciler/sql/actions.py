@@ -18,6 +18,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, Callable
 
 from reconciler.model import SYSTEM_PROPERTIES, Message, TypedValue, TypedValueError, ValueType
+from reconciler.names import name_key
 from reconciler.sql import ast, values
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.evaluator import MessageView, compile_expr
@@ -65,9 +66,9 @@ class _State:
         self.view = MessageView.from_message(message)
 
     def user_key(self, name: str) -> str | None:
-        lowered = name.lower()
+        wanted = name_key(name)
         for key in self.user:
-            if key.lower() == lowered:
+            if name_key(key) == wanted:
                 return key
         return None
 
@@ -104,7 +105,7 @@ def _compile_statement(node: ast.Set | ast.Remove) -> Statement:
             key = state.user_key(prop.name)
             if key is not None:
                 del state.user[key]
-                state.view.user.pop(key.lower(), None)
+                state.view.user.pop(name_key(key), None)
 
         return remove_user
     expr = compile_expr(node.value)
@@ -129,7 +130,7 @@ def _compile_statement(node: ast.Set | ast.Remove) -> Statement:
             value = None
         key = state.user_key(prop.name)
         if key is not None:
-            existing = state.view.user.get(key.lower())
+            existing = state.view.user.get(name_key(key))
             if existing is not None:
                 target = _TYPE_OF_CLASS[existing.__class__]
                 if value is not None:
@@ -140,7 +141,7 @@ def _compile_statement(node: ast.Set | ast.Remove) -> Statement:
         else:
             key = prop.name
         state.user[key] = values.to_typed(value)
-        state.view.user[key.lower()] = values.from_typed(state.user[key])
+        state.view.user[name_key(key)] = values.from_typed(state.user[key])
 
     return set_user
 

@@ -32,7 +32,7 @@ COMPARISON_OPS = ("=", "<>", "<", "<=", ">", ">=")
 @dataclass(frozen=True, slots=True)
 class Literal:
     """A constant. ``type`` is LONG, DOUBLE, STRING, BOOL or NULL for literals written in the text;
-    a substituted parameter may also carry INT, UUID or TIMESTAMP and keeps its (lower-cased)
+    a substituted parameter may also carry INT, UUID or TIMESTAMP and keeps its (case-folded, ``name_key``)
     name without the ``@`` in ``parameter``."""
 
     type: ValueType

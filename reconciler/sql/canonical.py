@@ -10,14 +10,12 @@ tree ``t`` the parser produces.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import fields, is_dataclass, replace
 
 from reconciler.model import ValueType
+from reconciler.names import name_key
 from reconciler.sql import ast
-from reconciler.sql.parser import KEYWORDS, RESERVED_WORDS, parse_action, parse_filter
-
-_IDENTIFIER = re.compile(r"[^\W\d_]\w*\Z")
+from reconciler.sql.parser import KEYWORDS, RESERVED_WORDS, identifier_problem, parse_action, parse_filter
 
 # Predicate levels: OR < AND < NOT < primary predicate.
 _OR, _AND, _NOT, _PRIMARY_PRED = 1, 2, 3, 4
@@ -42,7 +40,8 @@ def canonical_filter(text: str) -> str:
 
 
 def filter_key(text: str) -> str:
-    """What two filters are compared by: the canonical form with user property names lower-cased.
+    """What two filters are compared by: the canonical form with user property names case-folded as the service
+    folds them (``names.name_key``).
 
     Filters look user properties up case-insensitively, so ``Amount > 1`` and ``amount > 1`` are
     the same filter. Actions are not folded: ``SET Foo = 1`` creates a property named ``Foo``.
@@ -52,7 +51,7 @@ def filter_key(text: str) -> str:
 
 def _fold_user_case(node):
     if isinstance(node, ast.Property):
-        return replace(node, name=node.name.lower()) if node.scope == "user" else node
+        return replace(node, name=name_key(node.name)) if node.scope == "user" else node
     if isinstance(node, tuple):
         return tuple(_fold_user_case(item) for item in node)
     if is_dataclass(node):
@@ -159,10 +158,14 @@ def _literal(node: ast.Literal) -> str:
     raise ValueError(f"a {kind.value} value has no literal form; it can only come from a @parameter")
 
 
+#: Keywords and reserved words, which are ASCII: no other name is one of them (``lalr.Scanner``).
+_WORDS = KEYWORDS | RESERVED_WORDS
+
+
 def _property(prop: ast.Property) -> str:
     if prop.scope == "sys":
         return f"sys.{prop.name}"
     name = prop.name
-    if _IDENTIFIER.match(name) and name.upper() not in KEYWORDS and name.upper() not in RESERVED_WORDS:
+    if name and identifier_problem(name) is None and not (name.isascii() and name.upper() in _WORDS):
         return name
     return "[" + name.replace("]", "]]") + "]"

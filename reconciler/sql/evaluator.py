@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from reconciler.model import Message, TypedValue, ValueType
+from reconciler.names import name_key
 from reconciler.sql import ast, values
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.values import MISSING, Int32
@@ -36,7 +37,7 @@ class MessageView:
     def from_message(cls, message: Message) -> "MessageView":
         user: dict[str, Any] = {}
         for key, tv in message.user.items():
-            user.setdefault(key.lower(), values.from_typed(tv))
+            user.setdefault(name_key(key), values.from_typed(tv))
         return cls({k: values.from_typed(tv) for k, tv in message.sys.items()}, user)
 
     @classmethod
@@ -120,7 +121,7 @@ def _property_getter(node: ast.Property) -> Evaluator:
     if node.scope == "sys":
         name = node.name
         return lambda view: view.sys.get(name)
-    key = node.name.lower()
+    key = name_key(node.name)
     return lambda view: view.user.get(key, MISSING)
 
 
@@ -154,7 +155,7 @@ def _function(node: ast.Function) -> Evaluator:
         name = argument(view)
         if name.__class__ is not str:
             raise SqlEvalError(f"property() needs a string name, got {values.describe(name)}")
-        return view.user.get(name.lower(), MISSING)
+        return view.user.get(name_key(name), MISSING)
 
     return property_function
 
@@ -189,7 +190,7 @@ def compile_predicate(node: ast.Predicate) -> Evaluator:
     if isinstance(node, ast.Exists):
         if node.prop.scope == "sys":
             return lambda view: True
-        key = node.prop.name.lower()
+        key = name_key(node.prop.name)
         return lambda view: key in view.user
     raise TypeError(f"not a predicate: {node!r}")
 
@@ -304,7 +305,7 @@ def _fast_comparison(node: ast.Comparison) -> Evaluator | None:
     if lit.type is ValueType.STRING and op in ("=", "<>"):
         equal = op == "="
         if prop.scope == "user":
-            key = prop.name.lower()
+            key = name_key(prop.name)
 
             def user_string(view: MessageView) -> bool | None:
                 value = view.user.get(key, MISSING)
@@ -325,7 +326,7 @@ def _fast_comparison(node: ast.Comparison) -> Evaluator | None:
 
         return sys_string
     if lit.type in (ValueType.LONG, ValueType.DOUBLE) and prop.scope == "user":
-        key = prop.name.lower()
+        key = name_key(prop.name)
         as_float = float(constant)
         compare = {"=": _eq, "<>": _ne, "<": _lt, "<=": _le, ">": _gt, ">=": _ge}[op]
         if lit.type is ValueType.LONG:
@@ -457,7 +458,7 @@ def _is_null(node: ast.IsNull) -> Evaluator:
     if node.prop.scope == "sys":
         name = node.prop.name
         return lambda view: (view.sys.get(name) is None) is not negated
-    key = node.prop.name.lower()
+    key = name_key(node.prop.name)
 
     def is_null(view: MessageView) -> bool:
         value = view.user.get(key)

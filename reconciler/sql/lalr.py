@@ -114,7 +114,7 @@ class Scanner:
                 line += text.count("\n", pos, start)
                 line_start = text.rfind("\n", 0, start) + 1
             value = m.group(kind)
-            if kind == ident:
+            if kind == ident and value.isascii():  # the service's ignore-case maps nothing else onto ASCII (names.py)
                 keyword = keywords.get(value.upper())
                 if keyword is not None:
                     kind = keyword

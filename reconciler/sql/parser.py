@@ -16,6 +16,7 @@ import functools
 import os
 import re
 import sys
+import unicodedata
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -32,6 +33,7 @@ from reconciler.model import (
     ValueType,
     system_property_name,
 )
+from reconciler.names import name_key, same_name
 from reconciler.sql import ast
 from reconciler.sql.errors import SqlError
 from reconciler.sql.lalr import Driver, RuleError, Scanner, Tok, UnexpectedChar, UnexpectedTok, end_position
@@ -45,6 +47,11 @@ MAX_DEPTH = 256
 RESERVED_WORDS = frozenset(
     "BEGIN END BREAK CONTINUE GOTO IF ELSE WHILE TRY CATCH AS BETWEEN COALESCE CONVERT DECLARE NULLIF".split()
 )
+_RESERVED_KEYS = frozenset(map(name_key, RESERVED_WORDS))
+#: Microsoft's regular identifier: ``[[:IsLetter:]][_[:IsLetter:][:IsDigit:]]*``, .NET's IsLetter being
+#: the categories below and IsDigit Nd. Python's ``\w`` also takes Nl and No ('²', 'Ⅻ'); the lexer's
+#: pattern does, so ``_check_identifier`` narrows it.
+_LETTERS = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo"})
 _FUNCTION_ARITY = {"newid": ("newid", 0), "property": ("property", 1), "p": ("property", 1)}
 _OVERFLOW_VALUE = INT64_MAX + 1  # only legal directly after a unary minus
 _OVERFLOW_TEXT = str(_OVERFLOW_VALUE)
@@ -84,7 +91,7 @@ class _ParamRef:
 
     def __init__(self, token: Tok):
         self.text = token.value
-        self.name = self.text[1:].lower()
+        self.name = name_key(self.text[1:])
         self.line, self.column = token.line, token.column
 
 
@@ -92,10 +99,24 @@ def _error_at(message: str, token: Tok) -> SqlError:
     return SqlError(message, token.line, token.column, token.value)
 
 
+def identifier_problem(text: str) -> str | None:
+    """Why ``text`` is not a regular identifier for the service, or None when it is one."""
+    for index, char in enumerate(text):
+        category = unicodedata.category(char)
+        if category in _LETTERS or (index and (category == "Nd" or char == "_")):
+            continue
+        what = "start with a letter" if index == 0 else "continue with letters, decimal digits and _"
+        return f"{char!r} (U+{ord(char):04X}) is not allowed there: a name must {what}"
+    return None
+
+
 def _check_identifier(token: Tok) -> None:
-    """Scanner callback: reserved T-SQL words cannot be regular identifiers."""
-    if token.value.upper() in RESERVED_WORDS:
-        value = token.value
+    """Scanner callback: a regular identifier is Microsoft's, and not a reserved T-SQL word."""
+    value = token.value
+    problem = identifier_problem(value)
+    if problem is not None:
+        raise _error_at(f"'{value}' is not a regular identifier: {problem}; write [{value}] to use it as is", token)
+    if name_key(value) in _RESERVED_KEYS:
         raise _error_at(f"'{value}' is a reserved word; write [{value}] to use it as a property name", token)
 
 
@@ -204,7 +225,7 @@ class _Builder(Transformer):
     def call(self, c):
         name_token = c[0]
         args = c[2] if len(c) == 4 else ()
-        known = _FUNCTION_ARITY.get(name_token.value.lower())
+        known = _FUNCTION_ARITY.get(name_key(name_token.value))
         if known is None:
             raise _error_at(
                 f"unknown function {name_token.value}(); the only functions are newid(), property() and p()",
@@ -254,7 +275,7 @@ class _Builder(Transformer):
         if len(c) == 1:
             return ast.Property("user", _unquote(c[0]))
         scope_token, name_token = c[0], c[2]
-        scope = _unquote(scope_token).lower()
+        scope = name_key(_unquote(scope_token))
         name = _unquote(name_token)
         if scope == "user":
             return ast.Property("user", name)
@@ -263,8 +284,8 @@ class _Builder(Transformer):
                 f"unknown scope '{_unquote(scope_token)}': a property is x, user.x or sys.X", scope_token
             )
         canonical = system_property_name(name)
-        if canonical is None or name.lower() == "subject":
-            hint = " (the filter language calls it sys.Label)" if name.lower() == "subject" else ""
+        if canonical is None or same_name(name, "subject"):
+            hint = " (the filter language calls it sys.Label)" if same_name(name, "subject") else ""
             raise _error_at(f"unknown system property sys.{name}{hint}", name_token)
         return ast.Property("sys", canonical)
 
@@ -422,7 +443,7 @@ def _continues_chain(parent: Any, child: Any) -> bool:
 def _normalise_parameters(parameters: Mapping[str, Any] | None) -> dict[str, TypedValue]:
     out: dict[str, TypedValue] = {}
     for key, value in (parameters or {}).items():
-        name = str(key).lstrip("@").lower()
+        name = name_key(str(key).lstrip("@"))
         out[name] = value if isinstance(value, TypedValue) else TypedValue.infer(value)
     return out
 

@@ -26,6 +26,7 @@ from reconciler.model import (
     TypedValue,
     ValueType,
 )
+from reconciler.names import same_name
 from reconciler.sql import values
 from reconciler.sql.actions import CompiledAction
 from reconciler.sql.errors import SqlError, SqlEvalError
@@ -125,6 +126,6 @@ def route_rules(rules: Sequence[Rule], message: Message) -> RouteResult:
 
 
 def _with_rule_name(message: Message, rule_name: str) -> Message:
-    user = {k: v for k, v in message.user.items() if k.lower() != RULE_NAME_PROPERTY.lower()}
+    user = {k: v for k, v in message.user.items() if not same_name(k, RULE_NAME_PROPERTY)}
     user[RULE_NAME_PROPERTY] = TypedValue(ValueType.STRING, rule_name)
     return Message(sys=dict(message.sys), user=user, body=message.body)

@@ -5,7 +5,7 @@ Each message row therefore keeps them in a *tagged map* (docs/sql-language.md §
 
     props: map<string, struct<k: string, t: string, s: string, l: int64, d: double, b: bool>>
 
-The map key is the property name lower-cased at ingestion (names are case-insensitive in filters),
+The map key is the property name folded at ingestion (``names.name_key``: names are case-insensitive in filters),
 ``k`` keeps the name as published and ``t`` is the type tag (:class:`model.ValueType` values), so
 the sample keeps every type: ``short 3`` stays short. ``t = 'null'`` is a property present with a
 null value; a key absent from the map is a *missing* property. The value is held by one field,
@@ -46,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 
 from reconciler.model import SYSTEM_PROPERTIES, SYSTEM_PROPERTY_TABLE, Message, TypedValue, ValueType
+from reconciler.names import name_key
 from reconciler.sql import values
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
@@ -167,7 +168,7 @@ def _first_per_key(user: Mapping[str, TypedValue]) -> dict[str, tuple[str, Typed
     key clash the first published name wins."""
     entries: dict[str, tuple[str, TypedValue]] = {}
     for name, value in user.items():
-        entries.setdefault(name.lower(), (name, value))
+        entries.setdefault(name_key(name), (name, value))
     return entries
 
 
@@ -267,7 +268,7 @@ class Columns:
         self._subscription: list[str | None] = []
         self._body_size: list[int] = []
         self._counts: list[int] = []  # properties per row
-        self._keys: list[str] = []  # lower-cased names, row after row
+        self._keys: list[str] = []  # folded names (``names.name_key``), row after row
         self._cells: list[tuple[Any, ...]] = []
 
     def __len__(self) -> int:

@@ -1,5 +1,5 @@
 """The emulator's AMQP 1.0 server: a proton handler (``handler``) and the roles its links play (``links``)."""
 
-from reconciler.emulator.server.handler import ServerHandler
+from reconciler.emulator.server.handler import LoopGuard, ServerHandler
 
-__all__ = ["ServerHandler"]
+__all__ = ["LoopGuard", "ServerHandler"]

@@ -57,6 +57,7 @@ from reconciler.emulator.server.links import (
     Responses,
 )
 from reconciler.emulator.throttling import CreditMeter
+from reconciler.names import name_key
 
 log = logging.getLogger("reconciler.emulator")
 
@@ -77,13 +78,71 @@ def _guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(self: "ServerHandler", event: proton.Event, *args: Any) -> Any:
         try:
             return func(self, event, *args)
+        except UnicodeDecodeError:
+            _refuse_undecodable(event)
         except Exception:  # the loop must survive anything a client can cause
             log.exception("emulator: error in %s", func.__name__)
-            self.errors += 1
+            self.failed()
             _close_connection(getattr(event, "connection", None), "amqp:internal-error", "internal emulator error")
         return None
 
     return wrapper
+
+
+class LoopGuard:
+    """Stands between proton's loop and a handler tree, so that no event can stop the loop.
+
+    ``_guarded`` covers the methods written here; this covers the rest of the tree (the methods
+    ``MessagingHandler`` and its children bring, proton's own I/O handler), which read what a client
+    sent (names, conditions) without expecting it to be malformed. A failure is counted in
+    ``errors``, logged, and ends the connection the event belongs to, as ``_guarded`` does.
+    """
+
+    def __init__(self, inner: Any, on_error: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_error = on_error
+
+    def __getattr__(self, method: str) -> Callable[[proton.Event], None]:
+        if not method.startswith("on_") or method == "on_unhandled":
+            raise AttributeError(method)
+
+        def dispatch(event: proton.Event) -> None:
+            try:
+                event.dispatch(self._inner)
+            except UnicodeDecodeError:
+                _refuse_undecodable(event)
+            except Exception:  # the loop must survive anything a client can cause
+                log.exception("emulator: error while handling %s", method)
+                self._on_error()
+                _close_connection(_event_connection(event), "amqp:internal-error", "internal emulator error")
+
+        setattr(self, method, dispatch)  # made once per event type
+        return dispatch
+
+
+def _refuse_undecodable(event: proton.Event) -> None:
+    """proton passes a client's strings and symbols on undecoded, so the first read of one that is
+    not UTF-8 fails: that is the client's malformed frame, answered as AMQP answers one (decode-error)."""
+    log.info("emulator: closing a connection that sent a string that is not UTF-8")
+    _close_connection(_event_connection(event), "amqp:decode-error", "a string or symbol the client sent is not valid UTF-8")
+
+
+def _event_connection(event: proton.Event) -> proton.Connection | None:
+    try:
+        return event.connection
+    except Exception:  # an event of no connection, or one proton cannot wrap
+        return None
+
+
+def _condition_text(transport: proton.Transport) -> str:
+    """A transport's error condition for the log, when it may quote undecodable client bytes."""
+    try:
+        condition = transport.condition
+    except UnicodeDecodeError:
+        return "an error whose description is not UTF-8 (it quotes what the client sent)"
+    if condition is None:
+        return "unspecified transport error"
+    return f"{condition.name}: {condition.description}"
 
 
 def _close_connection(connection: proton.Connection | None, condition: str, description: str) -> None:
@@ -161,6 +220,10 @@ class ServerHandler(MessagingHandler):
         #: Delivery tags of responses (settled at once, so they only need to differ from each other).
         self._reply_tags = map(b"%x".__mod__, itertools.count())
 
+    def failed(self) -> None:
+        """Count a callback that failed inside a guard (``LoopGuard`` reports here too)."""
+        self.errors += 1
+
     # -- loop lifecycle -------------------------------------------------------------------------
     @_guarded
     def on_reactor_init(self, event: proton.Event) -> None:
@@ -226,6 +289,11 @@ class ServerHandler(MessagingHandler):
         self._forget(event.connection)
 
     @_guarded
+    def on_transport_error(self, event: proton.Event) -> None:
+        """proton has already closed the transport with its condition (a client's malformed frames, most often)."""
+        log.info("emulator: connection closed on a transport error: %s", _condition_text(event.transport))
+
+    @_guarded
     def on_transport_closed(self, event: proton.Event) -> None:
         if event.connection is not None:
             self._forget(event.connection)
@@ -280,13 +348,13 @@ class ServerHandler(MessagingHandler):
     def _open_outgoing(self, link: proton.Link, state: ConnectionState) -> LinkRole:
         source = link.remote_source.address or ""
         if source == CBS_NODE:
-            state.response_links.setdefault(CBS_NODE.lower(), []).append(link)
+            state.response_links.setdefault(name_key(CBS_NODE), []).append(link)
             return Responses(state, CBS_NODE)
         address = parse_address(source)
         self._require_token(state, address)
         if address.management:
             self.namespace.entity(address)
-            state.response_links.setdefault(address.node.lower(), []).append(link)
+            state.response_links.setdefault(name_key(address.node), []).append(link)
             return Responses(state, address.node)
         store = self.namespace.store(address)
         role = Receive(state, address, store, peek_lock=link.remote_snd_settle_mode != Link.SND_SETTLED)
@@ -597,7 +665,7 @@ class ServerHandler(MessagingHandler):
     @staticmethod
     def _find_reply_link(state: ConnectionState, node: str, reply_to: str | None) -> proton.Link | None:
         """The client's response link for ``node``: found in the per-connection index, not by a scan."""
-        links = state.response_links.get(node.lower(), [])
+        links = state.response_links.get(name_key(node), [])
         links[:] = [lk for lk in links if not lk.state & Endpoint.LOCAL_CLOSED]
         candidates = [lk for lk in links if lk.state & Endpoint.LOCAL_ACTIVE]
         if reply_to:

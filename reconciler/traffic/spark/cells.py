@@ -17,16 +17,17 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from reconciler.model import SYSTEM_PROPERTIES
+from reconciler.names import name_key
 from reconciler.traffic.rows import PROPS, SYS_COLUMNS, VALUE_FIELD
 from reconciler.traffic.spark.algebra import MISSING_TAG, STRINGS, USER_TAGS, Untranslatable, Val, first_error, only_when
 
-#: Pre-computed ``props[name]`` cells by lower-cased name
+#: Pre-computed ``props[name]`` cells by folded name (``names.name_key``)
 #: (see :func:`reconciler.traffic.spark.rules.property_names`).
 Cells = Mapping[str, Column]
 
 
 def _lookup(key: Column) -> Val:
-    """The value of the user property named by the lower-cased ``key`` column."""
+    """The value of the user property named by the folded (``names.name_key``) ``key`` column."""
     return _cell_value(F.try_element_at(F.col(PROPS), key))
 
 
@@ -66,7 +67,7 @@ class PropertyCells(dict):
         cls, frame: Any, names: Iterable[str], types: Mapping[str, frozenset[str]] | None = None
     ) -> tuple[Any, "PropertyCells"]:
         """``frame`` with ``props[name]`` looked up once per message for each of ``names``
-        (lower-cased), and the cells that refer to those lookups.
+        (folded by ``names.name_key``), and the cells that refer to those lookups.
 
         ``types``: the type tags each property has somewhere in ``frame`` (a name not in it is
         never present); the filters are then translated for those types only. None = any type."""
@@ -122,15 +123,15 @@ def _tag_test(cell: Column, tag: Column, possible: frozenset[str], wanted: froze
 
 def cell_column(name: str, cells: Cells | None) -> Column:
     """The cell (NULL when missing) of the user property ``name``: pre-computed, or read from ``props``."""
-    key = name.lower()
+    key = name_key(name)
     if cells is not None and key in cells:
         return cells[key]
     return F.try_element_at(F.col(PROPS), F.lit(key))
 
 
 def user_property(name: str, cells: Cells | None = None) -> Val:
-    """``props[lower(name)]``: a NULL struct is a missing property (tag :data:`MISSING_TAG`)."""
-    key = name.lower()
+    """``props[name_key(name)]``: a NULL struct is a missing property (tag :data:`MISSING_TAG`)."""
+    key = name_key(name)
     if isinstance(cells, PropertyCells) and key in cells:
         return cells.val(key)
     return _cell_value(cell_column(name, cells))

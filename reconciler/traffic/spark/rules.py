@@ -24,6 +24,7 @@ from reconciler.model import (
     TypedValue,
     ValueType,
 )
+from reconciler.names import name_key
 from reconciler.sql import SqlError, ast, parse_filter
 from reconciler.traffic.rows import SYS_COLUMNS, VALUE_FIELD, prop_to_struct
 from reconciler.traffic.spark.algebra import Untranslatable
@@ -49,7 +50,7 @@ def correlation_match(flt: CorrelationFilter, cells: Cells | None = None) -> Col
     known = cells.types if isinstance(cells, PropertyCells) else None
     for name, tv in flt.properties:
         tags = _SAME_BROKER_TYPE.get(tv.type.value, (tv.type.value,))
-        if known is not None and not set(tags) & known.get(name.lower(), frozenset()):
+        if known is not None and not set(tags) & known.get(name_key(name), frozenset()):
             return F.lit(False)
         cell = cell_column(name, cells)
         same_type = cell.getField("t").isin(*tags)
@@ -94,9 +95,9 @@ class RuleColumns:
 
 
 def property_names(flt: Any) -> set[str]:
-    """Lower-cased user property names a filter reads by constant name (for pre-computed cells)."""
+    """Folded (``name_key``) user property names a filter reads by constant name (for pre-computed cells)."""
     if isinstance(flt, CorrelationFilter):
-        return {name.lower() for name, _ in flt.properties}
+        return {name_key(name) for name, _ in flt.properties}
     if not isinstance(flt, SqlFilter):
         return set()
     try:
@@ -107,14 +108,14 @@ def property_names(flt: Any) -> set[str]:
     while stack:
         node = stack.pop()
         if isinstance(node, ast.Property) and node.scope == "user":
-            names.add(node.name.lower())
+            names.add(name_key(node.name))
         elif (
             isinstance(node, ast.Function)
             and node.name == "property"
             and isinstance(node.args[0], ast.Literal)
             and node.args[0].type is ValueType.STRING
         ):
-            names.add(node.args[0].value.lower())
+            names.add(name_key(node.args[0].value))
         stack.extend(ast.children(node))
     return names
 
