@@ -6,7 +6,7 @@ import io
 
 import click
 
-from reconciler.cli.common import Namespace, format_option, namespace_options
+from reconciler.cli.common import Namespace, env_option, format_option, namespace_options, project_environment
 from reconciler.cli.output import echo_json
 from reconciler.names import name_key
 
@@ -28,36 +28,56 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> str:
 
 @click.command()
 @format_option("table", "json")
+@env_option
 @namespace_options
-def topics(fmt: str, namespace: Namespace) -> None:
-    """List the namespace's topics (needs Manage rights)."""
+def topics(fmt: str, env: str | None, namespace: Namespace) -> None:
+    """List the namespace's topics (needs Manage rights). With --env, topics are named as the rule
+    files declare them, the namespace's name beside a renamed one."""
     from reconciler.discovery import discover_namespace
 
+    environment = project_environment(env)
+    namespace = namespace.for_environment(environment)
     with namespace.rest() as rest:
         inventory = discover_namespace(rest)
-    found = {name: len(subs or ()) for name, subs in sorted(inventory.topics.items(), key=lambda kv: name_key(kv[0]))}
+    found = []
+    for actual, subs in sorted(inventory.topics.items(), key=lambda kv: name_key(kv[0])):
+        declared = environment.declared_topic(actual) if environment is not None else actual
+        entry: dict[str, object] = {"name": declared, "subscriptions": len(subs or ())}
+        if declared != actual:
+            entry["namespace_name"] = actual
+        found.append(entry)
     if fmt == "json":
-        echo_json({"format_version": 1, "topics": [{"name": name, "subscriptions": count} for name, count in found.items()]})
+        echo_json({"format_version": 1, "topics": found})
     else:
         click.echo(_table(f"{len(found)} topic(s)", ["topic", "subscriptions"],
-                          [[name, str(count)] for name, count in found.items()]), nl=False)
+                          [[_shown(t["name"], t.get("namespace_name")), str(t["subscriptions"])] for t in found]), nl=False)
+
+
+def _shown(declared: object, actual: object) -> str:
+    """A topic as a person reads it: its declared name, and the namespace's beside it when renamed."""
+    return f"{declared} (in the namespace: {actual})" if actual else str(declared)
 
 
 @click.command()
-@click.option("--topic", required=True, help="The topic whose subscriptions to list.")
+@click.option("--topic", required=True, help="The topic whose subscriptions to list (with --env, as declared).")
 @format_option("table", "json")
+@env_option
 @namespace_options
-def subscriptions(topic: str, fmt: str, namespace: Namespace) -> None:
+def subscriptions(topic: str, fmt: str, env: str | None, namespace: Namespace) -> None:
     """List a topic's subscriptions with forwarding and session settings (needs Manage rights)."""
     from reconciler.amqp.errors import NotFoundError
     from reconciler.discovery import discover_namespace
 
+    environment = project_environment(env)
+    namespace = namespace.for_environment(environment)
+    actual = environment.actual_topic(topic) if environment is not None else topic
     with namespace.rest() as rest:
-        subs = discover_namespace(rest, [topic]).topics[topic]
+        subs = discover_namespace(rest, [actual]).topics[actual]
     if subs is None:
-        raise NotFoundError(f"topic {topic!r} does not exist in the namespace")
+        raise NotFoundError(f"topic {_shown(topic, actual if actual != topic else None)!r} does not exist in the namespace")
     if fmt == "json":
-        doc = {"format_version": 1, "topic": topic, "subscriptions": [
+        doc = {"format_version": 1, "topic": topic, **({"namespace_topic": actual} if actual != topic else {}),
+               "subscriptions": [
             {"name": s.name, "forward_to": s.forward_to, "forward_dead_lettered_messages_to":
              s.forward_dead_lettered_messages_to, "requires_session": s.requires_session, "status": s.status}
             for s in subs
@@ -65,5 +85,6 @@ def subscriptions(topic: str, fmt: str, namespace: Namespace) -> None:
         echo_json(doc)
     else:
         rows = [[s.name, s.forward_to or "", "yes" if s.requires_session else "no", s.status] for s in subs]
-        click.echo(_table(f"{topic}: {len(subs)} subscription(s)", ["subscription", "forwards to", "sessions", "status"],
+        title = _shown(topic, actual if actual != topic else None)
+        click.echo(_table(f"{title}: {len(subs)} subscription(s)", ["subscription", "forwards to", "sessions", "status"],
                           rows), nl=False)

@@ -143,6 +143,11 @@ def apply(
     saved = len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json"
     if saved:
         saved_plan = _read_plan_file(sources[0])
+        # A plan made with --env names its environment, and so its namespace: `sbrules apply plan.json`
+        # works as plan prints it, without repeating --env (a namespace named on the command line wins,
+        # and check_target then says whether the plan is for it).
+        if env is None and not namespace.explicit:
+            env = saved_plan.environment
         namespace = namespace.for_environment(project_environment(env))
         saved_plan.check_target(env, namespace.address)
     else:

@@ -38,7 +38,8 @@ def render(paths: tuple[Path, ...], env: str | None, fmt: str, out: Path | None)
     from reconciler.rulefiles.render import render_documents, write_documents
 
     if env is None:
-        raise click.UsageError("name the environment to render with --env NAME")
+        _list_environments(paths)
+        return
     if out is not None and out.is_file():
         raise click.UsageError(f"--out {out}: a directory for the rule files, not a file")
     documents = render_documents(load_rules(paths, env).state, env)
@@ -71,3 +72,24 @@ def _render_emulator_config(paths: tuple[Path, ...], env: str | None, out: Path 
     except OSError as exc:
         raise SbrulesError(f"cannot write {out}: {exc.strerror}") from None
     click.echo(f"wrote {out}", err=True)
+
+
+def _list_environments(paths: tuple[Path, ...]) -> None:
+    """``render`` without ``--env``: the environments there are to render, one a line, and where each
+    takes its namespace from."""
+    from reconciler.rulefiles.environment import locate
+
+    project = locate(paths).project
+    if project is None:
+        raise click.UsageError(
+            "render resolves an environment of sbrules.yaml, and there is none: plain rule files need no rendering"
+        )
+    for name, environment in project.environments.items():
+        if environment.connection_string_env:
+            where = f"namespace from ${environment.connection_string_env}"
+        elif environment.endpoint:
+            where = f"namespace {environment.endpoint}"
+        else:
+            where = "namespace from the command line"
+        click.echo(f"{name}\t{where}")
+    click.echo("render one with --env NAME", err=True)

@@ -7,7 +7,7 @@ import io
 import click
 
 from reconciler import model
-from reconciler.cli.common import Namespace, format_option, namespace_options
+from reconciler.cli.common import Namespace, env_option, format_option, namespace_options, project_environment
 
 
 @click.group()
@@ -16,19 +16,25 @@ def rules() -> None:
 
 
 @rules.command("list")
-@click.option("--topic", required=True, help="Topic name.")
+@click.option("--topic", required=True, help="Topic name (with --env, as the rule files declare it).")
 @click.option("--subscription", required=True, help="Subscription name.")
 @format_option("table", "json", "yaml")
+@env_option
 @namespace_options
-def list_rules(topic: str, subscription: str, fmt: str, namespace: Namespace) -> None:
+def list_rules(topic: str, subscription: str, fmt: str, env: str | None, namespace: Namespace) -> None:
     """List the rules of --topic/--subscription: a rule-file document (JSON or YAML) or a table."""
     from reconciler.observe import observe_subscriptions
 
+    environment = project_environment(env)
+    namespace = namespace.for_environment(environment)
+    actual = environment.actual_topic(topic) if environment is not None else topic
     with namespace.amqp() as client, namespace.rest() as rest:
-        live = observe_subscriptions(client, [(topic, subscription)], fallback=rest)
+        live = observe_subscriptions(client, [(actual, subscription)], fallback=rest)
     for path in live.read_over_rest:
         click.echo(f"note: {'/'.join(path)}: rules read over the management REST API (auto-forwarding)", err=True)
-    click.echo(render(topic, subscription, list(live[(topic, subscription)]), fmt), nl=False)
+    if actual != topic:
+        click.echo(f"note: topic {topic} is {actual} in the namespace of environment {env}", err=True)
+    click.echo(render(topic, subscription, list(live[(actual, subscription)]), fmt), nl=False)
 
 
 def render(topic: str, subscription: str, live: list[model.Rule], fmt: str) -> str:

@@ -9,6 +9,7 @@ with marks, checked against ``schemas/project.schema.json``, every problem locat
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -20,6 +21,8 @@ from reconciler.names import name_key, same_name
 from reconciler.rulefiles.loader import RuleFileErrors, display_path, read_valid
 from reconciler.rulefiles.located import Located
 from reconciler.rulefiles.yaml_versions import Ambiguity, ambiguity
+
+log = logging.getLogger("reconciler.rulefiles.project")
 
 PROJECT_FILES = ("sbrules.yaml", "sbrules.yml")
 PROJECT_SCHEMA = "project.schema.json"
@@ -104,7 +107,9 @@ class Project:
 
 
 def find_project(start: Path) -> Path | None:
-    """The project file in ``start`` (a directory, or a file's directory) or the nearest parent."""
+    """The project file in ``start`` (a directory, or a file's directory) or the nearest parent, up to
+    the repository's root (the directory holding ``.git``) and never beyond: an sbrules.yaml above the
+    repository belongs to another project (a home directory, a monorepo's neighbour)."""
     here = start.resolve()
     if not here.is_dir():
         here = here.parent
@@ -113,11 +118,14 @@ def find_project(start: Path) -> Path | None:
             candidate = directory / name
             if candidate.is_file():
                 return candidate
+        if (directory / ".git").exists():
+            return None
     return None
 
 
 def read_project(file: Path) -> Project:
     """Read and check the project file; RuleFileErrors lists every located error."""
+    log.debug("using the project file %s", file)
     diags: list[Diagnostic] = []
     read = read_valid(file, diags, PROJECT_SCHEMA)
     if read is None or diags:

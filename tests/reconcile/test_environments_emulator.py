@@ -127,7 +127,7 @@ def test_each_environment_plans_applies_and_drifts_against_its_own_namespace(
     code, _, err = run_cli("apply", prod_file, "--env", "prod", "--connection-string", prod.connection_string)
     assert code == 64 and "drop --connection-string" in err
 
-    code, out, err = run_cli("apply", prod_file, "--env", "prod")
+    code, out, err = run_cli("apply", prod_file)  # as plan's hint prints it: the plan names its environment
     outputs.append(out + err)
     assert code == 0, err
     code, out, err = run_cli("apply", "--env", "dev", "--auto-approve")
@@ -211,3 +211,25 @@ def test_the_emulator_serves_an_environments_rendered_rules(project):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=20)
+
+
+def test_topics_subscriptions_and_rules_list_take_env_and_the_declared_names(project, namespaces, run_cli, output_schema):
+    """Declared names in, declared names out, the namespace's name beside a renamed topic."""
+    code, out, err = run_cli("topics", "--env", "prod", "--format", "json")
+    assert code == 0, err
+    output_schema("topics").validate(json.loads(out))
+    assert {"name": "orders", "namespace_name": "orders-v2", "subscriptions": 2} in json.loads(out)["topics"]
+    code, out, err = run_cli("topics", "--env", "prod")
+    assert code == 0 and "orders (in the namespace: orders-v2)" in out, err
+
+    code, out, err = run_cli("subscriptions", "--env", "prod", "--topic", "orders", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    output_schema("subscriptions").validate(doc)
+    assert (doc["topic"], doc["namespace_topic"]) == ("orders", "orders-v2")
+    assert sorted(s["name"] for s in doc["subscriptions"]) == ["audit", "prod-only"]
+
+    code, out, err = run_cli("rules", "list", "--env", "dev", "--topic", "orders", "--subscription", "audit", "--format", "yaml")
+    assert code == 0 and "topic: orders" in out and "$Default" in out, err
+    code, out, err = run_cli("rules", "list", "--env", "prod", "--topic", "orders", "--subscription", "audit", "--format", "yaml")
+    assert code == 0 and "topic: orders\n" in out and "orders-v2 in the namespace" in err, err

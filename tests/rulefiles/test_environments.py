@@ -280,3 +280,38 @@ def test_actions_take_variables_as_literals_too():
     result = substitute_sql("SET tenant = ${t}; SET n = ${n}", {"t": TypedValue.infer("a'b"), "n": TypedValue(ValueType.INT, -3)}.get)
     assert result.text == "SET tenant = 'a''b'; SET n = (-3)"
     assert parse_action(result.text).statements[0].value == ast.Literal(ValueType.STRING, "a'b")
+
+
+@pytest.mark.unit
+def test_the_project_file_is_looked_up_to_the_repository_root_and_never_beyond(tmp_path):
+    from reconciler.rulefiles.project import find_project
+
+    (tmp_path / "sbrules.yaml").write_text("environments: {dev: }\n")  # above the repository: another project's
+    repo = tmp_path / "team-rules"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "rules" / "orders").mkdir(parents=True)
+    assert find_project(repo / "rules" / "orders") is None
+    (repo / "sbrules.yaml").write_text("environments: {dev: }\n")
+    assert find_project(repo / "rules" / "orders") == repo / "sbrules.yaml"
+    assert find_project(tmp_path / "elsewhere") == tmp_path / "sbrules.yaml"  # outside any repository: the nearest
+
+
+def test_verbose_names_the_project_file(tmp_path, run_cli, caplog):
+    import logging
+
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, {"sbrules.yaml": PROJECT, "orders.yaml": ORDERS, "overlays/prod/orders.yaml": PROD_OVERLAY})
+    with caplog.at_level(logging.DEBUG, logger="reconciler.rulefiles.project"):
+        assert run_cli("validate", tmp_path, "--env", "dev")[0] == 0
+    assert f"using the project file {tmp_path / 'sbrules.yaml'}" in caplog.text  # -v sends it to stderr
+
+
+def test_render_without_env_lists_the_environments(tmp_path, run_cli):
+    write(tmp_path / "project", {"sbrules.yaml": PROJECT, "orders.yaml": ORDERS, "overlays/prod/orders.yaml": PROD_OVERLAY})
+    code, out, err = run_cli("render", tmp_path / "project")
+    assert code == 0 and "--env NAME" in err
+    assert [line.split("\t")[0] for line in out.splitlines()] == ["dev", "prod"]
+    plain = tmp_path / "plain"
+    write(plain, {"orders.yaml": ORDERS.replace("${", "x").replace("}", "")})
+    code, _, err = run_cli("render", plain / "orders.yaml")
+    assert code == 64 and "there is none" in err
