@@ -10,7 +10,8 @@ are a conflict, and removing what does not exist is an error; both are located.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import difflib
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.diagnostics import Diagnostic
@@ -37,6 +38,10 @@ class SubscriptionChange:
     #: None: the overlay leaves the rules alone.
     rules: tuple[Rule | Removal, ...] | None = None
     allow_empty: bool | None = None
+    #: Name keys of the rules marked ``add: true``: new to the subscription on purpose.
+    added: frozenset[str] = field(default=frozenset())
+    #: Where each rule of ``rules`` was written, by name key.
+    origins: tuple[tuple[str, Origin], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,8 @@ def topic_change(read: ReadFile, diags: list[Diagnostic]) -> TopicChange:
             continue
         sub_doc = sub_doc or {}
         rules: tuple[Rule | Removal, ...] | None = None
+        added: set[str] = set()
+        origins: list[tuple[str, Origin]] = []
         if "rules" in sub_doc:
             built: list[Rule | Removal] = []
             for index, rule_doc in enumerate(sub_doc["rules"] or ()):
@@ -65,9 +72,12 @@ def topic_change(read: ReadFile, diags: list[Diagnostic]) -> TopicChange:
                 if rule_doc.get("remove"):
                     built.append(Removal(rule_doc["name"], loc.origin(rule_path)))
                     continue
-                rule = build_rule(rule_doc, rule_path, loc, diags)
+                if rule_doc.get("add") is True:
+                    added.add(name_key(str(rule_doc["name"])))
+                rule = build_rule({k: v for k, v in rule_doc.items() if k != "add"}, rule_path, loc, diags)
                 if rule is not None:
                     built.append(rule)
+                    origins.append((name_key(rule.name), loc.origin(rule_path)))
             rules = tuple(built)
         subs.append(
             SubscriptionChange(
@@ -76,6 +86,8 @@ def topic_change(read: ReadFile, diags: list[Diagnostic]) -> TopicChange:
                 remove=sub_doc.get("remove") is True,
                 rules=rules,
                 allow_empty=sub_doc["allow_empty"] if isinstance(sub_doc.get("allow_empty"), bool) else None,
+                added=frozenset(added),
+                origins=tuple(origins),
             )
         )
     return TopicChange(str(doc["topic"]), text_origin(("topic",), loc), tuple(subs))
@@ -130,6 +142,9 @@ def _apply_subscription(sub: Subscription, change: SubscriptionChange, where: st
             else:
                 del rules[index]
         elif index is None:
+            if sub.rules is not None and name_key(item.name) not in change.added:
+                origin = dict(change.origins).get(name_key(item.name))
+                diags.append(_new_rule_warning(item.name, [r.name for r in rules], where, origin))
             rules.append(item)
         else:
             rules[index] = item
@@ -160,6 +175,18 @@ def _conflicts(changes: list[TopicChange], diags: list[Diagnostic]) -> None:
                 claim((topic, name_key(sub.name)), f"subscription {where}", sub.origin)
             for item in sub.rules or ():
                 claim((topic, name_key(sub.name), name_key(item.name)), f"rule {item.name!r} of {where}", item.origin)
+
+
+def _new_rule_warning(name: str, existing: list[str], where: str, origin: Origin | None) -> Diagnostic:
+    """An overlay rule that replaces nothing: a new rule, or a replacement whose name is misspelt."""
+    close = difflib.get_close_matches(name, existing, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return Diagnostic(
+        "warning", "overlay-adds",
+        f"the overlay's rule {name!r} matches no rule of {where}, so it is added beside them rather than replacing one; "
+        f"{hint}write add: true if a new rule is meant",
+        origin,
+    )
 
 
 def _error(message: str, origin: Origin | None) -> Diagnostic:

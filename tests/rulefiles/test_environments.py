@@ -54,7 +54,7 @@ subscriptions:
     rules:
       - {name: label, remove: true}
       - {name: big, sql: "amount > ${threshold} * 2"}
-      - {name: extra, filter: true}
+      - {name: extra, filter: true, add: true}
   prod-only:
     rules: [{name: all, filter: true}]
 """
@@ -315,3 +315,24 @@ def test_render_without_env_lists_the_environments(tmp_path, run_cli):
     write(plain, {"orders.yaml": ORDERS.replace("${", "x").replace("}", "")})
     code, _, err = run_cli("render", plain / "orders.yaml")
     assert code == 64 and "there is none" in err
+
+
+def test_an_overlay_rule_that_replaces_nothing_is_a_warning_unless_marked_add(tmp_path):
+    from reconciler.rulefiles.environment import load_rules, locate
+
+    overlay = """\
+topic: orders
+subscriptions:
+  audit-eu:
+    rules:
+      - {name: bigg, sql: amount > 1}
+      - {name: fresh, sql: amount > 2, add: true}
+"""
+    write(tmp_path, {"sbrules.yaml": PROJECT, "orders.yaml": ORDERS, "overlays/prod/orders.yaml": overlay})
+    result = load_rules(locate([tmp_path]), "prod")
+    warnings = [d for d in result.diagnostics if d.code == "overlay-adds"]
+    assert len(warnings) == 1, result.diagnostics
+    assert "'bigg' matches no rule of orders/audit-eu" in warnings[0].message and "did you mean 'big'?" in warnings[0].message
+    assert warnings[0].origin.file.endswith("overlays/prod/orders.yaml") and warnings[0].origin.line == 5
+    names = [r.name for r in next(s for _, s in result.state.subscriptions() if s.name == "audit-eu").rules]
+    assert "bigg" in names and "fresh" in names
