@@ -135,6 +135,36 @@ def _sql_text(text: str, rule: Rule, origin: Origin | None, kind: str) -> Iterat
             _point_into(origin or rule.origin, exc.line, exc.column),
             sql=SqlContext(text, exc.line, exc.column),
         )
+        return
+    dashes = _dash_comment(text)
+    if dashes is not None:
+        line = text.count("\n", 0, dashes) + 1
+        column = dashes - (text.rfind("\n", 0, dashes) + 1) + 1
+        yield Diagnostic(
+            "warning",
+            "sql-dash-comment",
+            f"rule {rule.name!r}: '--' is not a comment in Service Bus SQL: it is minus twice, so what follows is "
+            f"part of the {kind} (`a = 1 -- eu` means `a = 1 - (-eu)`); put notes in the rule's description",
+            _point_into(origin or rule.origin, line, column),
+            sql=SqlContext(text, line, column),
+        )
+
+
+def _dash_comment(text: str) -> int | None:
+    """The offset of a ``--`` outside string literals and [bracketed] names, or None."""
+    quote: str | None = None
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "'[":
+            quote = "'" if char == "'" else "]"
+        elif text.startswith("--", index):
+            return index
+        index += 1
+    return None
 
 
 def _point_into(origin: Origin | None, line: int, column: int) -> Origin | None:

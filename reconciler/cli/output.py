@@ -214,8 +214,14 @@ def dump_json(doc: Any) -> str:
 
 
 def echo_json(doc: Any) -> None:
-    """Print a command's one JSON document on stdout."""
-    click.echo(dump_json(doc))
+    """Print a command's one JSON document on stdout (anything shaped like a secret redacted: a key
+    pasted into a rule file is quoted by the findings about it)."""
+    click.echo(redact(dump_json(doc)))
+
+
+def echo_text(text: str) -> None:
+    """Print a command's text result on stdout, redacted like :func:`echo_json`."""
+    click.echo(redact(text))
 
 
 #: Set by ``sbrules -v``: every failure is shown with its (redacted) traceback.

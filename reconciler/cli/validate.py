@@ -10,7 +10,7 @@ import click
 from reconciler import diagnostics as diag
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import Namespace, env_option, namespace_options
-from reconciler.cli.output import ExitCode, echo_json
+from reconciler.cli.output import ExitCode, echo_json, echo_text
 from reconciler.errors import InputError
 from reconciler.lint import lint
 from reconciler.model import DesiredState
@@ -116,12 +116,12 @@ def validate(
         echo_json(doc)
     elif fmt == "github":
         if findings:
-            click.echo(diag.render_github(findings))
+            echo_text(diag.render_github(findings))
     elif fmt == "markdown":
-        click.echo(diag.render_markdown(findings))
+        echo_text(diag.render_markdown(findings))
     else:  # text, and html (whose traffic report goes to a file)
         if findings:  # validate's result, valid or not: stdout, as linters print theirs
-            click.echo(diag.render_text(findings))
+            echo_text(diag.render_text(findings))
         verdict = "invalid" if tally["error"] else "valid"
         checked = f" (environments: {', '.join(map(str, results))})" if source.project is not None else ""
         click.echo(
@@ -156,12 +156,12 @@ def _validate_emulator_config(path: Path, fmt: str) -> None:
         echo_json(diag.to_document(findings, summary))
     elif fmt == "github":
         if findings:
-            click.echo(diag.render_github(findings))
+            echo_text(diag.render_github(findings))
     elif fmt == "markdown":
-        click.echo(diag.render_markdown(findings))
+        echo_text(diag.render_markdown(findings))
     else:
         if findings:
-            click.echo(diag.render_text(findings))
+            echo_text(diag.render_text(findings))
         verdict = "invalid" if tally["error"] else "valid"
         click.echo(
             f"{verdict} (Microsoft's emulator's Config.json): {summary['topics']} topics, {summary['subscriptions']} "

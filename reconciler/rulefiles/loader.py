@@ -275,7 +275,9 @@ def display_path(path: Path) -> str:
 
 
 #: A step between reading a file and checking it against its schema (e.g. substituting variables).
-Prepare = Callable[[Any, Located, list[Diagnostic]], Any]
+#: A step before the schema check (an environment's variables): the document it makes, and the paths of
+#: the rules it left unusable (their findings already in the diagnostics), which are then skipped.
+Prepare = Callable[[Any, Located, list[Diagnostic]], tuple[Any, frozenset[DocPath]]]
 
 
 @dataclass(frozen=True)
@@ -312,9 +314,10 @@ def read_valid(
     except DocumentError as exc:
         diags.append(exc.diag)
         return None
+    spoiled: set[DocPath] = set()
     if prepare is not None:
-        doc = prepare(doc, loc, diags)
-    spoiled = set()
+        doc, unusable = prepare(doc, loc, diags)
+        spoiled |= unusable
     for path, finding in schema_diagnostics(doc, loc, schema):
         diags.append(finding)
         part = _spoiled(path, finding.code)

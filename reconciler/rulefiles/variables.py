@@ -15,6 +15,7 @@ which variables were used, to warn about the unused ones.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import replace
 from typing import Any, Callable, Mapping
@@ -39,16 +40,28 @@ class Substitution:
         self.values: dict[str, TypedValue] = {name: var.value for name, var in variables.items()}
         self.used: set[str] = set()
 
-    def __call__(self, doc: Any, loc: Located, diags: list[Diagnostic]) -> Any:
-        """The document with every reference replaced (the loader's ``prepare`` step)."""
+    def __call__(self, doc: Any, loc: Located, diags: list[Diagnostic]) -> tuple[Any, frozenset[DocPath]]:
+        """The document with every reference replaced (the loader's ``prepare`` step), and the rules
+        whose SQL still holds a bad reference: its `variable` error says all, so their SQL is not
+        also parsed (it would add a syntax error at the same place)."""
         if not isinstance(doc, dict):
-            return doc
-        return _Document(self, loc, diags).rule_file(doc)
+            return doc, frozenset()
+        document = _Document(self, loc, diags)
+        return document.rule_file(doc), frozenset(document.unusable)
+
+    def suggestion(self, name: str) -> str:
+        """``; did you mean 'x'?`` for an undefined name close to a defined variable's, else nothing."""
+        if name in self.variables:
+            return ""
+        close = difflib.get_close_matches(name, list(self.variables), n=1, cutoff=0.6)
+        return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class _Document:
     def __init__(self, sub: Substitution, loc: Located, diags: list[Diagnostic]):
         self.sub, self.loc, self.diags = sub, loc, diags
+        #: Rule paths whose SQL keeps a reference that could not be substituted.
+        self.unusable: set[DocPath] = set()
 
     def rule_file(self, doc: dict) -> dict:
         out = dict(doc)
@@ -94,7 +107,7 @@ class _Document:
             self.sub.used.add(name)
             found = self.sub.variables.get(name)
             if found is None:
-                self.problem(path, value, 0, len(value), f"undefined variable {name!r}")
+                self.problem(path, value, 0, len(value), f"undefined variable {name!r}{self.sub.suggestion(name)}")
                 return value
             if found.unclear is not None:
                 self.unclear(path, found)
@@ -143,7 +156,10 @@ class _Document:
     def finish(self, result: Substituted, path: DocPath, written: str, is_key: bool, sql: bool = False) -> str:
         self.sub.used.update(result.used)
         for problem in result.problems:
-            self.problem(path, written, problem.offset, problem.length, problem.message, is_key=is_key, sql=sql)
+            message = problem.message + (self.sub.suggestion(problem.name) if problem.name else "")
+            self.problem(path, written, problem.offset, problem.length, message, is_key=is_key, sql=sql)
+        if sql and result.problems and path[:1] == ("subscriptions",) and len(path) >= 4:
+            self.unusable.add(path[:4])
         return result.text
 
     def problem(

@@ -1,0 +1,59 @@
+"""Messages that tell the truth: a misspelt variable is one error with "did you mean" (not also a SQL
+error), a key pasted where a variable name belongs never reaches the output, and `--` in SQL, which
+is not a comment there, is a warning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+KEY = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEF="
+
+
+def _project(root: Path, sql: str) -> Path:
+    rules = root / "rules"
+    rules.mkdir()
+    (rules / "sbrules.yaml").write_text("environments:\n  dev:\n    vars: {region: eu}\n")
+    (rules / "orders.yaml").write_text(f'topic: orders\nsubscriptions:\n  a:\n    rules:\n      - name: r\n        sql: "{sql}"\n')
+    return rules
+
+
+def test_a_misspelt_variable_is_one_error_with_did_you_mean(tmp_path, run_cli):
+    rules = _project(tmp_path, "region = ${regoin} AND x = 1")
+    code, out, _ = run_cli("validate", rules, "--env", "dev")
+    assert code == 1
+    errors = [line for line in out.splitlines() if "error[" in line]
+    assert len(errors) == 1 and errors[0].endswith("error[variable]: undefined variable 'regoin'; did you mean 'region'?"), out
+
+
+def test_a_key_pasted_where_a_variable_name_belongs_is_redacted(tmp_path, run_cli):
+    secret = f"Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey={KEY}"
+    rules = _project(tmp_path, "region = ${" + secret + "}")
+    for fmt in ("text", "json", "github", "markdown"):
+        code, out, err = run_cli("validate", rules, "--env", "dev", "--format", fmt)
+        assert code == 1 and KEY not in out + err, fmt
+        assert "<redacted>" in out or fmt in ("github", "markdown"), fmt  # these quote no SQL
+    assert not json.loads(run_cli("validate", rules, "--env", "dev", "--format", "json")[1])["valid"]
+
+
+@pytest.mark.parametrize(
+    "sql, warned",
+    [
+        ("x = 1 -- eu", True),
+        ("x = 1 --eu", True),
+        ("region = '--' AND x = 1", False),
+        ("[a--b] = 1", False),
+        ("x = 1 - -2", False),
+    ],
+)
+def test_a_double_dash_is_not_a_comment(tmp_path, run_cli, sql, warned):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "orders.yaml").write_text(f'topic: orders\nsubscriptions:\n  a:\n    rules:\n      - name: r\n        sql: "{sql}"\n')
+    code, out, _ = run_cli("validate", rules)
+    assert code == 0
+    assert ("warning[sql-dash-comment]" in out) is warned, out
