@@ -159,11 +159,13 @@ def apply(
             the_plan = saved_plan
         else:
             the_plan = current_plan(clients, rules, namespace)
-            click.echo(RENDERERS["text"](the_plan))
+            # The plan's warnings are about gapless replaces: shown with the plan when they will run.
+            gapless = replace_strategy == ReplaceStrategy.GAPLESS
+            click.echo(RENDERERS["text"](the_plan if gapless else dataclasses.replace(the_plan, warnings=())))
             if not the_plan.has_changes:
                 return
             _confirm(auto_approve)
-        if replace_strategy == ReplaceStrategy.GAPLESS:
+        if saved and replace_strategy == ReplaceStrategy.GAPLESS:
             for warning in the_plan.warnings:
                 click.echo(f"warning: {warning}", err=True)
         with contextlib.ExitStack() as stack:

@@ -143,3 +143,26 @@ def test_journal_records_every_attempt_under_503s(drifted, run_cli, tmp_path, mo
         later = [e for e in attempts if e["op"] == entry["op"] and e.get("target") == entry.get("target")
                  and e["subscription"] == entry["subscription"] and e["attempt"] == entry["attempt"] + 1]
         assert later, entry
+
+
+@pytest.mark.parametrize("strategy, shown", [("gapless", 1), ("direct", 0)])
+def test_the_action_replacement_warning_is_said_once_and_only_when_it_applies(run_cli, tmp_path, strategy, shown):
+    from reconciler import model
+
+    live = model.DesiredState((model.Topic("orders", (model.Subscription("billing", (
+        model.Rule("tag", model.SqlFilter("a = 1"), model.SqlRuleAction("SET b = 1")),)),)),))
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "orders.yaml").write_text(
+        "topic: orders\nsubscriptions:\n  billing:\n    rules:\n      - {name: tag, sql: a = 2, action: SET b = 1}\n")
+    with Emulator(live) as emu:
+        for source in ("files", "saved"):
+            args = [rules] if source == "files" else [tmp_path / f"plan-{strategy}.json"]
+            if source == "saved":
+                assert run_cli("plan", rules, "--out", args[0], "--connection-string", emu.connection_string)[0] == 0
+            code, out, err = run_cli("apply", *args, "--auto-approve", "--replace-strategy", strategy,
+                                     "--connection-string", emu.connection_string)
+            assert code == 0, out + err
+            assert (out + err).count("delivered twice") == shown, (source, out + err)
+            emu.namespace.remove_rule("orders", "billing", "tag")
+            emu.namespace.add_rule("orders", "billing", live.topics[0].subscriptions[0].rules[0])
