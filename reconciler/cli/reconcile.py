@@ -26,7 +26,7 @@ from reconciler.cli.common import (
 from reconciler.cli.output import ExitCode
 from reconciler.errors import SbrulesError
 from reconciler.lock import DEFAULT_TIMEOUT_SECONDS
-from reconciler.plan import RENDERERS, Plan, PlanError, render_drift_json, render_drift_text, render_json
+from reconciler.plan import RENDERERS, Plan, read_plan_file, render_drift_json, render_drift_text, render_json
 from reconciler.plan.live import plan_live
 
 if TYPE_CHECKING:
@@ -86,15 +86,6 @@ def plan(
         raise SystemExit(ExitCode.CHANGES)
 
 
-def _read_plan_file(path: Path) -> Plan:
-    import json
-
-    try:
-        return Plan.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except ValueError as exc:
-        raise PlanError(f"{path}: not a JSON plan file ({exc})") from None
-
-
 @click.command()
 @click.argument("sources", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("--auto-approve", is_flag=True, help="Apply changes computed from rule files without asking.")
@@ -142,7 +133,7 @@ def apply(
     """
     saved = len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json"
     if saved:
-        saved_plan = _read_plan_file(sources[0])
+        saved_plan = read_plan_file(sources[0])
         # A plan made with --env names its environment, and so its namespace: `sbrules apply plan.json`
         # works as plan prints it, without repeating --env (a namespace named on the command line wins,
         # and check_target then says whether the plan is for it).

@@ -19,6 +19,7 @@ from reconciler.plan.ops import (
     PlanError,
     Skipped,
     SubscriptionPlan,
+    read_plan_file,
     temp_rule_name,
 )
 from reconciler.plan.render import (
@@ -48,6 +49,7 @@ __all__ = [
     "fingerprint",
     "is_temp_rule_name",
     "plan_subscription",
+    "read_plan_file",
     "render_drift_json",
     "render_drift_text",
     "render_json",

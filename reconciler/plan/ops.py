@@ -8,8 +8,10 @@ computed from, so apply can refuse a stale plan.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import asdict, dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Mapping
 
 from reconciler.errors import ErrorCode, SbrulesError
@@ -249,6 +251,25 @@ class Plan:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
         return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace)
+
+
+def read_plan_file(path: str | Path) -> Plan:
+    """The plan saved in ``path`` (``plan --out``): the one reader of plan files, so apply and the
+    traffic report's ``--against`` word a bad one the same way."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError(f"{path}: no such plan file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError(f"{path}: cannot read the plan file ({exc})") from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise PlanError(f"{path}: not a JSON plan file ({exc})") from None
+    try:
+        return Plan.from_json(doc)
+    except PlanError as exc:
+        raise PlanError(f"{path}: {exc}") from None
 
 
 def _upgrade_v1(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,10 +14,8 @@ traffic its old and new filter match. The report is one JSON-able dict that ever
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from reconciler.errors import ErrorCode, SbrulesError
@@ -139,14 +137,9 @@ def _observe_live(
 
 def _plan_rules(desired: DesiredState, path: str) -> dict[tuple[str, str], tuple[tuple[Rule, ...], CurrentSource]]:
     """Current rules from a plan: the declared rules the plan leaves alone plus every ``before``."""
-    from reconciler.plan import Plan
+    from reconciler.plan import read_plan_file
 
-    try:
-        plan = Plan.from_json(json.loads(Path(path).read_text()))
-    except FileNotFoundError:
-        raise ImpactError(f"--against: no such plan file {path!r} (use 'live' or a PLAN.json)") from None
-    except (json.JSONDecodeError, PlanError) as exc:
-        raise ImpactError(f"--against {path}: {exc}") from None
+    plan = read_plan_file(path)
     out: dict[tuple[str, str], tuple[tuple[Rule, ...], CurrentSource]] = {}
     for sp in plan.subscriptions:
         topic = desired.topic(sp.topic)

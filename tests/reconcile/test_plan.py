@@ -286,3 +286,21 @@ def test_replacing_many_rules_with_actions_is_one_warning_with_a_count(kit):
     one = compute_plan(desired, {("t", "s"): [*live[:1], *declared[1:]]})
     [warning] = one.warnings
     assert warning.startswith("t/s: rule 'r0' has an action")
+
+
+@pytest.mark.unit
+def test_one_reader_of_plan_files_words_each_problem_with_the_file(tmp_path):
+    from reconciler.plan import read_plan_file
+
+    cases = {
+        "missing.json": (None, "missing.json: no such plan file"),
+        "text.json": ("nope", "text.json: not a JSON plan file"),
+        "future.json": ('{"format_version": 99}', "future.json: plan format_version 99 is not supported"),
+        "other.json": ('{"a": 1}', "other.json: not an sbrules plan file"),
+    }
+    for name, (content, message) in cases.items():
+        if content is not None:
+            (tmp_path / name).write_text(content)
+        with pytest.raises(PlanError) as info:
+            read_plan_file(tmp_path / name)
+        assert str(info.value).startswith(str(tmp_path / message)), str(info.value)
