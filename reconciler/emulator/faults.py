@@ -143,14 +143,36 @@ class Faults:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "Faults":
-        """Read a YAML or JSON faults file (JSON is YAML)."""
+        """Read a YAML or JSON faults file (JSON is YAML); a problem is one line naming its place."""
         try:
-            doc = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
             raise FaultsFileError(f"cannot read faults file {path}: {exc}") from None
+        try:
+            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            doc = yaml.safe_load(text) or {}
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+            raise FaultsFileError(f"{where}: malformed YAML: {exc.problem or exc.context}") from None
+        except yaml.YAMLError as exc:
+            raise FaultsFileError(f"{path}: malformed YAML: {exc}") from None
         if not isinstance(doc, Mapping):
-            raise FaultsFileError(f"faults file {path} must hold a map of fault settings")
+            raise FaultsFileError(f"{path}:1:1: a faults file holds a map of fault settings")
         try:
             return cls.from_mapping(doc)
-        except (TypeError, ValueError) as exc:
-            raise FaultsFileError(f"faults file {path}: {exc}") from None
+        except (TypeError, ValueError, FaultsFileError) as exc:
+            raise FaultsFileError(_culprit(path, node, doc) or f"{path}:1:1: {exc}") from None
+
+
+def _culprit(path: str | os.PathLike[str], node: yaml.Node | None, doc: Mapping[str, Any]) -> str | None:
+    """``path:line:column: name: why`` of the first setting that is refused on its own, or None."""
+    keys = {str(key.value): key.start_mark for key, _ in node.value} if isinstance(node, yaml.MappingNode) else {}
+    for key, value in doc.items():
+        try:
+            Faults.from_mapping({key: value})
+        except (TypeError, ValueError, FaultsFileError) as exc:
+            mark = keys.get(str(key))
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else f"{path}:1:1"
+            return f"{where}: {key}: {exc}"
+    return None

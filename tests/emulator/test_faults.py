@@ -82,12 +82,14 @@ def test_faults_file_yaml_and_json(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text, message",
-    [("latancy: 1", "unknown faults: latancy"), ("busy_fraction: 2", "between 0 and 1"), ("- 1", "map"),
-     ("peek_limit: 0", "peek_limit must be >= 1")],
+    "text, where, message",
+    [("latancy: 1", "1:1: latancy", "unknown faults: latancy"), ("seed: 1\nbusy_fraction: 2", "2:1: busy_fraction", "between 0 and 1"),
+     ("- 1", "1:1", "map"), ("peek_limit: 0", "1:1: peek_limit", "peek_limit must be >= 1"),
+     ("latency: [1\n", "2:1", "malformed YAML")],
 )
-def test_bad_faults_files_are_reported(tmp_path, text, message):
+def test_bad_faults_files_are_one_located_line(tmp_path, text, where, message):
     path = tmp_path / "faults.yaml"
     path.write_text(text)
-    with pytest.raises(FaultsFileError, match=message):
+    with pytest.raises(FaultsFileError, match=message) as info:
         Faults.load(path)
+    assert str(info.value).startswith(f"{path}:{where}") and "\n" not in str(info.value)
