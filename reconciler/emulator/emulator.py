@@ -25,7 +25,7 @@ from proton.reactor import ApplicationEvent, EventInjector
 from reconciler import model
 from reconciler.amqp import reactor
 from reconciler.amqp.messages import encode_model_message
-from reconciler.emulator import rest
+from reconciler.emulator import quiet, rest
 from reconciler.emulator import state as persistence
 from reconciler.emulator.auth import LISTEN, SEND, TokenValidator
 from reconciler.emulator.broker import Broker
@@ -213,6 +213,7 @@ class Emulator:
             return self
         if not is_loopback(self.host):
             log.warning("emulator: listening on non-loopback %s without TLS, with a development key", self.host)
+        quiet.install()
         container = reactor.container(LoopGuard(self.handler, self.handler.failed))
         container.global_handler = LoopGuard(container.global_handler, self.handler.failed)
         container.container_id = "sbrules-emulator"

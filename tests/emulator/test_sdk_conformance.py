@@ -232,3 +232,21 @@ def test_message_sent_with_a_scheduled_enqueue_time_waits_for_it(client, emulato
         assert [str(m) for m in received] == ["timed"]
         assert received[0].scheduled_enqueue_time_utc is not None
         receiver.complete_message(received[0])
+
+
+def test_a_normal_close_by_the_sdk_logs_no_error_and_no_signature(emulator, caplog):
+    """Microsoft's SDK closes its sockets without waiting for the emulator's last frames: that is a
+    normal close, not an error; and no log line carries a SAS signature."""
+    import logging
+
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(3):
+            with ServiceBusClient.from_connection_string(emulator.connection_string) as sdk:
+                _send(sdk, ServiceBusMessage("hello"))
+                with sdk.get_subscription_receiver("orders", "all", max_wait_time=1) as receiver:
+                    for message in receiver.receive_messages(max_wait_time=1):
+                        receiver.complete_message(message)
+                    receiver.peek_messages(5)
+    ours = [r for r in caplog.records if not r.name.startswith(("azure", "uamqp"))]
+    assert not [r for r in ours if r.levelno >= logging.ERROR], [r.getMessage() for r in ours if r.levelno >= logging.ERROR]
+    assert not any("sig=" in r.getMessage() for r in ours)
