@@ -15,14 +15,23 @@ from reconciler.errors import InputError
 from reconciler.model import DesiredState, Topic, rule_to_doc
 from reconciler.names import name_key
 
-#: libyaml's emitter when PyYAML was built with it: several times faster than the pure-Python one,
-#: and it escapes a NEL (U+0085) instead of writing it raw, where a reader takes it for a line break.
-_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """libyaml's emitter when PyYAML was built with it (several times faster than the pure-Python one,
+    and it escapes a NEL, U+0085, instead of writing it raw, where a reader takes it for a line break),
+    writing a multi-line string (SQL over several lines) as a literal block, as a person would."""
+
+
+def _text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    # The emitter falls back to a quoted scalar where a block cannot hold the text exactly.
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+
+
+_Dumper.add_representer(str, _text)
 
 
 def dump_rule_file(doc: dict[str, Any]) -> str:
     """A rule-file document as YAML text, keys in document order."""
-    return yaml.dump(doc, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=120)
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
 
 
 def topic_document(topic: Topic) -> dict[str, Any]:

@@ -57,3 +57,15 @@ def test_a_double_dash_is_not_a_comment(tmp_path, run_cli, sql, warned):
     code, out, _ = run_cli("validate", rules)
     assert code == 0
     assert ("warning[sql-dash-comment]" in out) is warned, out
+
+
+def test_multi_line_sql_is_written_as_a_literal_block_and_reads_back_the_same():
+    import yaml
+
+    from reconciler.rulefiles.render import dump_rule_file
+
+    for text in ("a = 1\nAND b = 2", "SET a = 1;\nSET b = 2\n", "tab\there\nx", "one line"):
+        written = dump_rule_file({"sql": text})
+        assert yaml.safe_load(written)["sql"] == text
+        if "\t" not in text and "\n" in text:
+            assert written.startswith("sql: |"), written
