@@ -55,9 +55,11 @@ from reconciler.amqp.errors import (
     error_for,
     response_status,
 )
+from reconciler.amqp.network import DIRECT, Network
 from reconciler.amqp.pipeline import Request, Response, next_message_id
-from reconciler.amqp.reactor import container
+from reconciler.amqp.reactor import attach_socket, container
 from reconciler.amqp.sas import JWT_TOKEN_TYPE, TokenProvider
+from reconciler.amqp.websocket import Tunnel
 from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.types import DecodeError
 
@@ -153,14 +155,16 @@ class Engine(Handler):
         transport: Transport,
         tokens: TokenProvider,
         *,
-        ca_file: str | None = None,
+        network: Network = DIRECT,
         link_timeout: float = 60.0,
         refresh_margin: float = REFRESH_MARGIN_SECONDS,
     ) -> None:
         self._conn = conn
         self._transport = transport
         self._tokens = tokens
-        self._ca_file = ca_file
+        self._network = network
+        #: The WebSocket tunnel of the current connection (AMQP over WebSockets only).
+        self._tunnel: Tunnel | None = None
         self._link_timeout_ms = int(link_timeout * 1000)
         #: Half a request's time: leaves the other half for a retry on a fresh connection.
         self._connect_timeout = max(0.5, link_timeout / 2)
@@ -309,21 +313,28 @@ class Engine(Handler):
         """Start connecting (False when the host name does not even resolve)."""
         self._generation += 1
         transport = self._transport
-        try:
-            reach.resolve(transport.host, transport.port)  # proton's own lookup would raise inside its loop
-        except ConnectFailed as exc:
-            self._connection_failed(exc)
-            return False
         kwargs: dict[str, Any] = {
             "reconnect": False,
             "sasl_enabled": True,
             "allowed_mechs": "ANONYMOUS",
             "virtual_host": transport.host,
         }
-        if transport.tls:
-            kwargs["ssl_domain"] = client_ssl_domain(self._ca_file)
+        url = transport.url
+        if transport.websockets:  # proton does plain AMQP over the tunnel, which does TLS (and the proxy)
+            self._tunnel = Tunnel(transport, self._network, self._connect_timeout)
+            url = f"amqp://{self._where}"
+        else:
+            try:
+                reach.resolve(transport.host, transport.port)  # proton's own lookup would raise inside its loop
+            except ConnectFailed as exc:
+                self._connection_failed(exc)
+                return False
+            if transport.tls:
+                kwargs["ssl_domain"] = client_ssl_domain(self._network.ca_file)
         log.debug("connecting to %s", transport.url)
-        self._connection = self._container.connect(url=transport.url, **kwargs)
+        self._connection = self._container.connect(url=url, **kwargs)
+        if self._tunnel is not None:
+            self._connection._acceptor = self._tunnel  # connected already: proton must not connect out
         self._connection._sbrules_generation = self._generation
         self._opened = False
         self._connect_started = time.monotonic()
@@ -474,6 +485,7 @@ class Engine(Handler):
     def _drop(self, error: ManagementError) -> None:
         """The connection is gone: fail everything in flight with ``error``; the next request reconnects."""
         connection, self._connection = self._connection, None
+        tunnel, self._tunnel = self._tunnel, None
         self._generation += 1
         self._entities.clear()
         self._link_entities.clear()
@@ -481,6 +493,8 @@ class Engine(Handler):
         self._outbox.clear()
         if connection is not None and connection.state & proton.Endpoint.LOCAL_ACTIVE:
             connection.close()
+        if tunnel is not None:
+            tunnel.close()
         log.info("AMQP connection ended: %s", error)
         self._fail_all(lambda: error_copy(error))
 
@@ -493,11 +507,20 @@ class Engine(Handler):
         if self._opened:
             self._lost(_condition_text(condition) if condition is not None else default)
             return
+        if self._tunnel is not None and self._tunnel.failure is not None:  # the WebSocket connection never opened
+            self._connection_failed(self._tunnel.failure)
+            return
         name = str(condition.name) if condition is not None else None
         description = condition.description if condition is not None else None
         self._connection_failed(reach.from_transport_condition(name, description, self._where, tls=self._transport.tls))
 
     # -- proton events --------------------------------------------------------------------------
+    @guarded
+    def on_connection_bound(self, event: proton.Event) -> None:
+        tunnel = self._tunnel
+        if tunnel is not None and self._current(event.connection):
+            attach_socket(self._container, event.transport, tunnel.proton_socket)
+
     @guarded
     def on_connection_remote_open(self, event: proton.Event) -> None:
         if self._current(event.connection):
