@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from reconciler.amqp.client import ManagementClient
     from reconciler.amqp.network import Network
     from reconciler.amqp.pacing import Pacer, PacingStats
-    from reconciler.model import DesiredState
+    from reconciler.model import DesiredState, Message
     from reconciler.rest.client import ManagementRestClient
     from reconciler.rulefiles.project import Environment
 
@@ -403,6 +403,28 @@ env_option = click.option(
     metavar="NAME",
     help="An environment of sbrules.yaml: its variables, overlays, topic names and namespace.",
 )
+
+
+#: The --message option's help (route, send): the JSON a message is described in.
+MESSAGE_HELP = 'Sample message JSON: {"sys": {"Label": ...}, "user": {"name": value}} ("-" reads stdin).'
+
+
+def read_message(handle: Any) -> "Message":
+    """The message described by the JSON in ``handle`` (an open file); InputError naming the file."""
+    import json
+
+    from reconciler.errors import InputError
+    from reconciler.model import Message, TypedValueError
+
+    name = getattr(handle, "name", "message")
+    try:
+        doc = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{name}: not JSON: {exc}") from None
+    try:
+        return Message.from_json(doc)
+    except TypedValueError as exc:
+        raise InputError(f"{name}: {exc}") from None
 
 
 @dataclass(frozen=True)
