@@ -111,7 +111,7 @@ def test_websockets_plain_and_tls_read_what_amqp_reads(emulator):
 
 def test_wss_verifies_the_certificate(emulator):
     with ManagementClient(tls_connection_string(emulator), network=Network("websockets"), timeout=10, retries=3) as wss:
-        with pytest.raises(errors.TransportSecurityError, match="TLS with 127.0.0.1:.* failed: self-signed certificate"):
+        with pytest.raises(errors.TransportSecurityError, match=r"TLS with 127.0.0.1:.* failed: self-signed certificate"):
             wss.list_rules("orders", "eu")
 
 
@@ -130,11 +130,11 @@ def test_websockets_through_the_proxy_with_basic_auth(emulator, connect_proxy):
 def test_a_proxy_that_wants_credentials_or_is_not_there_is_one_clear_failure(emulator, connect_proxy):
     anonymous = Network("websockets", Proxy.parse(connect_proxy.anonymous_url))
     with ManagementClient(emulator.connection_string, network=anonymous, timeout=10, retries=3) as client:
-        with pytest.raises(errors.EndpointRefusedError, match="HTTP 407.*it wants credentials"):
+        with pytest.raises(errors.EndpointRefusedError, match=r"HTTP 407.*it wants credentials"):
             client.list_rules("orders", "eu")
     wrong = Network("websockets", Proxy.parse(connect_proxy.anonymous_url.replace("//", "//ci:wrong@")))
     with ManagementRestClient(emulator.connection_string, network=wrong) as rest:
-        with pytest.raises(errors.EndpointRefusedError, match="HTTP 407.*check the user name and password") as caught:
+        with pytest.raises(errors.EndpointRefusedError, match=r"HTTP 407.*check the user name and password") as caught:
             rest.list_topics()
     assert "wrong" not in str(caught.value)
     nothing = Network("websockets", Proxy.parse("http://127.0.0.1:1"))
