@@ -159,14 +159,17 @@ class Namespace:
         if self._pacer is None:
             self._pacer = Pacer(max_rate=max_rate, budget=self.credit_budget)
             if self.max_credits is None:
-                probe = threading.Thread(target=self._unbudget_premium, name="sbrules-tier", daemon=True)
+                # the network is resolved here, on the command's thread: its note is said once, its errors are the command's
+                probe = threading.Thread(
+                    target=self._unbudget_premium, args=(self.network,), name="sbrules-tier", daemon=True
+                )
                 probe.start()
                 context = click.get_current_context(silent=True)
                 if context is not None:  # the command's end waits for the answer, for at most its timeout
                     context.call_on_close(lambda: probe.join(TIER_PROBE_TIMEOUT))
         return self._pacer
 
-    def _unbudget_premium(self) -> None:
+    def _unbudget_premium(self, network: "Network") -> None:
         """Drop the pacer's budget when the namespace is Premium. It keeps the budget when the tier cannot be
         read (a key without Manage rights, say): the command's own requests report any real failure.
 
@@ -181,7 +184,7 @@ class Namespace:
                 require_connection_string(self.connection_string), auth=self.auth,
                 timeout=min(self.timeout, TIER_PROBE_TIMEOUT),
                 retry=RetryPolicy(retries=0, throttled_retries=0), base_url=self.management_endpoint,
-                network=self.network,
+                network=network,
             ) as rest:
                 tier = rest.namespace_sku()
         except Exception as exc:  # a probe, on a thread of its own: nothing may escape it
