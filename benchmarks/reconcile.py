@@ -10,6 +10,8 @@ decoding of rules at all), all at the same added latency. The emulator runs in i
 would. With no added latency every variant is CPU-bound, so one request at a time is already close
 to the ceiling; with a simulated round trip (20 ms, typical for a client outside the namespace's
 region) the difference that pipelining makes shows. Every figure is the best of ``--repeat`` runs.
+The pipelined run is measured over AMQP over WebSockets too (``websockets_speed_vs_amqp``: its
+speed as a fraction of plain AMQP's, 1.0 = as fast).
 
     python benchmarks/reconcile.py [--latency-ms 0 20] [--subs 200] [--rules 50] [--repeat 2]
 """
@@ -33,6 +35,7 @@ from proton import int32
 
 from reconciler.amqp import codec
 from reconciler.amqp.client import ENUMERATE_RULES, OP_PREFIX, RULES_PAGE_SIZE, ManagementClient, entity_path
+from reconciler.amqp.network import DIRECT, Network
 from reconciler.apply import ApplyOptions, apply_plan
 from reconciler.export import rule_file_doc, write_export
 from reconciler.model import CorrelationFilter, DesiredState, Rule, SqlFilter, Subscription, Topic
@@ -121,13 +124,15 @@ def ceiling(client: ManagementClient, calls: list, ok: tuple[int, ...] = (200,))
 def bench_plan(n_subs: int, n_rules: int, latency: float, repeat: int) -> dict:
     desired = state({f"s{i:03d}": [rule(j) for j in range(n_rules)] for i in range(n_subs)})
     requests = n_subs * (n_rules // 100 + 1)
-    with emulator_process(desired, latency) as conn, ManagementClient(conn) as client:
-        compute_plan(desired, observe(client, desired))  # connect, authenticate every link, warm the SQL caches
+    with emulator_process(desired, latency) as conn, ManagementClient(conn) as client, \
+            ManagementClient(conn, network=Network("websockets")) as ws_client:
+        for each in (client, ws_client):
+            compute_plan(desired, observe(each, desired))  # connect, authenticate every link, warm the SQL caches
 
-        def plan(concurrency: int) -> float:
+        def plan(concurrency: int, over: ManagementClient = client) -> float:
             signature.cache_clear()  # every run pays for the whole diff
             started = time.perf_counter()
-            result = compute_plan(desired, observe(client, desired, concurrency=concurrency))
+            result = compute_plan(desired, observe(over, desired, concurrency=concurrency))
             assert not result.has_changes and result.summary()["unchanged"] == n_subs * n_rules
             return time.perf_counter() - started
 
@@ -136,6 +141,7 @@ def bench_plan(n_subs: int, n_rules: int, latency: float, repeat: int) -> dict:
             repeat,
             {
                 "pipelined": lambda: plan(64),
+                "websockets": lambda: plan(64, ws_client),
                 "one_at_a_time": lambda: plan(1),
                 "ceiling": lambda: ceiling(client, [
                     (entity_path(TOPIC, s), ENUMERATE_RULES, {"top": int32(RULES_PAGE_SIZE), "skip": int32(0)})
@@ -153,8 +159,8 @@ def bench_apply(latency: float, repeat: int, n_subs: int = 100) -> dict:
     desired = state({f"s{i:03d}": declared for i in range(n_subs)})
     requests = n_subs * (1 + 4 + 3 * 4 + 3)  # stale-check read, creates, gapless replaces, deletes
 
-    def apply(parallel: int) -> float:
-        with emulator_process(live, latency) as conn, ManagementClient(conn) as client:
+    def apply(parallel: int, network: Network = DIRECT) -> float:
+        with emulator_process(live, latency) as conn, ManagementClient(conn, network=network) as client:
             plan = compute_plan(desired, observe(client, desired))
             expected = {"create": 4 * n_subs, "replace": 3 * n_subs, "delete": 3 * n_subs, "unchanged": 4 * n_subs}
             assert plan.summary() == expected
@@ -174,7 +180,10 @@ def bench_apply(latency: float, repeat: int, n_subs: int = 100) -> dict:
             return (ceiling(client, adds) + ceiling(client, removes)) * requests / (2 * len(names))
 
     timings = best_of(
-        repeat, {"pipelined": lambda: apply(64), "one_at_a_time": lambda: apply(1), "ceiling": apply_ceiling}
+        repeat, {
+            "pipelined": lambda: apply(64), "websockets": lambda: apply(64, Network("websockets")),
+            "one_at_a_time": lambda: apply(1), "ceiling": apply_ceiling,
+        }
     )
     return _result("apply", requests, timings, changes=10 * n_subs, subscriptions=n_subs)
 
@@ -192,6 +201,8 @@ def _result(name: str, requests: int, timings: dict, **extra) -> dict:
         "requests_per_second": round(rps, 1),
         "emulator_ceiling_requests_per_second": round(ceiling_rps, 1),
         "fraction_of_ceiling": round(rps / ceiling_rps, 2),
+        "seconds_websockets": round(timings["websockets"], 3),
+        "websockets_speed_vs_amqp": round(timings["pipelined"] / timings["websockets"], 2),
     }
 
 

@@ -209,3 +209,49 @@ def serve():
     yield start
     for listener in listeners:
         listener.close()
+
+
+class ConnectProxy:
+    """A real HTTP CONNECT proxy (proxy.py from PyPI) in a child process, on loopback, with basic auth.
+
+    ``url`` has the credentials; ``tunnels()`` reads the proxy's access log: the ``host:port`` of
+    every CONNECT it carried (it logs one when the tunnel closes)."""
+
+    USER, PASSWORD = "ci", "proxy-" + os.urandom(6).hex()
+
+    def __init__(self, directory: Path) -> None:
+        port_file, self.log = directory / "proxy.port", directory / "proxy.log"
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "proxy", "--hostname", "127.0.0.1", "--port", "0", "--port-file", str(port_file),
+             "--num-acceptors", "1", "--num-workers", "1", "--threaded", "--log-file", str(self.log),
+             "--basic-auth", f"{self.USER}:{self.PASSWORD}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert self._process.poll() is None and time.monotonic() < deadline, "the proxy did not start"
+            time.sleep(0.05)
+        self.port = int(port_file.read_text().split()[0])
+        self.url = f"http://{self.USER}:{self.PASSWORD}@127.0.0.1:{self.port}"
+        self.anonymous_url = f"http://127.0.0.1:{self.port}"
+
+    def tunnels(self) -> list[str]:
+        return re.findall(r"CONNECT (\S+:\d+) - \d+ bytes", self.log.read_text() if self.log.exists() else "")
+
+    def wait_for_tunnel(self, target: str, count: int = 1, timeout: float = 10.0) -> list[str]:
+        """The tunnels, once at least ``count`` to ``target`` are logged (the log line comes as one closes)."""
+        deadline = time.monotonic() + timeout
+        while self.tunnels().count(target) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.tunnels()
+
+    def stop(self) -> None:
+        self._process.terminate()
+        self._process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def connect_proxy(tmp_path_factory):
+    proxy = ConnectProxy(tmp_path_factory.mktemp("proxy"))
+    yield proxy
+    proxy.stop()

@@ -23,9 +23,10 @@ from proton import UNDESCRIBED, Array, Data, int32, uint
 from reconciler import model
 from reconciler.amqp import codec
 from reconciler.amqp.connection import ConnectionString
-from reconciler.amqp.engine import Engine
+from reconciler.amqp.engine import SEND, Engine
 from reconciler.amqp.errors import ManagementError
 from reconciler.amqp.messages import MessageFields, decode_message_fields, encode_model_message
+from reconciler.amqp.network import DIRECT, Network
 from reconciler.amqp.pacing import Pacer
 from reconciler.amqp.pipeline import Call, OnAttempt, RequestPipeline, Response
 from reconciler.amqp.retry import RetryPolicy
@@ -152,17 +153,18 @@ class ManagementClient:
         pacer: Pacer | None = None,
         auth: str = "sas",
         token_provider: TokenProvider | None = None,
-        ca_file: str | None = None,
+        network: Network = DIRECT,
         refresh_margin: float | None = None,
     ) -> None:
+        """``network``: AMQP or WebSockets, the proxy and the CAs trusted (``reconciler.amqp.network``)."""
         self._conn = (
             connection_string if isinstance(connection_string, ConnectionString)
             else ConnectionString.parse(connection_string)
         )
-        transport = self._conn.transport()
+        transport = self._conn.transport(websockets=network.websockets)
         tokens = token_provider or token_provider_for(self._conn, auth)
         extra = {"refresh_margin": refresh_margin} if refresh_margin is not None else {}
-        engine = Engine(self._conn, transport, tokens, ca_file=ca_file, link_timeout=timeout, **extra)
+        engine = Engine(self._conn, transport, tokens, network=network, link_timeout=timeout, **extra)
         self.pipeline = RequestPipeline(
             engine,
             retry=retry or RetryPolicy(retries, backoff, max_backoff),
@@ -432,6 +434,16 @@ class ManagementClient:
         values = _elements(_body_map(response, "schedule-message").get("sequence-numbers"),
                            "schedule-message 'sequence-numbers'")
         return [int(v) for v in values]
+
+    def send_messages(self, topic: str, messages: Sequence[model.Message]) -> list[ManagementError | None]:
+        """Send ``messages`` to a topic or queue over a sender link (at-least-once: each is answered
+        when the service settles it); per message, None when accepted or its error. Needs Send rights."""
+        calls = [
+            Call(topic, SEND, encode_model_message(message), operation_credits(SEND), what=f"send to {topic}")
+            for message in messages
+        ]
+        results = self.pipeline.call_all(calls)
+        return [result if isinstance(result, ManagementError) else None for result in results]
 
     def cancel_scheduled_messages(self, topic: str, sequence_numbers: Sequence[int]) -> None:
         self.request(topic, OP_PREFIX + "cancel-scheduled-message", {"sequence-numbers": _long_array(sequence_numbers)})

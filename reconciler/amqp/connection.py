@@ -3,7 +3,9 @@
 Keys are case-insensitive ``Key=Value`` pairs separated by ``;`` (as in the .NET SDK). Secrets
 never leave this object in text form: ``repr``/``str`` redact them and error messages name keys,
 never values. Transport: TLS (``amqps``, port 5671, certificate and host name verified) for every
-endpoint; plain AMQP only when ``UseDevelopmentEmulator=true`` and the host is loopback.
+endpoint; plain AMQP only when ``UseDevelopmentEmulator=true`` and the host is loopback. Over
+WebSockets the same rule holds: ``wss`` (port 443) everywhere, plain ``ws`` for the emulator only.
+An Endpoint's explicit port is used by either transport.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from reconciler.errors import ErrorCode, SbrulesError
 
 TLS_PORT = 5671
 PLAIN_PORT = 5672
+WEBSOCKET_PORT = 443
+WEBSOCKET_PATH = "/$servicebus/websocket"
 
 _KEYS = {
     "endpoint": "endpoint",
@@ -24,7 +28,10 @@ _KEYS = {
     "sharedaccesskey": "key",
     "sharedaccesssignature": "signature",
     "usedevelopmentemulator": "use_emulator",
+    "transporttype": "transport_type",
 }
+#: TransportType values (the .NET SDK's spelling, any case).
+TRANSPORT_TYPES = ("amqp", "amqpwebsockets")
 
 
 class ConnectionStringError(SbrulesError):
@@ -51,7 +58,8 @@ def is_loopback(host: str) -> bool:
 
 @dataclass(frozen=True)
 class Transport:
-    """Where and how to connect: ``scheme`` is ``amqps`` (TLS, verified) or ``amqp`` (emulator)."""
+    """Where and how to connect: ``scheme`` is ``amqps`` (TLS, verified) or ``amqp`` (emulator), or
+    for AMQP over WebSockets ``wss`` or ``ws`` (emulator)."""
 
     scheme: str
     host: str
@@ -59,12 +67,16 @@ class Transport:
 
     @property
     def tls(self) -> bool:
-        return self.scheme == "amqps"
+        return self.scheme in ("amqps", "wss")
+
+    @property
+    def websockets(self) -> bool:
+        return self.scheme in ("wss", "ws")
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}{WEBSOCKET_PATH if self.websockets else ''}"
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,8 @@ class ConnectionString:
     key: str | None = field(default=None, repr=False, compare=False)
     signature: str | None = field(default=None, repr=False, compare=False)
     use_emulator: bool = False
+    #: TransportType, lower case (``amqp`` or ``amqpwebsockets``), when the connection string sets it.
+    transport_type: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> "ConnectionString":
@@ -94,7 +108,7 @@ class ConnectionString:
                 raise ConnectionStringError(f"connection string segment {index} is not Key=Value")
             attr = _KEYS.get(key.lower())
             if attr is None:
-                continue  # other SDK settings (TransportType, ...) do not concern us
+                continue  # other SDK settings do not concern us
             value = value.strip()
             if not value:
                 raise ConnectionStringError(f"connection string key {key} has an empty value")
@@ -116,8 +130,12 @@ class ConnectionString:
             raise ConnectionStringError(f"connection string has no {missing} (both key name and key are needed)")
         if "signature" in values and not values["signature"].startswith("SharedAccessSignature "):
             raise ConnectionStringError("SharedAccessSignature must start with 'SharedAccessSignature sr='")
+        transport_type = values.pop("transport_type", None)
+        if transport_type is not None and transport_type.lower() not in TRANSPORT_TYPES:
+            raise ConnectionStringError("TransportType must be Amqp or AmqpWebSockets")
         entity = values.pop("entity_path", None)
         return cls(
+            transport_type=transport_type.lower() if transport_type else None,
             host=host,
             port=port,
             entity_path=entity.strip("/") if entity else None,
@@ -136,15 +154,18 @@ class ConnectionString:
         the endpoint URI, custom port kept, joined with the entity path)."""
         return f"{self.endpoint}{entity.strip('/')}"
 
-    def transport(self) -> Transport:
-        """TLS for every endpoint; plain AMQP only for the development emulator on loopback."""
+    def transport(self, websockets: bool = False) -> Transport:
+        """TLS for every endpoint; plain AMQP only for the development emulator on loopback.
+        ``websockets``: the same over WebSockets (``wss``, port 443 unless the Endpoint names one)."""
         if self.use_emulator:
             if not is_loopback(self.host):
                 raise TransportRefused(
                     f"UseDevelopmentEmulator=true is only allowed for a loopback host, not {self.host!r}: "
                     "remote endpoints always use TLS"
                 )
-            return Transport("amqp", self.host, self.port or PLAIN_PORT)
+            return Transport("ws" if websockets else "amqp", self.host, self.port or PLAIN_PORT)
+        if websockets:
+            return Transport("wss", self.host, self.port or WEBSOCKET_PORT)
         return Transport("amqps", self.host, self.port or TLS_PORT)
 
     def __str__(self) -> str:
@@ -157,6 +178,8 @@ class ConnectionString:
             parts.append(f"EntityPath={self.entity_path}")
         if self.use_emulator:
             parts.append("UseDevelopmentEmulator=true")
+        if self.transport_type == "amqpwebsockets":
+            parts.append("TransportType=AmqpWebSockets")
         return ";".join(parts)
 
 

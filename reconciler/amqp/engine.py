@@ -8,7 +8,10 @@ link pair (pipelining).
 
 Per entity (``<entity>/$management``) the loop first puts a token on ``$cbs`` for the audience
 ``sb://host/<entity>/$management``, then attaches a sender (pre-settled) and a receiver whose
-target is a unique reply-to address, and re-puts the token before it expires. A dropped
+target is a unique reply-to address, and re-puts the token before it expires. A ``SEND`` request
+carries one encoded message to the entity itself: the token is for ``sb://host/<entity>``, the link
+one unsettled sender, and the request is answered when the service settles the delivery
+(at-least-once: accepted is 200, rejected its error, released or modified a retryable one). A dropped
 connection fails every request in flight with ConnectionLostError; the next request reconnects.
 A first connection that never opens fails for a classified reason (``reach``: host not found,
 refused, not AMQP, TLS, open timeout) that every later request gets at once, without reconnecting:
@@ -40,7 +43,7 @@ from typing import Any, Callable
 
 import proton
 from proton import Condition, Handler, SSLDomain, symbol, uint
-from proton.reactor import ApplicationEvent, AtMostOnce, EventInjector, LinkOption
+from proton.reactor import ApplicationEvent, AtLeastOnce, AtMostOnce, EventInjector, LinkOption
 
 from reconciler.amqp import reach
 from reconciler.amqp.connection import ConnectionString, Transport
@@ -55,15 +58,19 @@ from reconciler.amqp.errors import (
     error_for,
     response_status,
 )
+from reconciler.amqp.network import DIRECT, Network
 from reconciler.amqp.pipeline import Request, Response, next_message_id
-from reconciler.amqp.reactor import container
+from reconciler.amqp.reactor import attach_socket, container
 from reconciler.amqp.sas import JWT_TOKEN_TYPE, TokenProvider
+from reconciler.amqp.websocket import Tunnel
 from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.types import DecodeError
 
 log = logging.getLogger("reconciler.amqp")
 
 CBS_ADDRESS = "$cbs"
+#: The operation of a request whose body is an encoded message to send to the entity itself.
+SEND = "sbrules:send"
 #: Detach conditions on a working management link that a re-authorised retry can recover from.
 _RECOVERABLE_DETACH = {"amqp:unauthorized-access", "amqp:link:detach-forced", "amqp:connection:forced"}
 #: Re-put a token this long before it expires (NET2: 10 min, but never less than a third of its life).
@@ -94,9 +101,11 @@ class _EntityState(StrEnum):
 
 @dataclass(eq=False)
 class _Entity:
-    """Link pair and auth state of one ``<entity>/$management`` node."""
+    """Link pair and auth state of one ``<entity>/$management`` node, or the sender to the entity
+    itself (``sends``)."""
 
     name: str
+    sends: bool = False
     state: _EntityState = _EntityState.AUTH
     reply_to: str = field(default_factory=lambda: f"sbrules-reply-{uuid.uuid4().hex}")
     sender: proton.Sender | None = None
@@ -112,7 +121,7 @@ class _Entity:
 
     @property
     def address(self) -> str:
-        return f"{self.name}/$management"
+        return self.name if self.sends else f"{self.name}/$management"
 
 
 def guarded(method: Callable) -> Callable:
@@ -153,14 +162,16 @@ class Engine(Handler):
         transport: Transport,
         tokens: TokenProvider,
         *,
-        ca_file: str | None = None,
+        network: Network = DIRECT,
         link_timeout: float = 60.0,
         refresh_margin: float = REFRESH_MARGIN_SECONDS,
     ) -> None:
         self._conn = conn
         self._transport = transport
         self._tokens = tokens
-        self._ca_file = ca_file
+        self._network = network
+        #: The WebSocket tunnel of the current connection (AMQP over WebSockets only).
+        self._tunnel: Tunnel | None = None
         self._link_timeout_ms = int(link_timeout * 1000)
         #: Half a request's time: leaves the other half for a retry on a fresh connection.
         self._connect_timeout = max(0.5, link_timeout / 2)
@@ -176,10 +187,12 @@ class Engine(Handler):
         self._cbs_sender_name = ""
         self._cbs_receiver_name = ""
         self._cbs_reply = ""
-        self._cbs_waiting: dict[str, str] = {}  # put-token message-id → entity name
-        self._entities: dict[str, _Entity] = {}
+        self._cbs_waiting: dict[str, str] = {}  # put-token message-id → entity address
+        self._entities: dict[str, _Entity] = {}  # by address
         self._link_entities: dict[str, _Entity] = {}  # by link name: a scan per response was O(entities)
-        self._outbox: dict[str, deque[bytes]] = {}  # encoded messages, by sender link name
+        #: Encoded messages waiting for credit, by sender link name, each with the message-id of the
+        #: request its settlement answers (None: sent pre-settled).
+        self._outbox: dict[str, deque[tuple[bytes, str | None]]] = {}
         self._closed = False
         self._opened = False
         self._ever_opened = False
@@ -295,10 +308,12 @@ class Engine(Handler):
             return
         if self._connection is None and not self._connect():
             return
-        entity = self._entities.get(request.entity)
+        sends = request.operation == SEND
+        address = request.entity if sends else f"{request.entity}/$management"
+        entity = self._entities.get(address)
         if entity is None:
-            entity = _Entity(request.entity)
-            self._entities[request.entity] = entity
+            entity = _Entity(request.entity, sends)
+            self._entities[address] = entity
             self._put_token(entity)
         if entity.state is _EntityState.READY:
             self._send(entity, request)
@@ -309,21 +324,28 @@ class Engine(Handler):
         """Start connecting (False when the host name does not even resolve)."""
         self._generation += 1
         transport = self._transport
-        try:
-            reach.resolve(transport.host, transport.port)  # proton's own lookup would raise inside its loop
-        except ConnectFailed as exc:
-            self._connection_failed(exc)
-            return False
         kwargs: dict[str, Any] = {
             "reconnect": False,
             "sasl_enabled": True,
             "allowed_mechs": "ANONYMOUS",
             "virtual_host": transport.host,
         }
-        if transport.tls:
-            kwargs["ssl_domain"] = client_ssl_domain(self._ca_file)
+        url = transport.url
+        if transport.websockets:  # proton does plain AMQP over the tunnel, which does TLS (and the proxy)
+            self._tunnel = Tunnel(transport, self._network, self._connect_timeout)
+            url = f"amqp://{self._where}"
+        else:
+            try:
+                reach.resolve(transport.host, transport.port)  # proton's own lookup would raise inside its loop
+            except ConnectFailed as exc:
+                self._connection_failed(exc)
+                return False
+            if transport.tls:
+                kwargs["ssl_domain"] = client_ssl_domain(self._network.ca_file)
         log.debug("connecting to %s", transport.url)
-        self._connection = self._container.connect(url=transport.url, **kwargs)
+        self._connection = self._container.connect(url=url, **kwargs)
+        if self._tunnel is not None:
+            self._connection._acceptor = self._tunnel  # connected already: proton must not connect out
         self._connection._sbrules_generation = self._generation
         self._opened = False
         self._connect_started = time.monotonic()
@@ -394,13 +416,16 @@ class Engine(Handler):
                 "expiration": proton.timestamp(int(token.expires_at * 1000)),
             },
         )
-        self._cbs_waiting[message_id] = entity.name
+        self._cbs_waiting[message_id] = entity.address
         entity.token_expires_at = token.expires_at
         assert self._cbs_sender is not None
         self._enqueue(self._cbs_sender, self._cbs_sender_name, msg)
 
     def _send(self, entity: _Entity, request: Request) -> None:
         assert entity.sender is not None and entity.sender_name is not None
+        if entity.sends:
+            self._enqueue(entity.sender, entity.sender_name, request.body, request.message_id)
+            return
         msg = sections.encode_management_message(
             message_id=request.message_id, reply_to=entity.reply_to, body=request.body,
             application_properties={
@@ -409,20 +434,33 @@ class Engine(Handler):
         )
         self._enqueue(entity.sender, entity.sender_name, msg)
 
-    def _enqueue(self, sender: proton.Sender, name: str, msg: bytes) -> None:
-        """Send when the link has credit (a pre-settled delivery sent without credit is lost)."""
-        self._outbox.setdefault(name, deque()).append(msg)
+    def _enqueue(self, sender: proton.Sender, name: str, msg: bytes, awaited: str | None = None) -> None:
+        """Send when the link has credit (a pre-settled delivery sent without credit is lost).
+        ``awaited``: the message-id of the request the delivery's settlement answers (SEND)."""
+        self._outbox.setdefault(name, deque()).append((msg, awaited))
         self._flush(sender, name)
 
     def _flush(self, sender: proton.Sender, name: str) -> None:
         outbox = self._outbox.get(name)
         while outbox and sender.credit > 0:
+            msg, awaited = outbox.popleft()
             delivery = sender.delivery(sender.delivery_tag())
-            sender.send(outbox.popleft())
+            sender.send(msg)
             sender.advance()
-            delivery.settle()  # both links are pre-settled (at most once), as the SDKs send
+            if awaited is None:
+                delivery.settle()  # management and $cbs links are pre-settled (at most once), as the SDKs send
+            else:
+                delivery._sbrules_request = awaited
 
     def _attach(self, entity: _Entity) -> None:
+        if entity.sends:
+            entity.sender_name = self._link_name(f"{entity.name}-sender")
+            entity.sender = self._container.create_sender(
+                self._connection, target=entity.address, name=entity.sender_name, options=[AtLeastOnce()],
+            )
+            self._link_entities[entity.sender_name] = entity
+            self._ready(entity)
+            return
         options = [_Attributes(self._link_timeout_ms)]
         entity.sender_name = self._link_name(f"{entity.name}-mgmt-sender")
         entity.receiver_name = self._link_name(f"{entity.name}-mgmt-receiver")
@@ -435,6 +473,10 @@ class Engine(Handler):
         )
         entity.receiver.flow(CREDIT)
         self._link_entities[entity.sender_name] = self._link_entities[entity.receiver_name] = entity
+        self._ready(entity)
+
+    def _ready(self, entity: _Entity) -> None:
+        """The entity's links are attached: send what waited for them."""
         entity.state = _EntityState.READY
         while entity.backlog:
             request = entity.backlog.popleft()
@@ -452,14 +494,14 @@ class Engine(Handler):
 
     def refresh(self, entity: _Entity, generation: int) -> None:
         """Timer callback (loop thread): re-put the entity's token if its links still exist."""
-        if generation == self._generation and self._entities.get(entity.name) is entity:
+        if generation == self._generation and self._entities.get(entity.address) is entity:
             log.debug("refreshing token for %s", entity.address)
             self._put_token(entity)
 
     def _fail_entity(self, entity: _Entity, error: ManagementError) -> None:
         """Forget ``entity`` (next request re-authorises) and fail its queued and in-flight requests."""
-        if self._entities.get(entity.name) is entity:
-            del self._entities[entity.name]
+        if self._entities.get(entity.address) is entity:
+            del self._entities[entity.address]
         for name in (entity.sender_name, entity.receiver_name):
             if name is not None:  # None until the entity's links were opened
                 self._link_entities.pop(name, None)
@@ -474,6 +516,7 @@ class Engine(Handler):
     def _drop(self, error: ManagementError) -> None:
         """The connection is gone: fail everything in flight with ``error``; the next request reconnects."""
         connection, self._connection = self._connection, None
+        tunnel, self._tunnel = self._tunnel, None
         self._generation += 1
         self._entities.clear()
         self._link_entities.clear()
@@ -481,6 +524,8 @@ class Engine(Handler):
         self._outbox.clear()
         if connection is not None and connection.state & proton.Endpoint.LOCAL_ACTIVE:
             connection.close()
+        if tunnel is not None:
+            tunnel.close()
         log.info("AMQP connection ended: %s", error)
         self._fail_all(lambda: error_copy(error))
 
@@ -493,15 +538,46 @@ class Engine(Handler):
         if self._opened:
             self._lost(_condition_text(condition) if condition is not None else default)
             return
+        if self._tunnel is not None and self._tunnel.failure is not None:  # the WebSocket connection never opened
+            self._connection_failed(self._tunnel.failure)
+            return
         name = str(condition.name) if condition is not None else None
         description = condition.description if condition is not None else None
         self._connection_failed(reach.from_transport_condition(name, description, self._where, tls=self._transport.tls))
 
     # -- proton events --------------------------------------------------------------------------
     @guarded
+    def on_connection_bound(self, event: proton.Event) -> None:
+        tunnel = self._tunnel
+        if tunnel is not None and self._current(event.connection):
+            attach_socket(self._container, event.transport, tunnel.proton_socket)
+
+    @guarded
     def on_connection_remote_open(self, event: proton.Event) -> None:
         if self._current(event.connection):
             self._opened = self._ever_opened = True
+
+    @guarded
+    def on_delivery(self, event: proton.Event) -> None:
+        """A sent message's settlement (receiver deliveries never get here: ``ResponseCollector``)."""
+        delivery = event.delivery
+        awaited = getattr(delivery, "_sbrules_request", None)
+        if awaited is None or not delivery.updated:
+            return
+        state, condition = delivery.remote_state, delivery.remote.condition
+        delivery.settle()
+        with self._lock:
+            request = self._pending.pop(awaited, None)
+        if request is None:
+            return
+        if state == proton.Delivery.ACCEPTED:
+            request.finish(Response(200, None, None, None, {}))
+        elif state == proton.Delivery.REJECTED:
+            name = str(condition.name) if condition is not None else "amqp:internal-error"
+            description = condition.description if condition is not None else "the service rejected the message"
+            request.finish(error=error_for(None, name, description, request.context or f"send to {request.entity}"))
+        else:  # released or modified: the service did not take it, another try may
+            request.finish(error=ConnectionLostError(f"send to {request.entity}: the service did not take the message ({state})"))
 
     @guarded
     def on_link_flow(self, event: proton.Event) -> None:
@@ -536,8 +612,8 @@ class Engine(Handler):
         request.finish(Response(status, description, condition, message.body, message.properties))
 
     def _on_cbs_response(self, message: sections.ManagementMessage) -> None:
-        name = self._cbs_waiting.pop(str(message.correlation_id), None)
-        entity = self._entities.get(name) if name else None
+        address = self._cbs_waiting.pop(str(message.correlation_id), None)
+        entity = self._entities.get(address) if address else None
         if entity is None:
             return
         status, description, condition = response_status(message.properties)
@@ -548,10 +624,11 @@ class Engine(Handler):
             return
         error = error_for(status, condition, description, f"CBS put-token for {entity.name}")
         if isinstance(error, UnauthorizedError) or status in (400, 403, 404):
+            rights = "Send" if entity.sends else "Listen at least"
             hint = (
                 "check that the identity has an Azure Service Bus Data role on the namespace"
                 if entity.token_type == JWT_TOKEN_TYPE
-                else "check SharedAccessKeyName, SharedAccessKey and the key's rights (Listen at least)"
+                else f"check SharedAccessKeyName, SharedAccessKey and the key's rights ({rights})"
             )
             error = AuthenticationError(
                 f"the service refused the token for {entity.name}: {description or 'no reason given'} "
@@ -575,7 +652,7 @@ class Engine(Handler):
             return
         name = str(condition.name) if condition else "amqp:internal-error"
         description = condition.description if condition else "the service closed the management link"
-        context = f"management link for {entity.name}"
+        context = f"{'sender' if entity.sends else 'management'} link for {entity.name}"
         error: ManagementError
         if entity.proven and name in _RECOVERABLE_DETACH:
             # A link that worked was detached (token expired, service rebalancing): the next

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import socket
 import ssl
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from reconciler.amqp.errors import (
     ConnectFailed,
@@ -25,6 +25,9 @@ from reconciler.amqp.errors import (
     OpenTimeoutError,
     TransportSecurityError,
 )
+
+if TYPE_CHECKING:
+    from reconciler.amqp.network import Proxy
 
 #: How much of an unexpected answer to quote.
 _QUOTE = 60
@@ -162,4 +165,35 @@ def from_os_error(exc: BaseException, host: str, port: int) -> ConnectFailed | N
             return host_not_found(host, cause)
         if isinstance(cause, ConnectionRefusedError):
             return refused(where)
+    return None
+
+
+# -- proxies ----------------------------------------------------------------------------------------
+
+#: http.client's words when a proxy answers CONNECT with anything but 200.
+_TUNNEL_REFUSED = re.compile(r"Tunnel connection failed: (?P<status>\d+)\s*(?P<reason>.*)")
+
+
+def through_proxy(exc: BaseException, proxy: Proxy, target: str) -> ConnectFailed | None:
+    """Why a connection through an HTTP proxy failed, when the proxy is the reason: it refused the
+    TCP connection, does not resolve, or answered CONNECT with an error (407: it wants credentials)."""
+    where = f"the proxy {proxy.where} ({proxy.source})"
+    for cause in _chain(exc):
+        if isinstance(cause, ssl.SSLError):
+            return None  # TLS with the target, inside the tunnel: the target's failure
+        if isinstance(cause, socket.gaierror):
+            reason = cause.strerror or cause
+            return HostNotFoundError(f"cannot resolve the host of {where}: {reason}")
+        if isinstance(cause, ConnectionRefusedError):
+            return EndpointRefusedError(f"{where} refused the connection: nothing listens there")
+        match = _TUNNEL_REFUSED.search(str(cause)) if isinstance(cause, OSError) else None
+        if match:
+            status, reason = match.group("status"), match.group("reason") or "no reason given"
+            hint = ""
+            if status == "407":
+                hint = (
+                    ": check the user name and password in the proxy URL" if proxy.username is not None
+                    else ": it wants credentials, give them as http://user:password@host:port"
+                )
+            return EndpointRefusedError(f"{where} refused the tunnel to {target}: HTTP {status} {reason}{hint}")
     return None

@@ -9,10 +9,13 @@ as proton leaves it where OpenSSL is missing).
 
 from __future__ import annotations
 
+import socket
 import threading
 
+import proton
 from proton import Handler, SSLUnavailable
 from proton import _reactor as proton_reactor
+from proton.handlers import IOHandler
 from proton.reactor import Container
 
 _SWAP = threading.Lock()
@@ -36,3 +39,13 @@ def container(*handlers: Handler) -> Container:
             return Container(*handlers)
         finally:
             proton_reactor.SSLConfig = default
+
+
+def attach_socket(container: Container, transport: proton.Transport, sock: socket.socket) -> None:
+    """Make ``sock``, already connected, the byte stream of ``transport`` (on the loop thread): the
+    last steps proton's own acceptor and connector take. Its connection must have an ``_acceptor``,
+    which tells proton's I/O handler not to connect out by itself."""
+    selectable = container.selectable(delegate=sock)
+    selectable._transport = transport
+    transport._selectable = selectable
+    IOHandler.update(transport, selectable, container.now)

@@ -28,6 +28,7 @@ COMMANDS = {
     "export": "reconciler.cli.reconcile:export",
     "demo": "reconciler.cli.reconcile:demo",
     "unlock": "reconciler.cli.unlock:unlock",
+    "send": "reconciler.cli.send:send",
     "sample": "reconciler.cli.traffic:sample",
     "topics": "reconciler.cli.entities:topics",
     "subscriptions": "reconciler.cli.entities:subscriptions",

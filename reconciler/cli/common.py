@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -20,8 +20,9 @@ from reconciler.credits import DEFAULT_CREDIT_SHARE, STANDARD_CREDITS_PER_SECOND
 
 if TYPE_CHECKING:
     from reconciler.amqp.client import ManagementClient
+    from reconciler.amqp.network import Network
     from reconciler.amqp.pacing import Pacer, PacingStats
-    from reconciler.model import DesiredState
+    from reconciler.model import DesiredState, Message
     from reconciler.rest.client import ManagementRestClient
     from reconciler.rulefiles.project import Environment
 
@@ -34,6 +35,7 @@ CONNECTION_ENV = "SERVICEBUS_CONNECTION_STRING"
 AUTH_ENV = "SBRULES_AUTH"
 AUTH_KINDS = ("sas", "entra")
 ENV_ENV = "SBRULES_ENV"
+TRANSPORT_ENV = "SBRULES_TRANSPORT"
 
 
 def require_connection_string(value: str | None) -> str:
@@ -47,9 +49,10 @@ def require_connection_string(value: str | None) -> str:
 
 @dataclass
 class Namespace:
-    """Where a networked command connects, how it authenticates and how many of the namespace's
-    credits it may spend (``--connection-string``, ``--auth``, ``--timeout``, ``--max-credits``,
-    ``--credit-share``); makes the AMQP and REST clients, which share all of it and one pacer."""
+    """Where a networked command connects, how it authenticates, how it gets there and how many of
+    the namespace's credits it may spend (``--connection-string``, ``--auth``, ``--timeout``,
+    ``--max-credits``, ``--credit-share``, ``--transport``, ``--proxy``, ``--ca-file``); makes the
+    AMQP and REST clients, which share all of it and one pacer."""
 
     connection_string: str | None
     auth: str = "sas"
@@ -62,7 +65,12 @@ class Namespace:
     management_endpoint: str | None = None
     #: Whether plan, drift and apply list what exists (--no-discovery: the declared names only).
     discovery: bool = True
+    #: --transport, --proxy and --ca-file as given (the environment's defaults are read by ``network``).
+    transport: str | None = None
+    proxy: str | None = field(default=None, repr=False)
+    ca_file: str | None = None
     _pacer: "Pacer | None" = field(default=None, init=False, repr=False, compare=False)
+    _network: "Network | None" = field(default=None, init=False, repr=False, compare=False)
 
     def for_environment(self, env: "Environment | None") -> "Namespace":
         """The namespace an sbrules.yaml environment names (its connection string's variable, or
@@ -81,6 +89,7 @@ class Namespace:
                 f"Endpoint={env.endpoint}", env.auth or "entra", self.timeout,
                 max_credits=self.max_credits, credit_share=self.credit_share,
                 management_endpoint=management_endpoint, discovery=self.discovery,
+                transport=self.transport, proxy=self.proxy, ca_file=self.ca_file,
             )
         variable = env.connection_string_env or ""
         value = os.environ.get(variable)
@@ -91,6 +100,7 @@ class Namespace:
         return Namespace(
             value, env.auth or "sas", self.timeout, max_credits=self.max_credits, credit_share=self.credit_share,
             management_endpoint=management_endpoint, discovery=self.discovery,
+            transport=self.transport, proxy=self.proxy, ca_file=self.ca_file,
         )
 
     def without_discovery(self, skip: bool) -> "Namespace":
@@ -104,6 +114,32 @@ class Namespace:
 
         endpoint = ConnectionString.parse(require_connection_string(self.connection_string)).endpoint
         return endpoint.removeprefix("sb://").rstrip("/").lower()
+
+    @property
+    def network(self) -> "Network":
+        """AMQP or WebSockets, the proxy and the CAs trusted: the options, then the connection
+        string's TransportType, then the environment (``reconciler.amqp.network``). Over plain AMQP a
+        proxy cannot be used: that is said once, and the connection goes direct."""
+        if self._network is None:
+            from reconciler.amqp.connection import ConnectionString
+            from reconciler.amqp.network import NetworkError, resolve
+
+            conn = ConnectionString.parse(require_connection_string(self.connection_string))
+            try:
+                network = resolve(
+                    transport=self.transport, transport_type=conn.transport_type, proxy=self.proxy, ca_file=self.ca_file
+                )
+            except NetworkError as exc:
+                raise click.UsageError(str(exc)) from None
+            proxy = network.proxy_for(conn.host)
+            if proxy is not None and not network.websockets:
+                click.echo(
+                    f"note: plain AMQP (port 5671) cannot go through an HTTP proxy: AMQP connects directly, only the "
+                    f"management REST API uses the {proxy}; pass --transport websockets to send everything through it",
+                    err=True,
+                )
+            self._network = network
+        return self._network
 
     @property
     def credit_budget(self) -> float:
@@ -123,14 +159,17 @@ class Namespace:
         if self._pacer is None:
             self._pacer = Pacer(max_rate=max_rate, budget=self.credit_budget)
             if self.max_credits is None:
-                probe = threading.Thread(target=self._unbudget_premium, name="sbrules-tier", daemon=True)
+                # the network is resolved here, on the command's thread: its note is said once, its errors are the command's
+                probe = threading.Thread(
+                    target=self._unbudget_premium, args=(self.network,), name="sbrules-tier", daemon=True
+                )
                 probe.start()
                 context = click.get_current_context(silent=True)
                 if context is not None:  # the command's end waits for the answer, for at most its timeout
                     context.call_on_close(lambda: probe.join(TIER_PROBE_TIMEOUT))
         return self._pacer
 
-    def _unbudget_premium(self) -> None:
+    def _unbudget_premium(self, network: "Network") -> None:
         """Drop the pacer's budget when the namespace is Premium. It keeps the budget when the tier cannot be
         read (a key without Manage rights, say): the command's own requests report any real failure.
 
@@ -145,6 +184,7 @@ class Namespace:
                 require_connection_string(self.connection_string), auth=self.auth,
                 timeout=min(self.timeout, TIER_PROBE_TIMEOUT),
                 retry=RetryPolicy(retries=0, throttled_retries=0), base_url=self.management_endpoint,
+                network=network,
             ) as rest:
                 tier = rest.namespace_sku()
         except Exception as exc:  # a probe, on a thread of its own: nothing may escape it
@@ -160,7 +200,7 @@ class Namespace:
 
         return ManagementClient(
             require_connection_string(self.connection_string), auth=self.auth, timeout=self.timeout,
-            pacer=self.pacer(max_rate),
+            pacer=self.pacer(max_rate), network=self.network,
         )
 
     def rest(self) -> "ManagementRestClient":
@@ -168,7 +208,7 @@ class Namespace:
 
         return ManagementRestClient(
             require_connection_string(self.connection_string), auth=self.auth, timeout=self.timeout,
-            pacer=self.pacer(), base_url=self.management_endpoint,
+            pacer=self.pacer(), base_url=self.management_endpoint, network=self.network,
         )
 
 
@@ -222,6 +262,27 @@ _NAMESPACE_OPTIONS = (
         help="Where the management REST API (discovery) is served, when not https://<namespace host>: e.g. "
         "Microsoft's emulator's http://localhost:5300.",
     ),
+    click.option(
+        "--transport",
+        type=click.Choice(("amqp", "websockets")),
+        envvar=TRANSPORT_ENV,
+        show_envvar=True,
+        help="amqp: port 5671; websockets: AMQP over WebSockets on port 443 (wss://<host>/$servicebus/websocket), "
+        "for networks that allow only HTTPS. Default: the connection string's TransportType, else amqp.",
+    ),
+    click.option(
+        "--proxy",
+        metavar="URL",
+        help="HTTP proxy for WebSockets and the management REST API, http://[user:password@]host:port, reached with "
+        "CONNECT (default: $HTTPS_PROXY or $https_proxy, except for hosts in $NO_PROXY). Plain AMQP cannot use one.",
+    ),
+    click.option(
+        "--ca-file",
+        "ca_file",
+        metavar="PATH",
+        help="PEM file of the CAs to trust instead of the system's, for AMQP, WebSockets and REST (default: "
+        "$SSL_CERT_FILE, else $REQUESTS_CA_BUNDLE), e.g. a company proxy's CA bundle.",
+    ),
 )
 
 
@@ -267,8 +328,9 @@ no_discovery_option = click.option(
 
 
 def namespace_options(func: Callable) -> Callable:
-    """``--connection-string``, ``--auth``, ``--timeout``, ``--max-credits``, ``--credit-share`` and
-    ``--management-endpoint``, handed to the command as ``namespace``.
+    """``--connection-string``, ``--auth``, ``--timeout``, ``--max-credits``, ``--credit-share``,
+    ``--management-endpoint``, ``--transport``, ``--proxy`` and ``--ca-file``, handed to the command
+    as ``namespace``.
 
     The one definition every networked command uses; the connection string is never echoed back.
     """
@@ -276,7 +338,8 @@ def namespace_options(func: Callable) -> Callable:
     @functools.wraps(func)
     def command(
         *args: object, connection_string: str | None, auth: str, timeout: float, max_credits: float | None,
-        credit_share: float, management_endpoint: str | None, **kwargs: object,
+        credit_share: float, management_endpoint: str | None, transport: str | None, proxy: str | None,
+        ca_file: str | None, **kwargs: object,
     ) -> object:
         context = click.get_current_context()
         explicit = any(
@@ -284,7 +347,8 @@ def namespace_options(func: Callable) -> Callable:
             for name in ("connection_string", "auth")
         )
         namespace = Namespace(
-            connection_string, auth, timeout, explicit, max_credits, credit_share, management_endpoint=management_endpoint
+            connection_string, auth, timeout, explicit, max_credits, credit_share, management_endpoint=management_endpoint,
+            transport=transport, proxy=proxy, ca_file=ca_file,
         )
         return func(*args, namespace=namespace, **kwargs)
 
@@ -342,6 +406,28 @@ env_option = click.option(
     metavar="NAME",
     help="An environment of sbrules.yaml: its variables, overlays, topic names and namespace.",
 )
+
+
+#: The --message option's help (route, send): the JSON a message is described in.
+MESSAGE_HELP = 'Sample message JSON: {"sys": {"Label": ...}, "user": {"name": value}} ("-" reads stdin).'
+
+
+def read_message(handle: Any) -> "Message":
+    """The message described by the JSON in ``handle`` (an open file); InputError naming the file."""
+    import json
+
+    from reconciler.errors import InputError
+    from reconciler.model import Message, TypedValueError
+
+    name = getattr(handle, "name", "message")
+    try:
+        doc = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{name}: not JSON: {exc}") from None
+    try:
+        return Message.from_json(doc)
+    except TypedValueError as exc:
+        raise InputError(f"{name}: {exc}") from None
 
 
 @dataclass(frozen=True)

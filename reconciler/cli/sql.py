@@ -11,10 +11,10 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from reconciler.cli.common import env_option, format_option, load_rules
+from reconciler.cli.common import MESSAGE_HELP, env_option, format_option, load_rules, read_message
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import InputError
-from reconciler.model import DEFAULT_RULE_NAME, DesiredState, Message, Rule, TrueFilter, TypedValueError
+from reconciler.model import DEFAULT_RULE_NAME, DesiredState, Message, Rule, TrueFilter
 from reconciler.names import same_name
 from reconciler.sql import Outcome, SqlError, canonical_action, canonical_filter, route_rules
 
@@ -53,7 +53,7 @@ def check(expression: str, is_action: bool, fmt: str) -> None:
     "message_file",
     required=True,
     type=click.File("r", encoding="utf-8"),
-    help='Sample message JSON: {"sys": {"Label": ...}, "user": {"name": value}} ("-" reads stdin).',
+    help=MESSAGE_HELP,
 )
 @click.option("--topic", help="Only route through this topic's subscriptions.")
 @click.option(
@@ -72,7 +72,7 @@ def route(
     With --env, through that environment's rules (--topic is then its name in that namespace).
 
     Rule files that fail ``sbrules validate`` are refused (exit 1) unless --allow-invalid."""
-    message = _read_message(message_file)
+    message = read_message(message_file)
     rules = load_rules(paths, env, allow_invalid=allow_invalid)
     if rules.errors:
         click.echo(
@@ -87,18 +87,6 @@ def route(
     else:
         unmanaged = {(t.name, s.name) for t, s in state.subscriptions() if s.rules is None}
         _print_text(deliveries, unmanaged)
-
-
-def _read_message(handle: Any) -> Message:
-    name = getattr(handle, "name", "message")
-    try:
-        doc = json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{name}: not JSON: {exc}") from None
-    try:
-        return Message.from_json(doc)
-    except TypedValueError as exc:
-        raise InputError(f"{name}: {exc}") from None
 
 
 def route_state(state: DesiredState, message: Message, topic: str | None = None) -> list[dict[str, Any]]:

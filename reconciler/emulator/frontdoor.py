@@ -1,4 +1,4 @@
-"""One port for both protocols: AMQP and the management REST API, told apart by the first byte.
+"""One port for every protocol: AMQP, AMQP over WebSockets and the management REST API.
 
 Every client of a namespace gets one connection string, and Microsoft's SDKs derive both endpoints
 from its ``Endpoint``: ``ServiceBusClient`` speaks AMQP to host:port, and
@@ -7,6 +7,9 @@ once and looks at what each connection sends first: an AMQP client opens with th
 (``AMQP``), a TLS client with a handshake record (0x16), a plain HTTP client with a method name.
 AMQP connections are handed to proton's event loop; HTTP ones are served on a thread of their own
 (TLS with the emulator's generated certificate, or plain for sbrules' loopback-only emulator mode).
+An HTTP request to upgrade at ``/$servicebus/websocket`` (subprotocol ``AMQPWSB10``) becomes AMQP
+over WebSockets: proton gets one end of a socketpair, as it gets an AMQP connection's socket, and
+the connection's thread pumps WebSocket messages to and from the other end.
 """
 
 from __future__ import annotations
@@ -17,11 +20,17 @@ import socket
 import ssl
 import threading
 import time
+from http.server import BaseHTTPRequestHandler
 from typing import Callable, cast
 
 import proton
-from proton.handlers import IOHandler
 from proton.reactor import Container
+from wsproto import ConnectionType
+from wsproto.connection import Connection
+from wsproto.utilities import generate_accept_token
+
+from reconciler.amqp.reactor import attach_socket
+from reconciler.amqp.websocket import SUBPROTOCOL, pump
 
 log = logging.getLogger("reconciler.emulator")
 
@@ -47,10 +56,7 @@ def adopt_amqp(container: Container, sock: socket.socket, address: Address) -> N
     connection.url = proton.Url(host=address[0], port=address[1])
     transport = proton.Transport(proton.Transport.SERVER)
     transport.bind(connection)
-    selectable = container.selectable(delegate=sock)
-    selectable._transport = transport
-    transport._selectable = selectable
-    IOHandler.update(transport, selectable, container.now)
+    attach_socket(container, transport, sock)
 
 
 class FrontDoor:
@@ -176,6 +182,32 @@ class FrontDoor:
         sock.close()
 
     # -- HTTP ------------------------------------------------------------------------------------
+    def serve_websocket(self, request: BaseHTTPRequestHandler) -> None:
+        """Upgrade ``request`` (on its connection's thread) to AMQP over WebSockets and pump it until
+        either side closes; a request that is not a WebSocket upgrade to AMQPWSB10 gets 400."""
+        headers = request.headers
+        key = headers.get("Sec-WebSocket-Key")
+        offered = [p.strip() for p in (headers.get("Sec-WebSocket-Protocol") or "").split(",")]
+        request.close_connection = True
+        if (headers.get("Upgrade") or "").lower() != "websocket" or not key or headers.get("Sec-WebSocket-Version") != "13":
+            request.send_error(400, "expected a WebSocket (version 13) upgrade request")
+            return
+        if SUBPROTOCOL not in offered:
+            request.send_error(400, f"AMQP over WebSockets needs the {SUBPROTOCOL} subprotocol")
+            return
+        request.send_response(101, "Switching Protocols")
+        request.send_header("Upgrade", "websocket")
+        request.send_header("Connection", "Upgrade")
+        request.send_header("Sec-WebSocket-Accept", generate_accept_token(key.encode("ascii")).decode("ascii"))
+        request.send_header("Sec-WebSocket-Protocol", SUBPROTOCOL)
+        request.end_headers()
+        ours, theirs = socket.socketpair()
+        try:
+            self._on_amqp(theirs, request.client_address)
+            pump(Connection(ConnectionType.SERVER), request.connection, ours)
+        finally:
+            _shutdown(ours)
+
     def _serve_http(self, sock: socket.socket, address: Address, tls: bool) -> None:
         sock.setblocking(True)
         sock.settimeout(HTTP_IDLE_TIMEOUT)

@@ -10,7 +10,8 @@ as given):
 - ``/{topic}/subscriptions/{sub}`` — one subscription (forwarding, sessions, ...);
 - ``/{topic}/subscriptions/{sub}/rules`` — feed of rules, paged; ``.../rules/{rule}`` — one rule.
 
-Every request needs a SAS token in ``Authorization`` whose key has Manage rights (or, when the
+A GET of ``/$servicebus/websocket`` that asks for a WebSocket upgrade is AMQP over WebSockets,
+which the front door serves. Every other request needs a SAS token in ``Authorization`` whose key has Manage rights (or, when the
 emulator has a development Entra ID signing key, ``Bearer`` and a token signed with it), checked
 by the same validator as CBS put-token; other methods answer 501 (the emulator's entities come from rule
 files, the state file or the in-process API). Documents come from ``reconciler.rest.atom``.
@@ -23,8 +24,9 @@ import socketserver
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
+from reconciler.amqp.connection import WEBSOCKET_PATH
 from reconciler.amqp.sas import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
 from reconciler.emulator.auth import MANAGE, TokenRejected, TokenValidator
 from reconciler.emulator.faults import Faults
@@ -32,6 +34,9 @@ from reconciler.emulator.namespace import Namespace, OperationError, Subscriptio
 from reconciler.emulator.throttling import CreditMeter
 from reconciler.names import name_key, same_name
 from reconciler.rest import atom
+
+if TYPE_CHECKING:
+    from reconciler.emulator.frontdoor import FrontDoor
 
 log = logging.getLogger("reconciler.emulator")
 
@@ -201,6 +206,9 @@ class _Handler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
         path = url.path.strip("/")
+        if url.path == WEBSOCKET_PATH:  # AMQP over WebSockets: the front door takes the connection over
+            cast("FrontDoor", self.server).serve_websocket(self)
+            return
         base = f"{self.scheme}://{self.headers.get('Host', 'localhost')}"
         latency = self.api.faults.latency if self.api.faults is not None else 0.0
         if latency > 0:  # the injected round trip, on this connection's own thread

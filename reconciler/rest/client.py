@@ -15,7 +15,8 @@ connection at a time, so a small pool of kept-alive connections is all it needs,
 cost more than it gave (importing httpx took 0.25 s of CPU, and the tier probe of every command that
 talks to a namespace imports this module: ``sbrules sample`` of an empty subscription took 0.97 s
 with it and 0.68 s without the probe). TLS is verified with an ``ssl.SSLContext``, so the REST client
-trusts exactly what the AMQP client trusts (the system's CAs, or the given CA file).
+trusts exactly what the AMQP client trusts (the system's CAs, or the given CA file); a proxy is
+reached with the standard library's CONNECT tunnel (``network.http_connection``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from reconciler.amqp.errors import (
     UnauthorizedError,
     error_for,
 )
+from reconciler.amqp.network import DIRECT, Network, http_connection
 from reconciler.amqp.pacing import Pacer
 from reconciler.amqp.pipeline import Call, Request, RequestPipeline, Response
 from reconciler.amqp.retry import RetryPolicy
@@ -91,7 +93,7 @@ class ManagementRestClient:
         timeout: float = 30.0,
         auth: str = "sas",
         token_provider: TokenProvider | None = None,
-        ca_file: str | None = None,
+        network: Network = DIRECT,
         retry: RetryPolicy | None = None,
         pacer: Pacer | None = None,
         page_size: int = PAGE_SIZE,
@@ -99,8 +101,9 @@ class ManagementRestClient:
         base_url: str | None = None,
     ) -> None:
         """``base_url`` overrides where the API is reached (a private endpoint's own name, say);
-        https URLs are always verified, against ``ca_file`` when given. ``pacer`` is shared with
-        the namespace's AMQP client when both work for one command."""
+        https URLs are always verified, against ``network``'s CA file when it has one, and reached
+        through its proxy when it has one (either transport: HTTP is what a proxy carries). ``pacer``
+        is shared with the namespace's AMQP client when both work for one command."""
         self._conn = (
             connection_string if isinstance(connection_string, ConnectionString)
             else ConnectionString.parse(connection_string)
@@ -112,9 +115,9 @@ class ManagementRestClient:
         self._token_lock = threading.Lock()
         self._clock = clock
         self.page_size = page_size
-        tls = ssl.create_default_context(cafile=ca_file) if self.base_url.startswith("https") else None
+        tls = network.tls_context() if self.base_url.startswith("https") else None
         self.pipeline = RequestPipeline(
-            _HttpTransport(self.base_url, tls, self._authorization), retry=retry, pacer=pacer, timeout=timeout
+            _HttpTransport(self.base_url, tls, network, self._authorization), retry=retry, pacer=pacer, timeout=timeout
         )
 
     def __repr__(self) -> str:
@@ -195,11 +198,14 @@ class _HttpTransport:
     """The REST client's transport: each request is one GET, answered on the submitting thread, on a
     kept-alive connection of its own while it runs (the pool lends each to one thread at a time)."""
 
-    def __init__(self, base_url: str, tls: ssl.SSLContext | None, authorization: Callable[[], str]) -> None:
+    def __init__(
+        self, base_url: str, tls: ssl.SSLContext | None, network: Network, authorization: Callable[[], str]
+    ) -> None:
         url = urllib.parse.urlsplit(base_url)
         self._base_url = base_url
         self._host = url.hostname or ""
         self._port = url.port or (HTTPS_PORT if tls else HTTP_PORT)
+        self._proxy = network.proxy_for(self._host)
         self._prefix = url.path
         self._tls = tls
         self._authorization = authorization
@@ -232,7 +238,9 @@ class _HttpTransport:
         except (OSError, http.client.HTTPException) as exc:
             if isinstance(exc, http.client.BadStatusLine) and not isinstance(exc, http.client.RemoteDisconnected):
                 raise reach.not_http(self._base_url, str(exc.args[0] if exc.args else "")) from None  # not HTTP
-            failure = reach.from_os_error(exc, self._host, self._port)
+            proxy, where = self._proxy, reach.host_port(self._host, self._port)
+            failure = reach.through_proxy(exc, proxy, where) if proxy else None
+            failure = failure or reach.from_os_error(exc, self._host, self._port)
             if failure is not None:
                 raise failure from None
             raise ConnectionLostError(f"{what}: {type(exc).__name__}: {exc}") from None
@@ -286,9 +294,7 @@ class _HttpTransport:
         with self._lock:
             if self._idle:
                 return self._idle.pop(), True
-        if self._tls is not None:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._tls), False
-        return http.client.HTTPConnection(self._host, self._port, timeout=timeout), False
+        return http_connection(self._host, self._port, tls=self._tls, proxy=self._proxy, timeout=timeout), False
 
     def _connect(self, connection: http.client.HTTPConnection, timeout: float) -> None:
         """Open the connection (TCP, then TLS): no answer within ``timeout`` is an open timeout."""

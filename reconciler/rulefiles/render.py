@@ -15,6 +15,7 @@ from reconciler.errors import InputError
 from reconciler.model import DesiredState, Topic, rule_to_doc
 from reconciler.names import name_key
 
+
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
     """libyaml's emitter when PyYAML was built with it (several times faster than the pure-Python one,
     and it escapes a NEL, U+0085, instead of writing it raw, where a reader takes it for a line break),

@@ -12,6 +12,7 @@ from proton import Data, symbol
 from reconciler import model as m
 from reconciler.amqp import codec, errors, messages
 from reconciler.amqp.client import ManagementClient, ScheduledMessage
+from reconciler.amqp.network import Network
 
 from .wire_server import WireServer
 
@@ -189,7 +190,7 @@ def tls_server(certificate):
 def test_tls_with_trusted_certificate_and_matching_host(certificate):
     with tls_server(certificate) as server:
         with ManagementClient(server.connection_string("localhost", emulator=False), timeout=5, retries=0,
-                              ca_file=certificate[0]) as client:
+                              network=Network(ca_file=certificate[0])) as client:
             assert client.list_rules("t", "s")
 
 
@@ -204,7 +205,7 @@ def test_tls_refuses_untrusted_certificate(certificate):
 def test_tls_refuses_host_name_mismatch(certificate):
     with tls_server(certificate) as server:
         with ManagementClient(server.connection_string("127.0.0.1", emulator=False), timeout=5, retries=0,
-                              ca_file=certificate[0]) as client:
+                              network=Network(ca_file=certificate[0])) as client:
             with pytest.raises(errors.TransportSecurityError):
                 client.list_rules("t", "s")
     assert not server.cbs_requests

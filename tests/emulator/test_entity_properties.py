@@ -8,6 +8,7 @@ import pytest
 
 from reconciler.amqp.client import ManagementClient
 from reconciler.amqp.errors import BadRequestError
+from reconciler.amqp.network import Network
 from reconciler.emulator import Emulator
 from reconciler.emulator import state as persistence
 from reconciler.emulator.namespace import Namespace
@@ -48,7 +49,7 @@ def test_one_port_serves_amqp_https_and_plain_http(forwarding):
     with ManagementClient(forwarding.connection_string) as amqp, \
             ManagementRestClient(forwarding.connection_string) as plain, \
             ManagementRestClient(forwarding.connection_string, base_url=f"https://127.0.0.1:{forwarding.port}",
-                                 ca_file=forwarding.ca_file) as tls:
+                                 network=Network(ca_file=forwarding.ca_file)) as tls:
         assert plain.base_url.startswith("http://") and tls.base_url.startswith("https://")
         assert plain.list_topics() == tls.list_topics() == ["orders"]
         assert amqp.peek_messages("archive", None, 0, 1) == []  # AMQP on the very same port

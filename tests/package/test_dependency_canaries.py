@@ -195,7 +195,8 @@ def _cproton_names_used() -> set[str]:
 
 def test_a_socket_accepted_elsewhere_becomes_an_amqp_server_connection() -> None:
     """The emulator's front door accepts sockets itself and hands AMQP ones to proton, repeating the
-    private steps of proton's own Acceptor (``adopt_amqp``)."""
+    private steps of proton's own Acceptor (``adopt_amqp``); the WebSocket tunnel hands proton a
+    client socket with the same steps (``reactor.attach_socket``)."""
     import threading
 
     from proton.handlers import MessagingHandler
@@ -208,7 +209,7 @@ def test_a_socket_accepted_elsewhere_becomes_an_amqp_server_connection() -> None
             container.stop()
 
     api = "Connection._acceptor, Selectable._transport, Transport._selectable, IOHandler.update"
-    with private_api("python-qpid-proton", api, "reconciler/emulator/frontdoor.py (adopt_amqp)"):
+    with private_api("python-qpid-proton", api, "reconciler/amqp/reactor.py (attach_socket)"):
         ours, theirs = socket.socketpair()
         container = Container(Stopper())
         injector = EventInjector()

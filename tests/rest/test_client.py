@@ -7,6 +7,7 @@ import pytest
 from reconciler.amqp.client import ManagementClient
 from reconciler.amqp.connection import ConnectionString
 from reconciler.amqp.errors import NotFoundError, TransportSecurityError, UnauthorizedError
+from reconciler.amqp.network import Network
 from reconciler.amqp.retry import RetryPolicy
 from reconciler.rest.client import ManagementRestClient, default_base_url, token_audience
 from tests.rest.conftest import LISTENER, LISTENER_KEY, MANY, RULES
@@ -76,7 +77,7 @@ def test_a_wrong_key_is_unauthorized_and_never_printed(namespace_emulator):
 
 def test_https_is_verified_against_the_given_ca(namespace_emulator):
     url = f"https://127.0.0.1:{namespace_emulator.port}"
-    with ManagementRestClient(namespace_emulator.connection_string, base_url=url, ca_file=namespace_emulator.ca_file) as ok:
+    with ManagementRestClient(namespace_emulator.connection_string, base_url=url, network=Network(ca_file=namespace_emulator.ca_file)) as ok:
         assert "orders" in ok.list_topics()
     calls = []
 

@@ -1,0 +1,36 @@
+"""``sbrules send``: publish test messages to a topic, so a user closes the loop without SDK code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from reconciler.cli.common import MESSAGE_HELP, Namespace, env_option, namespace_options, project_environment, read_message
+
+#: The most messages one send may publish (test traffic, not a load generator).
+MAX_COUNT = 10_000
+
+
+@click.command()
+@click.option("--topic", required=True, help="The topic (or queue) to send to, as named in the namespace.")
+@click.option("--message", "message_file", required=True, type=click.File("r", encoding="utf-8"), help=MESSAGE_HELP)
+@click.option("--count", type=click.IntRange(min=1, max=MAX_COUNT), default=1, show_default=True,
+              help="Send the message this many times.")
+@env_option
+@namespace_options
+def send(topic: str, message_file: Any, count: int, env: str | None, namespace: Namespace) -> None:
+    """Publish a test message, described in the same JSON as ``sbrules route --message`` (typed
+    user properties, system properties, body), to TOPIC: the emulator's or a dev namespace's
+    subscriptions then hold what their rules let through. Needs a key with Send rights.
+
+    Each message is sent at-least-once (answered when the service accepts it); exit 0 when every
+    message was accepted, else the first refusal's error and exit code."""
+    message = read_message(message_file)
+    namespace = namespace.for_environment(project_environment(env))
+    with namespace.amqp() as client:
+        failures = [error for error in client.send_messages(topic, [message] * count) if error is not None]
+    sent = count - len(failures)
+    click.echo(f"sent {sent} of {count} message(s) to {topic}", err=bool(failures))
+    if failures:
+        raise failures[0]
