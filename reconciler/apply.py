@@ -182,6 +182,35 @@ _VERB = {
 }
 
 
+def report_to_json(report: ApplyReport) -> dict[str, Any]:
+    """The report as one document (``apply --format json``; schemas/apply.schema.json)."""
+
+    def change(c: Change) -> dict[str, Any]:
+        return {"rule": c.rule, "change": c.kind.value}
+
+    outcome = "interrupted" if report.interrupted else "complete" if report.ok else "incomplete"
+    return {
+        "format_version": 1,
+        "outcome": outcome,
+        "ok": report.ok,
+        "summary": report.counts(),
+        "subscriptions": [
+            {
+                "topic": r.plan.topic,
+                "subscription": r.plan.subscription,
+                "status": r.status.value,
+                "applied": [change(c) for c in r.applied],
+                "not_applied": [change(c) for c in r.not_applied] if r.status is not ApplyStatus.ALREADY_APPLIED else [],
+                "unknown": change(r.unknown) if r.unknown is not None else None,
+                "error": r.error,
+                "replanned": r.replanned,
+                "notes": list(r.notes),
+            }
+            for r in report.results
+        ],
+    }
+
+
 def render_report(report: ApplyReport) -> str:
     """Exactly what was and was not applied, per subscription."""
     lines: list[str] = []

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import click
 
-from reconciler.apply import ApplyOptions, ReplaceStrategy, apply_plan, render_report
+from reconciler.apply import ApplyOptions, ApplyReport, ReplaceStrategy, apply_plan, render_report, report_to_json
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import (
     Namespace,
@@ -23,7 +23,7 @@ from reconciler.cli.common import (
     progress_bars,
     project_environment,
 )
-from reconciler.cli.output import ExitCode
+from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import SbrulesError
 from reconciler.lock import DEFAULT_TIMEOUT_SECONDS
 from reconciler.plan import RENDERERS, Plan, read_plan_file, render_drift_json, render_drift_text, render_json
@@ -108,11 +108,13 @@ def plan(
     "--lock-timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT_SECONDS, show_default=True,
     help="Seconds to wait for a subscription another apply has locked; then it is reported LOCKED (exit 1).",
 )
+@format_option("text", "json")
 @env_option
 @namespace_options
 @no_discovery_option
 def apply(
     sources: tuple[Path, ...],
+    fmt: str,
     auto_approve: bool,
     replace_strategy: str,
     parallel: int,
@@ -129,7 +131,8 @@ def apply(
     Each subscription is locked while it is written (docs/locking.md): one that another apply
     is writing is waited for. Exit 0 when everything was applied (or nothing was to do), 1 when
     any change failed, a subscription was refused as stale or stayed locked, or a change's
-    outcome is unknown; the report lists what was and was not applied.
+    outcome is unknown; the report lists what was and was not applied (--format json: as one
+    document; the plan made from rule files then goes to stderr).
     """
     saved = len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json"
     if saved:
@@ -152,8 +155,11 @@ def apply(
             the_plan = current_plan(clients, rules, namespace)
             # The plan's warnings are about gapless replaces: shown with the plan when they will run.
             gapless = replace_strategy == ReplaceStrategy.GAPLESS
-            click.echo(RENDERERS["text"](the_plan if gapless else dataclasses.replace(the_plan, warnings=())))
+            shown = RENDERERS["text"](the_plan if gapless else dataclasses.replace(the_plan, warnings=()))
+            click.echo(shown, err=fmt == "json")
             if not the_plan.has_changes:
+                if fmt == "json":
+                    echo_json(report_to_json(ApplyReport([])))
                 return
             _confirm(auto_approve)
         if saved and replace_strategy == ReplaceStrategy.GAPLESS:
@@ -174,7 +180,10 @@ def apply(
                 desired=None if saved else rules.state,
             )
             report = apply_plan(client, the_plan, options)
-    click.echo(render_report(report))
+    if fmt == "json":
+        echo_json(report_to_json(report))
+    else:
+        click.echo(render_report(report))
     if report.interrupted:
         raise SystemExit(ExitCode.INTERRUPTED)
     if not report.ok:
@@ -234,17 +243,19 @@ def drift(
     "--out", type=click.Path(file_okay=False, path_type=Path),
     help="Write <topic>.yaml files here (default: stdout, one YAML document per topic).",
 )
+@format_option("yaml", "json")
 @env_option
 @namespace_options
 def export(
-    topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None, env: str | None,
+    topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None, fmt: str, env: str | None,
     namespace: Namespace,
 ) -> None:
     """Write live rules as rule files: --topic T (all its subscriptions), or --all topics.
 
     Listing subscriptions uses the management REST API (Manage rights); naming them with
     --subscription reads only those, over AMQP (Listen rights are enough). With --env, topics are
-    named as the rule files declare them (sbrules.yaml's topic renames undone).
+    named as the rule files declare them (sbrules.yaml's topic renames undone). With --format json,
+    stdout is one document: the rule-file documents, the files written, warnings and notes.
     """
     from reconciler.export import discovered_targets, export_rules, to_yaml, write_exports
 
@@ -270,8 +281,12 @@ def export(
         click.echo(f"warning: {line}", err=True)
     for line in result.notes:
         click.echo(f"note: {line}", err=True)
-    if out:
-        for path in write_exports(result.documents, out):
+    written = [str(path) for path in write_exports(result.documents, out)] if out else []
+    if fmt == "json":
+        echo_json({"format_version": 1, "topics": result.documents, "files": written,
+                   "warnings": result.warnings, "notes": result.notes})
+    elif out:
+        for path in written:
             click.echo(f"wrote {path}", err=True)
     else:
         click.echo("---\n".join(to_yaml(doc) for doc in result.documents), nl=False)

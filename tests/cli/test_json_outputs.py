@@ -8,6 +8,7 @@ test here that runs it; test_every_json_output_has_a_schema fails until it does.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import re
 
 import click
@@ -23,6 +24,8 @@ OUTPUT_SCHEMAS = {
     "validate": "validate",
     "plan": "plan",
     "drift": "drift",
+    "apply": "apply",
+    "export": "export",
     "route": "route",
     "rules list": "rules",
     "sample": "sample",
@@ -164,3 +167,28 @@ def test_sample(drifted, run_cli, output_schema, tmp_path):
     doc = one_document(out)
     output_schema("sample").validate(doc)
     assert code == 0 and doc["written"] == 3, err
+
+
+def test_apply_and_export_are_one_document_each(drifted, run_cli, output_schema, monkeypatch, tmp_path):
+    monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
+    code, out, err = run_cli("apply", RULES, "--auto-approve", "--format", "json")
+    doc = one_document(out)
+    output_schema("apply").validate(doc)
+    assert code == 0 and doc["ok"] and doc["outcome"] == "complete" and doc["summary"]["applied"] == 5, err
+    assert "Plan: 1 to create" in err  # the plan it made goes to stderr, stdout is the report alone
+    applied = {(s["topic"], s["subscription"]): s for s in doc["subscriptions"]}
+    assert applied[("orders", "billing")]["applied"] == [{"rule": "$Default", "change": "delete"}]
+    code, out, _ = run_cli("apply", RULES, "--auto-approve", "--format", "json")
+    doc = one_document(out)
+    output_schema("apply").validate(doc)
+    assert code == 0 and doc["subscriptions"] == [] and doc["summary"]["applied"] == 0
+
+    code, out, err = run_cli("export", "--all", "--format", "json", "--out", tmp_path / "exported")
+    doc = one_document(out)
+    output_schema("export").validate(doc)
+    assert code == 0 and [d["topic"] for d in doc["topics"]] == ["orders", "payments"], err
+    assert sorted(Path(f).name for f in doc["files"]) == ["orders.yaml", "payments.yaml"]
+    code, out, _ = run_cli("export", "--topic", "orders", "--subscription", "billing", "--format", "json")
+    doc = one_document(out)
+    output_schema("export").validate(doc)
+    assert code == 0 and doc["files"] == [] and list(doc["topics"][0]["subscriptions"]) == ["billing"]
