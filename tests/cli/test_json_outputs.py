@@ -8,8 +8,8 @@ test here that runs it; test_every_json_output_has_a_schema fails until it does.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import re
+from pathlib import Path
 
 import click
 import pytest
