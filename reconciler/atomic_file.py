@@ -3,12 +3,15 @@ one, never half of one.
 
 The new content goes to a temporary file in the target's directory (a rename is atomic only
 within one file system), is flushed to disk, renamed over the target, and the directory is
-flushed so the rename itself survives a power cut.
+flushed so the rename itself survives a power cut. The file gets the mode a plain ``open`` would
+give it (the target's own, or 0666 less the umask), not the temporary file's private 0600.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +29,10 @@ def replacing(target: str | os.PathLike[str]) -> Iterator[Path]:
     directory = target.parent
     directory.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    os.close(fd)
+    try:
+        os.fchmod(fd, _mode_for(target))
+    finally:
+        os.close(fd)
     tmp = Path(name)
     try:
         yield tmp
@@ -50,3 +56,19 @@ def _fsync(path: Path, flags: int) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _mode_for(target: Path) -> int:
+    """The mode ``target`` keeps when it exists, else what a new file gets under the umask."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+@functools.cache
+def _umask() -> int:
+    """The process's umask (read once: os.umask can only be read by setting it)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
