@@ -69,7 +69,8 @@ def route(
 ) -> None:
     """Route one sample message through the declared rules (default: ./rules) and show, per
     subscription, whether it is delivered, how each rule evaluated and the copies after actions.
-    With --env, through that environment's rules (--topic is then its name in that namespace).
+    With --env, through that environment's rules; topics are named as the rule files declare them
+    (in --topic and in the output), the namespace's name beside a renamed one.
 
     Rule files that fail ``sbrules validate`` are refused (exit 1) unless --allow-invalid."""
     message = read_message(message_file)
@@ -81,7 +82,15 @@ def route(
             err=True,
         )
     state = rules.state
+    environment = rules.environment
+    if topic is not None and environment is not None:
+        topic = environment.actual_topic(topic)
     deliveries = route_state(state, message, topic)
+    if environment is not None:
+        for delivery in deliveries:
+            declared = environment.declared_topic(delivery["topic"])
+            if declared != delivery["topic"]:
+                delivery["namespace_topic"], delivery["topic"] = delivery["topic"], declared
     if fmt == "json":
         echo_json({"format_version": 1, "deliveries": deliveries})
     else:
@@ -129,12 +138,14 @@ def _print_text(deliveries: list[dict[str, Any]], unmanaged: set[tuple[str, str]
         return
     for delivery in deliveries:
         where = escape(f"{delivery['topic']}/{delivery['subscription']}")
+        if "namespace_topic" in delivery:
+            where += escape(f" ({delivery['namespace_topic']} in the namespace)")
         copies = len(delivery["copies"])
         if delivery["delivered"]:
             verdict = f"[bold green]delivered[/] ({copies} cop{'y' if copies == 1 else 'ies'})"
         else:
             verdict = "[bold red]not delivered[/]"
-        unmanaged_here = (delivery["topic"], delivery["subscription"]) in unmanaged
+        unmanaged_here = (delivery.get("namespace_topic", delivery["topic"]), delivery["subscription"]) in unmanaged
         note = " [dim](rules unmanaged: routed as $Default)[/]" if unmanaged_here else ""
         console.print(f"[bold]{where}[/]: {verdict}{note}")
         for rule in delivery["rules"]:

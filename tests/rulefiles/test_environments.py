@@ -336,3 +336,18 @@ subscriptions:
     assert warnings[0].origin.file.endswith("overlays/prod/orders.yaml") and warnings[0].origin.line == 5
     names = [r.name for r in next(s for _, s in result.state.subscriptions() if s.name == "audit-eu").rules]
     assert "bigg" in names and "fresh" in names
+
+
+def test_route_takes_and_gives_declared_topic_names_with_the_namespaces_beside(tmp_path, run_cli, output_schema):
+    import json
+
+    project = write(tmp_path / "project", {"sbrules.yaml": PROJECT, "orders.yaml": ORDERS, "overlays/prod/orders.yaml": PROD_OVERLAY})
+    message = tmp_path / "m.json"
+    message.write_text('{"sys": {"Label": "eu-x"}, "user": {"amount": 5000, "region": "eu"}}')
+    code, out, err = run_cli("route", project, "--env", "prod", "--topic", "orders", "--message", message, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    output_schema("route").validate(doc)
+    assert {(d["topic"], d.get("namespace_topic")) for d in doc["deliveries"]} == {("orders", "orders-v2")}
+    code, out, _ = run_cli("route", project, "--env", "prod", "--topic", "orders", "--message", message)
+    assert code == 0 and "orders/audit-eu (orders-v2 in the namespace): delivered" in out, out
