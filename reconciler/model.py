@@ -112,6 +112,8 @@ class EmptyAction:
 
 
 Action = SqlRuleAction | EmptyAction
+#: The one empty action every rule without an action shares (it is a value: all are equal).
+NO_ACTION = EmptyAction()
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ class Rule:
 
     name: str
     filter: Filter
-    action: Action = EmptyAction()
+    action: Action = NO_ACTION
     origin: Origin | None = field(default=None, compare=False, repr=False)
     #: Locations of the filter / action text (for carets under SQL errors).
     filter_origin: Origin | None = field(default=None, compare=False, repr=False)
@@ -288,7 +290,7 @@ def rule_from_doc(doc: Mapping[str, Any], *, finite: bool = False) -> Rule:
             raise RuleFormError("correlation: must be a map", ("correlation",))
         flt = correlation_from_doc(doc["correlation"], finite=finite)
     action_text = doc.get("action")
-    action: Action = SqlRuleAction(str(action_text)) if action_text is not None else EmptyAction()
+    action: Action = SqlRuleAction(str(action_text)) if action_text is not None else NO_ACTION
     return Rule(name=name, filter=flt, action=action)
 
 

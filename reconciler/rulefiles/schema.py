@@ -142,7 +142,7 @@ def _yaml_1_1_hint(value: Any, path: DocPath, loc: Located) -> str:
     if not (isinstance(value, dict) and len(value) == 1):
         return ""
     ((tag, raw),) = value.items()
-    text = loc.plain.get(path + (tag,))
+    text = loc.plain(path + (tag,))
     unclear = ambiguity(text, raw) if text is not None else None
     if unclear is None:
         return ""
