@@ -24,6 +24,7 @@ from reconciler.cli.common import (
 )
 from reconciler.cli.output import ExitCode
 from reconciler.errors import SbrulesError
+from reconciler.gc_pause import paused_gc
 from reconciler.plan import RENDERERS, Plan, PlanError, render_drift_json, render_drift_text, render_json
 from reconciler.plan.live import plan_live
 
@@ -69,10 +70,11 @@ def plan(
     namespace: Namespace,
 ) -> None:
     """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it."""
-    rules = load_rules(paths, env)
-    namespace = namespace.for_environment(rules.environment)
-    with namespace_clients(namespace) as clients:
-        the_plan = current_plan(clients, rules, namespace)
+    with paused_gc(freeze=True):  # the declared and live rules live until the command ends
+        rules = load_rules(paths, env)
+        namespace = namespace.for_environment(rules.environment)
+        with namespace_clients(namespace) as clients:
+            the_plan = current_plan(clients, rules, namespace)
     if out:
         write_atomically(out, render_json(the_plan) + "\n")
     click.echo(RENDERERS[fmt](the_plan))
@@ -193,10 +195,11 @@ def _confirm(auto_approve: bool) -> None:
 @namespace_options
 def drift(paths: tuple[Path, ...], fmt: str, strict: bool, env: str | None, namespace: Namespace) -> None:
     """Report live rules that differ from the files. Exit 0 in sync, 2 drift, 1 error."""
-    rules = load_rules(paths, env)
-    namespace = namespace.for_environment(rules.environment)
-    with namespace_clients(namespace) as clients:
-        the_plan = current_plan(clients, rules, namespace)
+    with paused_gc(freeze=True):  # the declared and live rules live until the command ends
+        rules = load_rules(paths, env)
+        namespace = namespace.for_environment(rules.environment)
+        with namespace_clients(namespace) as clients:
+            the_plan = current_plan(clients, rules, namespace)
     click.echo(render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict))
     if the_plan.drifted(strict):
         raise SystemExit(ExitCode.CHANGES)
