@@ -26,6 +26,7 @@ from reconciler.typed_values import (  # noqa: F401 - the model's typed values l
     TypedValue,
     TypedValueError,
     ValueType,
+    read_typed_form,
     typed_properties,
 )
 
@@ -240,7 +241,7 @@ def _properties_from_doc(props: Mapping[str, Any], path: tuple[str, ...], finite
     out = []
     for name, raw in props.items():
         try:
-            out.append((str(name), TypedValue.from_typed_form(raw, finite=finite)))
+            out.append((str(name), read_typed_form(raw, finite=finite)))
         except TypedValueError as exc:
             raise RuleFormError(f"property {name!r}: {exc}", (*path, name)) from exc
     return tuple(out)

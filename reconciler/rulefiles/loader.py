@@ -31,7 +31,7 @@ from reconciler.model import (
 from reconciler.rulefiles import yaml_versions
 from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
 from reconciler.rulefiles.schema import SCHEMA_NAME, schema_diagnostics
-from reconciler.typed_values import same_value_other_types
+from reconciler.typed_values import read_typed_form, same_value_other_types
 
 RULE_FILE_SUFFIXES = (".yaml", ".yml")
 
@@ -91,7 +91,7 @@ def _ambiguous_scalars(doc: dict, path: DocPath, loc: Located) -> Iterator[Diagn
 def _typed_correlation_note(rule: str, key: str, written: dict, origin: Origin) -> Iterator[Diagnostic]:
     """Which producer types a typed correlation value does not match (matching compares the type too)."""
     try:
-        value = TypedValue.from_typed_form(written, finite=True)
+        value = read_typed_form(written, finite=True)
     except TypedValueError:
         return  # the schema check or the rule builder reports it
     described = _other_types(value, repr(value.value))
