@@ -448,11 +448,11 @@ def read_typed_form(obj: Any, *, finite: bool = False) -> TypedValue:
         tag, raw = None, obj
     if type(raw) not in _SCALARS or not isinstance(tag, (str, type(None))):
         return TypedValue.from_typed_form(obj, finite=finite)
-    return _read_scalar_form(tag, raw, type(raw), repr(raw), finite)
+    return _read_scalar_form(tag, raw, type(raw).__name__, repr(raw), finite)
 
 
 @functools.lru_cache(maxsize=8192)
-def _read_scalar_form(tag: str | None, raw: Any, kind: type, written: str, finite: bool) -> TypedValue:
+def _read_scalar_form(tag: str | None, raw: Any, kind: str, written: str, finite: bool) -> TypedValue:
     """Keyed by the scalar's Python type and text as well: 1, 1.0 and true are equal keys
     otherwise, and so are 0.0 and -0.0."""
     return TypedValue.from_typed_form(raw if tag is None else {tag: raw}, finite=finite)
