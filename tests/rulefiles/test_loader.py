@@ -167,6 +167,28 @@ def test_every_schema_violation_is_reported(write):
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(
+    "rule",
+    ['{name: both, sql: "a = 1", filter: true}', "{name: none, action: SET a = 1}", "{name: three, sql: x, filter: true, correlation: {to: a}}"],
+)
+def test_a_rule_without_exactly_one_filter_kind_is_the_only_fault_found(write, rule):
+    """The fast schema check tests the rule's oneOf by hand: a file whose only fault is there is still invalid."""
+    path = write(
+        "k.yaml",
+        f"""
+        topic: orders
+        subscriptions:
+          empty:
+          billing:
+            rules:
+              - {{name: fine, sql: "a = 1"}}
+              - {rule}
+        """,
+    )
+    assert errors(rulefiles.load([path])) == [("k.yaml", 7, 9, "filter-kind")]
+
+
+@pytest.mark.unit
 def test_duplicates_name_both_locations(write, tmp_path):
     write(
         "a.yaml",
