@@ -267,9 +267,17 @@ def correlation_from_doc(doc: Mapping[str, Any], *, finite: bool = False) -> Cor
     return CorrelationFilter(**fields)
 
 
-def rule_from_doc(doc: Mapping[str, Any], *, finite: bool = False) -> Rule:
+def rule_from_doc(
+    doc: Mapping[str, Any],
+    *,
+    finite: bool = False,
+    origin: Origin | None = None,
+    filter_origin: Origin | None = None,
+    action_origin: Origin | None = None,
+) -> Rule:
     """Build a Rule from its rule-file form (after schema validation, so errors here are rare);
-    ``finite`` refuses NaN and infinities in its values, for rules a person declares."""
+    ``finite`` refuses NaN and infinities in its values, for rules a person declares, and the
+    origins say where it was written."""
     name = doc.get("name")
     if not isinstance(name, str):
         raise RuleFormError("a rule needs a string 'name'", ("name",))
@@ -292,7 +300,7 @@ def rule_from_doc(doc: Mapping[str, Any], *, finite: bool = False) -> Rule:
         flt = correlation_from_doc(doc["correlation"], finite=finite)
     action_text = doc.get("action")
     action: Action = SqlRuleAction(str(action_text)) if action_text is not None else NO_ACTION
-    return Rule(name=name, filter=flt, action=action)
+    return Rule(name, flt, action, origin, filter_origin, action_origin)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from reconciler.model import (
 )
 from reconciler.rulefiles import yaml_versions
 from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
-from reconciler.rulefiles.schema import SCHEMA_NAME, schema_diagnostics
+from reconciler.rulefiles.schema import FILTER_KINDS, SCHEMA_NAME, schema_diagnostics
 from reconciler.typed_values import read_typed_form, same_value_other_types
 
 RULE_FILE_SUFFIXES = (".yaml", ".yml")
@@ -123,14 +123,15 @@ def _shown(value: TypedValue) -> str:
 
 
 def _build_rule(doc: dict, path: DocPath, loc: Located) -> Rule:
-    rule = rule_from_doc(doc, finite=True)
-    kind = next(k for k in ("sql", "correlation", "filter") if k in doc)
-    return Rule(
-        rule.name,
-        rule.filter,
-        rule.action,
+    kind = next((k for k in FILTER_KINDS if k in doc), None)  # none: rule_from_doc says so
+    filter_origin = None
+    if kind is not None:
+        filter_origin = text_origin(path + (kind,), loc) if kind == "sql" else loc.origin(path + (kind,))
+    return rule_from_doc(
+        doc,
+        finite=True,
         origin=loc.origin(path),
-        filter_origin=text_origin(path + (kind,), loc) if kind == "sql" else loc.origin(path + (kind,)),
+        filter_origin=filter_origin,
         action_origin=text_origin(path + ("action",), loc) if "action" in doc else None,
     )
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import fastjsonschema
-import jsonschema
 
 from reconciler.diagnostics import Diagnostic
 from reconciler.rulefiles.located import DocPath, Located
 from reconciler.rulefiles.yaml_versions import ambiguity, describe
 from reconciler.typed_values import TypedValue, TypedValueError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 SCHEMA_NAME = "rules.schema.json"
 
@@ -35,7 +37,9 @@ def _by_id(uri: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def _validator(name: str) -> jsonschema.protocols.Validator:
-    """The thorough validator: reports every violation, used once a file is known to be invalid."""
+    """The thorough validator: reports every violation, used once a file is known to be invalid
+    (imported only then: valid files do not pay for loading it)."""
+    import jsonschema
     from referencing import Registry, Resource
 
     schema = packaged_schema(name)
