@@ -15,6 +15,7 @@ from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import (
     Namespace,
     Rules,
+    collector_paused,
     env_option,
     format_option,
     load_rules,
@@ -24,7 +25,6 @@ from reconciler.cli.common import (
 )
 from reconciler.cli.output import ExitCode
 from reconciler.errors import SbrulesError
-from reconciler.gc_pause import paused_gc
 from reconciler.plan import RENDERERS, Plan, PlanError, render_drift_json, render_drift_text, render_json
 from reconciler.plan.live import plan_live
 
@@ -70,7 +70,7 @@ def plan(
     namespace: Namespace,
 ) -> None:
     """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it."""
-    with paused_gc(freeze=True):  # the declared and live rules live until the command ends
+    with collector_paused():  # the declared and live rules live until the command ends
         rules = load_rules(paths, env)
         namespace = namespace.for_environment(rules.environment)
         with namespace_clients(namespace) as clients:
@@ -195,7 +195,7 @@ def _confirm(auto_approve: bool) -> None:
 @namespace_options
 def drift(paths: tuple[Path, ...], fmt: str, strict: bool, env: str | None, namespace: Namespace) -> None:
     """Report live rules that differ from the files. Exit 0 in sync, 2 drift, 1 error."""
-    with paused_gc(freeze=True):  # the declared and live rules live until the command ends
+    with collector_paused():  # the declared and live rules live until the command ends
         rules = load_rules(paths, env)
         namespace = namespace.for_environment(rules.environment)
         with namespace_clients(namespace) as clients:

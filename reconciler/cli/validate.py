@@ -10,10 +10,9 @@ import click
 from reconciler import diagnostics as diag
 from reconciler.atomic_file import write_atomically
 from reconciler.cli import output
-from reconciler.cli.common import Namespace, env_option, namespace_options
+from reconciler.cli.common import Namespace, collector_paused, env_option, namespace_options
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import InputError
-from reconciler.gc_pause import paused_gc
 from reconciler.lint import lint
 from reconciler.model import DesiredState
 from reconciler.rulefiles import LoadResult
@@ -81,7 +80,7 @@ def validate(
         raise click.UsageError("no PATH given and no ./rules directory here")
     source = locate(paths)
     results: dict[str | None, LoadResult]
-    with paused_gc(freeze=True):  # millions of objects (rules, findings) that live until the command ends
+    with collector_paused():  # millions of objects (rules, findings) that live until the command ends
         if env is not None:
             results = {env: load_rules(source, env)}
         else:
