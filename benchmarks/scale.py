@@ -6,7 +6,7 @@ an action) and 40 correlation filters, half of them with a typed property (``{in
 note each); every other subscription declares no ``$Default`` (another note). Each topic stays
 within the service's 2,000 SQL filters.
 
-Each command runs as ``python -m reconciler`` in a child process, as a user runs it; its wall time
+Each command runs as ``python -m reconciler`` in a child process, as a user runs it; its wall and CPU time
 and peak RSS (``ru_maxrss`` from ``wait4``) are reported. ``plan`` and ``drift`` run against
 ``sbrules emulator`` in its own process, seeded with the same files, so they find no changes. The
 baseline is PyYAML's C loader (``yaml.load(..., CSafeLoader)``) reading the same files, in a child
@@ -40,6 +40,10 @@ SQL_SHAPES = (
     "NOT EXISTS(test) AND (priority >= {i} OR sys.CorrelationId = 'c{i}')",
     "quantity * price > {i}.5 AND status <> 'cancelled' AND customer IS NOT NULL",
 )
+
+#: Wall time, and the CPU time of the command's process alone: on a shared machine the wall time
+#: also counts the waits for a core, and the ratios are given by both.
+CLOCKS = ("seconds", "cpu_seconds")
 
 YAML_LOAD = """
 import sys, yaml
@@ -191,12 +195,16 @@ def main() -> None:
         "runs": {str(count): result for count, result in results.items()},
     }
     largest = results[max(results)]
-    report["validate_vs_yaml_load"] = round(largest["validate"]["seconds"] / largest["yaml_load"]["seconds"], 2)
+    report["validate_vs_yaml_load"] = {
+        clock: round(largest["validate"][clock] / largest["yaml_load"][clock], 2) for clock in CLOCKS
+    }
     report["targets"] = {"validate_vs_yaml_load": 1.5, "scaling_10x": 10.5, "plan_peak_rss_mb": 400}
     if len(results) > 1:
         small, large = min(results), max(results)
         report["scaling"] = {
-            f"{name}_{large}_vs_{small}": round(results[large][name]["seconds"] / results[small][name]["seconds"], 2)
+            f"{name}_{large}_vs_{small}": {
+                clock: round(results[large][name][clock] / results[small][name][clock], 2) for clock in CLOCKS
+            }
             for name in results[large]
             if name != "files"
         }
