@@ -198,15 +198,16 @@ def topic_from_doc(read: ReadFile, diags: list[Diagnostic]) -> Topic:
 
 def merge(topics: Iterable[Topic], diags: list[Diagnostic]) -> DesiredState:
     """Merge topics by name (case-insensitive); duplicates of subscriptions or rules are errors."""
-    merged: dict[str, Topic] = {}
+    merged: dict[str, Topic] = {}  # by lower-cased name: the first file's topic
+    declared: dict[str, dict[str, Subscription]] = {}  # its subscriptions by lower-cased name, in order
     for topic in topics:
         key = topic.name.lower()
         if key not in merged:
-            merged[key] = replace(topic, subscriptions=())
-        existing = merged[key]
-        subs = list(existing.subscriptions)
+            merged[key] = topic
+            declared[key] = {}
+        seen = declared[key]
         for sub in topic.subscriptions:
-            twin = next((s for s in subs if s.name.lower() == sub.name.lower()), None)
+            twin = seen.get(sub.name.lower())
             if twin is not None:
                 diags.append(
                     Diagnostic(
@@ -218,9 +219,10 @@ def merge(topics: Iterable[Topic], diags: list[Diagnostic]) -> DesiredState:
                     )
                 )
                 continue
-            subs.append(_dedupe_rules(topic, sub, diags))
-        merged[key] = replace(existing, subscriptions=tuple(subs))
-    return DesiredState(topics=tuple(merged.values()))
+            seen[sub.name.lower()] = _dedupe_rules(topic, sub, diags)
+    return DesiredState(
+        topics=tuple(replace(topic, subscriptions=tuple(declared[key].values())) for key, topic in merged.items())
+    )
 
 
 def _dedupe_rules(topic: Topic, sub: Subscription, diags: list[Diagnostic]) -> Subscription:
