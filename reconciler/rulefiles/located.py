@@ -24,6 +24,19 @@ MAX_DEPTH = 64
 
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+_DEFAULT_TAGS = {
+    yaml.ScalarNode: yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG,
+    yaml.SequenceNode: yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+    yaml.MappingNode: yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+}
+_resolver = yaml.resolver.Resolver()
+
+
+@lru_cache(maxsize=8192)
+def _plain_tag(text: str) -> str:
+    """The tag YAML 1.1 gives the plain scalar ``text``."""
+    return _resolver.resolve(yaml.ScalarNode, text, (True, False))
+
 
 class _Loader(_SafeLoader):  # type: ignore[misc, valid-type]
     """The safe loader, with the tag resolution it calls back into Python for at every node cut to
@@ -42,22 +55,6 @@ class _Loader(_SafeLoader):  # type: ignore[misc, valid-type]
         if kind is yaml.ScalarNode and implicit[0]:
             return _plain_tag(value)
         return _DEFAULT_TAGS[kind]
-
-
-_DEFAULT_TAGS = {
-    yaml.ScalarNode: yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG,
-    yaml.SequenceNode: yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
-    yaml.MappingNode: yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-}
-
-
-_resolver = yaml.resolver.Resolver()
-
-
-@lru_cache(maxsize=8192)
-def _plain_tag(text: str) -> str:
-    """The tag YAML 1.1 gives the plain scalar ``text``."""
-    return _resolver.resolve(yaml.ScalarNode, text, (True, False))
 
 
 _STR = "tag:yaml.org,2002:str"
