@@ -7,7 +7,8 @@ stable JSON, or GitHub Actions annotations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from reconciler.model import Origin
@@ -52,6 +53,23 @@ def counts(diags: Iterable[Diagnostic]) -> dict[str, int]:
     out = {"error": 0, "warning": 0, "info": 0}
     for diag in diags:
         out[diag.severity] += 1
+    return out
+
+
+def fold_notes(diags: Sequence[Diagnostic]) -> list[Diagnostic]:
+    """``diags`` with the notes (info) of each code that occurs more than once folded into one, at
+    the place of the first: it gives the count and the first one's message. A large project has a
+    note for every rule (100,000 rules made 41,000); errors and warnings are never folded."""
+    counted = Counter(d.code for d in diags if d.severity == "info")
+    out: list[Diagnostic] = []
+    folded: set[str] = set()
+    for diag in diags:
+        if diag.severity != "info" or counted[diag.code] == 1:
+            out.append(diag)
+        elif diag.code not in folded:
+            folded.add(diag.code)
+            message = f"{counted[diag.code]:,} notes like this first one (--verbose lists them): {diag.message}"
+            out.append(replace(diag, message=message, related=(), sql=None))
     return out
 
 

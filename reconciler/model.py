@@ -27,6 +27,7 @@ from reconciler.typed_values import (  # noqa: F401 - the model's typed values l
     TypedValue,
     TypedValueError,
     ValueType,
+    read_typed_form,
     typed_properties,
 )
 
@@ -113,6 +114,8 @@ class EmptyAction:
 
 
 Action = SqlRuleAction | EmptyAction
+#: The one empty action every rule without an action shares (it is a value: all are equal).
+NO_ACTION = EmptyAction()
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ class Rule:
 
     name: str
     filter: Filter
-    action: Action = EmptyAction()
+    action: Action = NO_ACTION
     origin: Origin | None = field(default=None, compare=False, repr=False)
     #: Locations of the filter / action text (for carets under SQL errors).
     filter_origin: Origin | None = field(default=None, compare=False, repr=False)
@@ -239,7 +242,7 @@ def _properties_from_doc(props: Mapping[str, Any], path: tuple[str, ...], finite
     out = []
     for name, raw in props.items():
         try:
-            out.append((str(name), TypedValue.from_typed_form(raw, finite=finite)))
+            out.append((str(name), read_typed_form(raw, finite=finite)))
         except TypedValueError as exc:
             raise RuleFormError(f"property {name!r}: {exc}", (*path, name)) from exc
     return tuple(out)
@@ -265,9 +268,17 @@ def correlation_from_doc(doc: Mapping[str, Any], *, finite: bool = False) -> Cor
     return CorrelationFilter(**fields)
 
 
-def rule_from_doc(doc: Mapping[str, Any], *, finite: bool = False) -> Rule:
+def rule_from_doc(
+    doc: Mapping[str, Any],
+    *,
+    finite: bool = False,
+    origin: Origin | None = None,
+    filter_origin: Origin | None = None,
+    action_origin: Origin | None = None,
+) -> Rule:
     """Build a Rule from its rule-file form (after schema validation, so errors here are rare);
-    ``finite`` refuses NaN and infinities in its values, for rules a person declares."""
+    ``finite`` refuses NaN and infinities in its values, for rules a person declares, and the
+    origins say where it was written."""
     name = doc.get("name")
     if not isinstance(name, str):
         raise RuleFormError("a rule needs a string 'name'", ("name",))
@@ -289,8 +300,8 @@ def rule_from_doc(doc: Mapping[str, Any], *, finite: bool = False) -> Rule:
             raise RuleFormError("correlation: must be a map", ("correlation",))
         flt = correlation_from_doc(doc["correlation"], finite=finite)
     action_text = doc.get("action")
-    action: Action = SqlRuleAction(str(action_text)) if action_text is not None else EmptyAction()
-    return Rule(name=name, filter=flt, action=action)
+    action: Action = SqlRuleAction(str(action_text)) if action_text is not None else NO_ACTION
+    return Rule(name, flt, action, origin, filter_origin, action_origin)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as _dt
+import functools
 import math
 import re
 import struct
@@ -430,6 +431,31 @@ class TypedValue:
         if vtype is ValueType.BOOL:
             return f"bool {str(value).lower()}"
         return f"{vtype.value} {_WRITERS.get(vtype, _same)(value)}"
+
+
+#: The Python types of the scalars a typed form is written with (what YAML and JSON give).
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def read_typed_form(obj: Any, *, finite: bool = False) -> TypedValue:
+    """``TypedValue.from_typed_form``, remembered for scalar forms: rule files repeat the same
+    property values (``{region: eu}``, ``{int: 1}``) over thousands of rules, and a value is
+    immutable, so each distinct one is read once and shared (at 100,000 rules, reading them was a
+    fifth of building the rules)."""
+    if isinstance(obj, Mapping) and len(obj) == 1:
+        ((tag, raw),) = obj.items()
+    else:
+        tag, raw = None, obj
+    if type(raw) not in _SCALARS or not isinstance(tag, (str, type(None))):
+        return TypedValue.from_typed_form(obj, finite=finite)
+    return _read_scalar_form(tag, raw, type(raw).__name__, repr(raw), finite)
+
+
+@functools.lru_cache(maxsize=8192)
+def _read_scalar_form(tag: str | None, raw: Any, kind: str, written: str, finite: bool) -> TypedValue:
+    """Keyed by the scalar's Python type and text as well: 1, 1.0 and true are equal keys
+    otherwise, and so are 0.0 and -0.0."""
+    return TypedValue.from_typed_form(raw if tag is None else {tag: raw}, finite=finite)
 
 
 def unknown_type_message(tag: Any) -> str:

@@ -32,7 +32,6 @@ from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import (
     CORRELATION_FIELDS,
     CorrelationFilter,
-    EmptyAction,
     FalseFilter,
     Rule,
     SqlFilter,
@@ -307,7 +306,7 @@ def decode_add_rule_body(body: Any) -> Rule:
     else:
         flt = _decode_correlation_map(description["correlation-filter"], f"{where}.correlation-filter")
     raw_action = description.get("sql-rule-action")
-    action: model.Action = EmptyAction()
+    action: model.Action = model.NO_ACTION
     if raw_action is not None:
         action = SqlRuleAction(_decode_expression_map(raw_action, f"{where}.sql-rule-action"))
     inner_name = description.get("rule-name")
@@ -399,10 +398,10 @@ def _decode_filter(value: Any, rule: str) -> model.Filter:
 
 def _decode_action(value: Any, rule: str) -> model.Action:
     if value is None:
-        return EmptyAction()
+        return model.NO_ACTION
     code, fields = _descriptor(value, rule, "[1] (action)")
     if code == EMPTY_RULE_ACTION_CODE:
-        return EmptyAction()
+        return model.NO_ACTION
     if code == SQL_RULE_ACTION_CODE:
         if not fields:
             raise CodecError(f"{rule}[1] (action): sql-rule-action list has no expression")

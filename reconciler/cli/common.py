@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gc
 import logging
 import os
 import sys
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from reconciler.credits import DEFAULT_CREDIT_SHARE, STANDARD_CREDITS_PER_SECOND, credit_budget
+from reconciler.gc_pause import paused_gc
 
 if TYPE_CHECKING:
     from reconciler.amqp.client import ManagementClient
@@ -385,6 +387,16 @@ def progress_bars(totals: Mapping[str, int | None], pacer: "Pacer") -> Iterator[
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         tasks = {key: progress.add_task(key, total=total, pacing="") for key, total in totals.items()}
         yield lambda key, count: progress.update(tasks[key], advance=count, pacing=pacing_text(pacer.stats()))
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic collector paused while the command builds what it keeps until it ends (rules,
+    findings, live rules: see reconciler.gc_pause), and what was built frozen out of its sight;
+    unfrozen when the command ends, so that an in-process caller (the tests) collects it again."""
+    click.get_current_context().call_on_close(gc.unfreeze)
+    with paused_gc(freeze=True):
+        yield
 
 
 def format_option(*choices: str, default: str | None = None) -> Callable:

@@ -15,6 +15,7 @@ from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import (
     Namespace,
     Rules,
+    collector_paused,
     env_option,
     format_option,
     load_rules,
@@ -73,10 +74,11 @@ def plan(
     namespace: Namespace, no_discovery: bool,
 ) -> None:
     """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it."""
-    rules = load_rules(paths, env)
-    namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
-    with namespace_clients(namespace) as clients:
-        the_plan = current_plan(clients, rules, namespace)
+    with collector_paused():  # the declared and live rules live until the command ends
+        rules = load_rules(paths, env)
+        namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
+        with namespace_clients(namespace) as clients:
+            the_plan = current_plan(clients, rules, namespace)
     if out:
         write_atomically(out, render_json(the_plan) + "\n")
     click.echo(RENDERERS[fmt](the_plan))
@@ -225,10 +227,11 @@ def drift(
     paths: tuple[Path, ...], fmt: str, strict: bool, env: str | None, namespace: Namespace, no_discovery: bool
 ) -> None:
     """Report live rules that differ from the files. Exit 0 in sync, 2 drift, 1 error."""
-    rules = load_rules(paths, env)
-    namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
-    with namespace_clients(namespace) as clients:
-        the_plan = current_plan(clients, rules, namespace)
+    with collector_paused():  # the declared and live rules live until the command ends
+        rules = load_rules(paths, env)
+        namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
+        with namespace_clients(namespace) as clients:
+            the_plan = current_plan(clients, rules, namespace)
     click.echo(render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict))
     if the_plan.drifted(strict):
         raise SystemExit(ExitCode.CHANGES)

@@ -9,7 +9,8 @@ import click
 
 from reconciler import diagnostics as diag
 from reconciler.atomic_file import write_atomically
-from reconciler.cli.common import Namespace, env_option, namespace_options
+from reconciler.cli import output
+from reconciler.cli.common import Namespace, collector_paused, env_option, namespace_options
 from reconciler.cli.output import ExitCode, echo_json, echo_text
 from reconciler.errors import InputError
 from reconciler.lint import lint
@@ -49,6 +50,12 @@ from reconciler.rulefiles.project import find_project
     help="With --traffic: write the traffic report to this file instead of stdout (needed for --format html).",
 )
 @click.option(
+    "--verbose",
+    is_flag=True,
+    help="List every note; without it (or sbrules -v), the notes of one code are one line with their count. "
+    "--format json always lists them all.",
+)
+@click.option(
     "--emulator-config",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Check this Config.json of Microsoft's Service Bus emulator instead of rule files.",
@@ -62,6 +69,7 @@ def validate(
     against: str,
     spark_master: str | None,
     out: Path | None,
+    verbose: bool,
     emulator_config: Path | None,
     env: str | None,
     namespace: Namespace,
@@ -83,51 +91,55 @@ def validate(
         raise click.UsageError("no PATH given and no ./rules directory here")
     source = locate(paths)
     results: dict[str | None, LoadResult]
-    if env is not None:
-        results = {env: load_rules(source, env)}
-    else:
-        results = load_every_environment(source)
-        if traffic and source.project is not None:
-            raise click.UsageError("--traffic reports on one environment's rules: name it with --env NAME")
-    findings = _findings(results)
-    tally = diag.counts(findings)
-    summary = {
-        "files": max(r.files for r in results.values()),
-        "topics": sum(len(r.state.topics) for r in results.values()),
-        "subscriptions": sum(1 for r in results.values() for _ in r.state.subscriptions()),
-        "rules": sum(len(s.rules or ()) for r in results.values() for _, s in r.state.subscriptions()),
-    }
+    with collector_paused():  # millions of objects (rules, findings) that live until the command ends
+        if env is not None:
+            results = {env: load_rules(source, env)}
+        else:
+            results = load_every_environment(source)
+            if traffic and source.project is not None:
+                raise click.UsageError("--traffic reports on one environment's rules: name it with --env NAME")
+        findings = _findings(results)
+        shown = findings if verbose or output.VERBOSE else diag.fold_notes(findings)
+        tally = diag.counts(findings)
+        summary = {
+            "files": max(r.files for r in results.values()),
+            "topics": sum(len(r.state.topics) for r in results.values()),
+            "subscriptions": sum(1 for r in results.values() for _ in r.state.subscriptions()),
+            "rules": sum(len(s.rules or ()) for r in results.values() for _, s in r.state.subscriptions()),
+        }
+        if fmt == "json":
+            doc = diag.to_document(findings, summary)
+            if source.project is not None:
+                doc["environments"] = list(results)
+            if not traffic:
+                echo_json(doc)
+        elif fmt == "github":
+            if shown:
+                echo_text(diag.render_github(shown))
+        elif fmt == "markdown":
+            echo_text(diag.render_markdown(shown))
+        else:  # text, and html (whose traffic report goes to a file)
+            if shown:  # validate's result, valid or not: stdout, as linters print theirs
+                echo_text(diag.render_text(shown))
+            verdict = "invalid" if tally["error"] else "valid"
+            checked = f" (environments: {', '.join(map(str, results))})" if source.project is not None else ""
+            click.echo(
+                f"{verdict}{checked}: {summary['files']} files, {summary['subscriptions']} subscriptions, "
+                f"{summary['rules']} rules; {tally['error']} errors, {tally['warning']} warnings, {tally['info']} notes"
+            )
     result = next(iter(results.values()))
     if traffic and source.project is not None and env is not None:
         namespace = namespace.for_environment(source.project.environment(env))
-    if fmt == "json":
-        doc = diag.to_document(findings, summary)
-        if source.project is not None:
-            doc["environments"] = list(results)
-        if traffic:
-            # Not computed for invalid rule files (null says so); with --out it goes to that file.
-            report = None
-            if not tally["error"]:
-                report = _traffic_report(result.state, traffic, against, spark_master, namespace)
-            if out is None:
-                doc["traffic"] = report
-            elif report is not None:
-                _write_report(out, _render(report, "json"))
+    if fmt == "json" and traffic:
+        # Not computed for invalid rule files (null says so); with --out it goes to that file.
+        report = None
+        if not tally["error"]:
+            report = _traffic_report(result.state, traffic, against, spark_master, namespace)
+        if out is None:
+            doc["traffic"] = report
+        elif report is not None:
+            _write_report(out, _render(report, "json"))
         echo_json(doc)
-    elif fmt == "github":
-        if findings:
-            echo_text(diag.render_github(findings))
-    elif fmt == "markdown":
-        echo_text(diag.render_markdown(findings))
-    else:  # text, and html (whose traffic report goes to a file)
-        if findings:  # validate's result, valid or not: stdout, as linters print theirs
-            echo_text(diag.render_text(findings))
-        verdict = "invalid" if tally["error"] else "valid"
-        checked = f" (environments: {', '.join(map(str, results))})" if source.project is not None else ""
-        click.echo(
-            f"{verdict}{checked}: {summary['files']} files, {summary['subscriptions']} subscriptions, "
-            f"{summary['rules']} rules; {tally['error']} errors, {tally['warning']} warnings, {tally['info']} notes"
-        )
     if tally["error"]:
         raise SystemExit(ExitCode.ERROR)
     if traffic and fmt != "json":

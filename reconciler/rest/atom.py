@@ -258,10 +258,10 @@ def _filter(element: Element, rule: str) -> model.Filter:
 
 def _action(element: Element | None, rule: str) -> model.Action:
     if element is None or element.get(_q(XSI_NS, "nil")) == "true":
-        return model.EmptyAction()
+        return model.NO_ACTION
     kind = _kind(element, f"rule {rule!r} action")
     if kind == "EmptyRuleAction":
-        return model.EmptyAction()
+        return model.NO_ACTION
     if kind == "SqlRuleAction":
         return model.SqlRuleAction(_text(element, "SqlExpression") or "")
     raise AtomError(f"rule {rule!r} has an action of unknown type {kind!r}")

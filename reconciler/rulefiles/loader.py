@@ -9,11 +9,13 @@ twice is an error naming both places.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator, Sequence
 
 from reconciler.diagnostics import Diagnostic, render_text
 from reconciler.errors import ErrorCode, SbrulesError
+from reconciler.gc_pause import paused_gc
 from reconciler.model import (
     DesiredState,
     NonFiniteValueError,
@@ -26,11 +28,11 @@ from reconciler.model import (
     TypedValueError,
     rule_from_doc,
 )
-from reconciler.names import name_key, same_name
+from reconciler.names import name_key
 from reconciler.rulefiles import yaml_versions
 from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
-from reconciler.rulefiles.schema import SCHEMA_NAME, schema_diagnostics
-from reconciler.typed_values import same_value_other_types
+from reconciler.rulefiles.schema import FILTER_KINDS, SCHEMA_NAME, schema_diagnostics
+from reconciler.typed_values import read_typed_form, same_value_other_types
 
 RULE_FILE_SUFFIXES = (".yaml", ".yml")
 
@@ -71,7 +73,7 @@ def _ambiguous_scalars(doc: dict, path: DocPath, loc: Located) -> Iterator[Diagn
         if typed:  # {long: 010} is 8 here and 10 elsewhere; {string: yes} is not a string here
             ((tag, value),) = written.items()
             where += (tag,)
-        text = loc.plain.get(where)
+        text = loc.plain(where)
         unclear = yaml_versions.ambiguity(text, value) if text is not None else None
         if unclear is not None:
             message = f"rule {doc['name']!r}: property {key!r} is {yaml_versions.explain(unclear)}"
@@ -92,19 +94,31 @@ def _ambiguous_scalars(doc: dict, path: DocPath, loc: Located) -> Iterator[Diagn
 def _typed_correlation_note(rule: str, key: str, written: dict, origin: Origin) -> Iterator[Diagnostic]:
     """Which producer types a typed correlation value does not match (matching compares the type too)."""
     try:
-        value = TypedValue.from_typed_form(written, finite=True)
+        value = read_typed_form(written, finite=True)
     except TypedValueError:
         return  # the schema check or the rule builder reports it
-    others = same_value_other_types(value)
-    if others:
-        sent = ", ".join(f"{t.value} {_shown(value)}" for t in others)
+    described = _other_types(value, repr(value.value))
+    if described is not None:
+        matches, sent = described
         yield Diagnostic(
             "info",
             "typed-correlation",
-            f"rule {rule!r}: property {key!r} matches only {value.describe()}: correlation filters compare the type "
+            f"rule {rule!r}: property {key!r} matches only {matches}: correlation filters compare the type "
             f"as well as the value, so a message whose {key!r} is {sent} does not match",
             origin,
         )
+
+
+@lru_cache(maxsize=4096)
+def _other_types(value: TypedValue, written: str) -> tuple[str, str] | None:
+    """How ``value`` reads and the same value in the types it does not match, or None when there are
+    none. Cached, by the value and its Python ``written`` form (equal values can read differently:
+    decimal 1.0 and 1.00): rule files repeat typed values (``{int: 1}``), and working the types out
+    was half the cost of building a correlation rule."""
+    others = same_value_other_types(value)
+    if not others:
+        return None
+    return value.describe(), ", ".join(f"{t.value} {_shown(value)}" for t in others)
 
 
 def _shown(value: TypedValue) -> str:
@@ -112,12 +126,15 @@ def _shown(value: TypedValue) -> str:
 
 
 def _build_rule(doc: dict, path: DocPath, loc: Located) -> Rule:
-    rule = rule_from_doc(doc, finite=True)
-    kind = next(k for k in ("sql", "correlation", "filter") if k in doc)
-    return replace(
-        rule,
+    kind = next((k for k in FILTER_KINDS if k in doc), None)  # none: rule_from_doc says so
+    filter_origin = None
+    if kind is not None:
+        filter_origin = text_origin(path + (kind,), loc) if kind == "sql" else loc.origin(path + (kind,))
+    return rule_from_doc(
+        doc,
+        finite=True,
         origin=loc.origin(path),
-        filter_origin=text_origin(path + (kind,), loc) if kind == "sql" else loc.origin(path + (kind,)),
+        filter_origin=filter_origin,
         action_origin=text_origin(path + ("action",), loc) if "action" in doc else None,
     )
 
@@ -125,7 +142,7 @@ def _build_rule(doc: dict, path: DocPath, loc: Located) -> Rule:
 def text_origin(path: DocPath, loc: Located) -> Origin:
     """Where the text of a scalar starts: after the quote, or on the line after a block indicator."""
     origin = loc.origin(path)
-    style = loc.styles.get(path)
+    style = loc.style(path)
     if style in ("'", '"'):
         return replace(origin, column=origin.column + 1)
     if style in ("|", ">"):
@@ -184,15 +201,16 @@ def topic_from_doc(read: ReadFile, diags: list[Diagnostic]) -> Topic:
 
 def merge(topics: Iterable[Topic], diags: list[Diagnostic]) -> DesiredState:
     """Merge topics by name (case-insensitive); duplicates of subscriptions or rules are errors."""
-    merged: dict[str, Topic] = {}
+    merged: dict[str, Topic] = {}  # by lower-cased name: the first file's topic
+    declared: dict[str, dict[str, Subscription]] = {}  # its subscriptions by lower-cased name, in order
     for topic in topics:
         key = name_key(topic.name)
         if key not in merged:
-            merged[key] = replace(topic, subscriptions=())
-        existing = merged[key]
-        subs = list(existing.subscriptions)
+            merged[key] = topic
+            declared[key] = {}
+        seen = declared[key]
         for sub in topic.subscriptions:
-            twin = next((s for s in subs if same_name(s.name, sub.name)), None)
+            twin = seen.get(name_key(sub.name))
             if twin is not None:
                 diags.append(
                     Diagnostic(
@@ -204,9 +222,10 @@ def merge(topics: Iterable[Topic], diags: list[Diagnostic]) -> DesiredState:
                     )
                 )
                 continue
-            subs.append(_dedupe_rules(topic, sub, diags))
-        merged[key] = replace(existing, subscriptions=tuple(subs))
-    return DesiredState(topics=tuple(merged.values()))
+            seen[name_key(sub.name)] = _dedupe_rules(topic, sub, diags)
+    return DesiredState(
+        topics=tuple(replace(topic, subscriptions=tuple(declared[key].values())) for key, topic in merged.items())
+    )
 
 
 def _spelled(first: str, again: str) -> str:
@@ -336,11 +355,12 @@ def load(paths: Sequence[str | Path], *, exclude: Collection[Path] = (), prepare
     if not files:
         where = ", ".join(map(str, paths)) or "."
         diags.append(Diagnostic("error", "no-files", f"no rule files (*.yaml, *.yml) found in {where}"))
-    for file in files:
-        read = read_valid(file, diags, prepare=prepare)
-        if read is not None:
-            topics.append(topic_from_doc(read, diags))
-    state = merge(topics, diags)
+    with paused_gc():
+        for file in files:
+            read = read_valid(file, diags, prepare=prepare)
+            if read is not None:
+                topics.append(topic_from_doc(read, diags))
+        state = merge(topics, diags)
     return LoadResult(state=state, diagnostics=diags, files=len(files))
 
 

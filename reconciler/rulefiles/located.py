@@ -1,12 +1,16 @@
 """A YAML document as plain data, plus where each value and key was written.
 
 YAML is composed into nodes, which keep their marks, and converted to plain data (only the plain
-scalar tags, bounded size and depth) while a side table records the file:line:column of every
-value and key, so that schema and model errors can point at the exact place.
+scalar tags, bounded size and depth) while a side table keeps the node of every value and key by
+its path, so that schema and model errors can point at the exact place. The table holds the
+composed nodes themselves rather than locations made from them: a location is made only when a
+finding or a rule asks for one (at 100,000 rules, making one for each of 1.1 million nodes cost
+more than composing them).
 """
 
 from __future__ import annotations
 
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +22,55 @@ from reconciler.model import Origin
 MAX_NODES = 200_000
 MAX_DEPTH = 64
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_scalar_constructor = yaml.constructor.SafeConstructor()
-_PLAIN_TAGS = {
-    "tag:yaml.org,2002:str",
-    "tag:yaml.org,2002:int",
-    "tag:yaml.org,2002:float",
-    "tag:yaml.org,2002:bool",
-    "tag:yaml.org,2002:null",
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_DEFAULT_TAGS = {
+    yaml.ScalarNode: yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG,
+    yaml.SequenceNode: yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+    yaml.MappingNode: yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 }
+_resolver = yaml.resolver.Resolver()
+
+
+@lru_cache(maxsize=8192)
+def _plain_tag(text: str) -> str:
+    """The tag YAML 1.1 gives the plain scalar ``text``."""
+    return _resolver.resolve(yaml.ScalarNode, text, (True, False))
+
+
+class _Loader(_SafeLoader):  # type: ignore[misc, valid-type]
+    """The safe loader, with the tag resolution it calls back into Python for at every node cut to
+    what a safe loader needs. It has no path resolvers, so descending and ascending do nothing and
+    every node but a plain scalar gets its kind's default tag; a plain scalar's tag depends on its
+    text alone, so each distinct text is resolved once. At 100,000 rules composing took 1.22 s
+    instead of 1.56 s (best of five)."""
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        pass
+
+    def ascend_resolver(self) -> None:
+        pass
+
+    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+        if kind is yaml.ScalarNode and implicit[0]:
+            return _plain_tag(value)
+        return _DEFAULT_TAGS[kind]
+
+
+_STR = "tag:yaml.org,2002:str"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+#: The constructor of each plain scalar tag. They read only the node, so one constructor serves
+#: every file (its ``construct_object`` would remember every node it was given, for ever).
+_CONSTRUCTORS = {
+    tag: yaml.constructor.SafeConstructor.yaml_constructors[tag]
+    for tag in (
+        "tag:yaml.org,2002:int",
+        "tag:yaml.org,2002:float",
+        "tag:yaml.org,2002:bool",
+        "tag:yaml.org,2002:null",
+    )
+}
+_constructor = yaml.constructor.SafeConstructor()
 
 #: Where a value sits in a document: the keys and list indexes from the root.
 DocPath = tuple[Any, ...]
@@ -35,27 +79,42 @@ DocPath = tuple[Any, ...]
 class Located:
     """Plain data converted from YAML nodes, and where each value and key was written."""
 
-    def __init__(self, file: str):
+    def __init__(self, file: str, text: str = ""):
         self.file = file
-        self.values: dict[DocPath, Origin] = {}
-        self.keys: dict[DocPath, Origin] = {}
-        self.styles: dict[DocPath, str | None] = {}
-        #: The text of each plain (unquoted) scalar as written, before YAML resolved its type.
-        self.plain: dict[DocPath, str] = {}
-        self.lines: list[str] = []
+        self.text = text
+        #: The node each value was read from, and the node of each mapping key, by path.
+        self.values: dict[DocPath, yaml.Node] = {}
+        self.keys: dict[DocPath, yaml.Node] = {}
         self.nodes = 0
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
 
     def origin(self, path: DocPath) -> Origin:
         """The closest recorded place for ``path`` (falls back to its parents)."""
         probe = tuple(path)
         while probe:
-            if probe in self.values:
-                return self.values[probe]
+            node = self.values.get(probe)
+            if node is not None:
+                return self.mark(node)
             probe = probe[:-1]
-        return self.values.get((), Origin(self.file, 1, 1))
+        root = self.values.get(())
+        return self.mark(root) if root is not None else Origin(self.file, 1, 1)
 
     def key_origin(self, path: DocPath) -> Origin:
-        return self.keys.get(tuple(path)) or self.origin(path)
+        node = self.keys.get(tuple(path))
+        return self.mark(node) if node is not None else self.origin(path)
+
+    def style(self, path: DocPath) -> str | None:
+        """How the scalar at ``path`` was written: a quote, ``|`` or ``>``; None when plain or not a scalar."""
+        node = self.values.get(path)
+        return node.style or None if isinstance(node, yaml.ScalarNode) else None
+
+    def plain(self, path: DocPath) -> str | None:
+        """The text of the plain (unquoted) scalar at ``path`` as written, before YAML resolved its type."""
+        node = self.values.get(path)
+        return node.value if isinstance(node, yaml.ScalarNode) and not node.style else None
 
     def mark(self, node: yaml.Node) -> Origin:
         return Origin(self.file, node.start_mark.line + 1, node.start_mark.column + 1)
@@ -71,42 +130,42 @@ class DocumentError(Exception):
 
 def _convert(node: yaml.Node, path: DocPath, loc: Located, depth: int = 0) -> Any:
     loc.nodes += 1
-    origin = loc.mark(node)
     if loc.nodes > MAX_NODES or depth > MAX_DEPTH:
         raise DocumentError(
-            Diagnostic("error", "yaml", "document too large or too deeply nested (aliases expanded)", origin)
+            Diagnostic("error", "yaml", "document too large or too deeply nested (aliases expanded)", loc.mark(node))
         )
-    loc.values[path] = origin
-    if isinstance(node, yaml.ScalarNode):
-        loc.styles[path] = node.style
-        if not node.style:  # None from PyYAML, '' from libyaml
-            loc.plain[path] = node.value
-        if node.tag == "tag:yaml.org,2002:timestamp":
-            return node.value  # keep dates as written; typed values say {timestamp: ...} explicitly
-        if node.tag not in _PLAIN_TAGS:
-            raise DocumentError(Diagnostic("error", "yaml", f"unsupported YAML tag {node.tag}", origin))
-        return _scalar_constructor.construct_object(node)
-    if isinstance(node, yaml.SequenceNode):
+    loc.values[path] = node
+    kind = type(node)
+    if kind is yaml.ScalarNode:
+        tag = node.tag
+        if tag in (_STR, _TIMESTAMP):  # keep dates as written; typed values say {timestamp: ...}
+            return node.value
+        construct = _CONSTRUCTORS.get(tag)
+        if construct is None:
+            raise DocumentError(Diagnostic("error", "yaml", f"unsupported YAML tag {tag}", loc.mark(node)))
+        return construct(_constructor, node)
+    if kind is yaml.SequenceNode:
         return [_convert(item, path + (i,), loc, depth + 1) for i, item in enumerate(node.value)]
-    if isinstance(node, yaml.MappingNode):
+    if kind is yaml.MappingNode:
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            key_origin = loc.mark(key_node)
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise DocumentError(Diagnostic("error", "yaml", "mapping keys must be plain names", key_origin))
+            if type(key_node) is not yaml.ScalarNode:
+                raise DocumentError(Diagnostic("error", "yaml", "mapping keys must be plain names", loc.mark(key_node)))
             key = key_node.value
+            where = path + (key,)
             if key in out:
-                first = loc.keys[path + (key,)]
                 message = f"key {key!r} appears twice in one mapping"
-                raise DocumentError(Diagnostic("error", "duplicate-key", message, key_origin, related=(first,)))
-            loc.keys[path + (key,)] = key_origin
-            out[key] = _convert(value_node, path + (key,), loc, depth + 1)
+                first = loc.key_origin(where)
+                raise DocumentError(
+                    Diagnostic("error", "duplicate-key", message, loc.mark(key_node), related=(first,))
+                )
+            loc.keys[where] = key_node
+            out[key] = _convert(value_node, where, loc, depth + 1)
         return out
-    raise DocumentError(Diagnostic("error", "yaml", "unsupported YAML node", origin))  # pragma: no cover
+    raise DocumentError(Diagnostic("error", "yaml", "unsupported YAML node", loc.mark(node)))  # pragma: no cover
 
 
 def read_document(file: Path, display: str) -> tuple[Any, Located]:
-    loc = Located(display)
     try:
         raw = file.read_bytes()
     except OSError as exc:
@@ -117,7 +176,7 @@ def read_document(file: Path, display: str) -> tuple[Any, Located]:
         line = raw[: exc.start].count(b"\n") + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         raise DocumentError(Diagnostic("error", "encoding", "file is not valid UTF-8", Origin(display, line, column))) from None
-    loc.lines = text.splitlines()
+    loc = Located(display, text)
     try:
         nodes = list(yaml.compose_all(text, Loader=_Loader))
     except yaml.MarkedYAMLError as exc:

@@ -160,7 +160,7 @@ def _environment(
     for var_name, raw in (doc.get("vars") or {}).items():
         var_path = path + ("vars", var_name)
         try:
-            text = loc.plain.get(var_path)
+            text = loc.plain(var_path)
             unclear = ambiguity(text, raw) if text is not None else None
             value = TypedValue.from_typed_form(raw, finite=True)
             variables[var_name] = Variable(var_name, value, loc.key_origin(var_path), unclear)

@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import fastjsonschema
-import jsonschema
 
 from reconciler.diagnostics import Diagnostic
 from reconciler.rulefiles.located import DocPath, Located
 from reconciler.rulefiles.yaml_versions import ambiguity, describe
 from reconciler.typed_values import TypedValue, TypedValueError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 SCHEMA_NAME = "rules.schema.json"
 
@@ -35,7 +37,9 @@ def _by_id(uri: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def _validator(name: str) -> jsonschema.protocols.Validator:
-    """The thorough validator: reports every violation, used once a file is known to be invalid."""
+    """The thorough validator: reports every violation, used once a file is known to be invalid
+    (imported only then: valid files do not pay for loading it)."""
+    import jsonschema
     from referencing import Registry, Resource
 
     schema = packaged_schema(name)
@@ -44,10 +48,34 @@ def _validator(name: str) -> jsonschema.protocols.Validator:
     return cls(schema, registry=registry)
 
 
+#: The keys of which a rule has exactly one: the rule-file schema's ``oneOf`` on a rule.
+FILTER_KINDS = ("sql", "correlation", "filter")
+
+
 @lru_cache(maxsize=None)
-def _fast_check(name: str) -> Any:
-    """A compiled validator (about 15x faster) that answers "valid?" for the common, valid case."""
-    return fastjsonschema.compile(packaged_schema(name), handlers={"https": _by_id})
+def _fast_check(name: str) -> Callable[[Any], None]:
+    """A compiled validator (about 15x faster) that answers "valid?" for the common, valid case
+    (raising when not), the thorough one reporting every violation after it.
+
+    For rule files it checks the rule's ``oneOf`` (exactly one of :data:`FILTER_KINDS`) itself:
+    compiled, that ``oneOf`` raised and caught two exceptions for every valid rule, 0.45 of the
+    1.0 s the check took at 100,000 rules. Both together accept exactly what the schema accepts.
+    """
+    schema = packaged_schema(name)
+    rule = schema.get("$defs", {}).get("rule", {})
+    if name != SCHEMA_NAME or rule.get("oneOf") != [{"required": [kind]} for kind in FILTER_KINDS]:
+        return fastjsonschema.compile(schema, handlers={"https": _by_id})
+    del rule["oneOf"]
+    without_one_of = fastjsonschema.compile(schema, handlers={"https": _by_id})
+
+    def check(doc: Any) -> None:
+        without_one_of(doc)  # so the document has the shape the schema gives it
+        for sub in (doc.get("subscriptions") or {}).values():
+            for rule_doc in (sub or {}).get("rules") or ():
+                if sum(kind in rule_doc for kind in FILTER_KINDS) != 1:
+                    raise fastjsonschema.JsonSchemaException("a rule needs exactly one of sql, correlation, filter")
+
+    return check
 
 
 _TYPE_WORDS = {
@@ -142,7 +170,7 @@ def _yaml_1_1_hint(value: Any, path: DocPath, loc: Located) -> str:
     if not (isinstance(value, dict) and len(value) == 1):
         return ""
     ((tag, raw),) = value.items()
-    text = loc.plain.get(path + (tag,))
+    text = loc.plain(path + (tag,))
     unclear = ambiguity(text, raw) if text is not None else None
     if unclear is None:
         return ""

@@ -185,7 +185,7 @@ def _is_one_reference(value: str) -> bool:
 def _move(loc: Located, old: DocPath, new: DocPath) -> None:
     """Keep the marks of a renamed key's subtree reachable under its new name."""
     size = len(old)
-    tables: tuple[dict[DocPath, Any], ...] = (loc.values, loc.keys, loc.styles, loc.plain)
+    tables: tuple[dict[DocPath, Any], ...] = (loc.values, loc.keys)
     for table in tables:
         for path in [p for p in table if p[:size] == old]:
             table[new + path[size:]] = table[path]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 #: YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution).
@@ -59,9 +60,11 @@ class Ambiguity:
     other_reader: str
 
 
+@lru_cache(maxsize=4096)
 def ambiguity(text: str, value: Any) -> Ambiguity | None:
     """How the plain scalar ``text``, which sbrules read as ``value``, reads elsewhere; None if it
-    reads the same everywhere."""
+    reads the same everywhere. Cached: rule files repeat the same plain values over thousands of
+    rules, and ``value`` is what YAML 1.1 makes of ``text``, so equal keys are the same scalar."""
     if text in _SPEC_ONLY_BOOL and value == text:
         return Ambiguity(text, value, _SPEC_ONLY_BOOL[text], "the YAML 1.1 spec (and tools that follow it)")
     other = core_schema_value(text)

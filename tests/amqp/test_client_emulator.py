@@ -97,6 +97,19 @@ def test_batch_reads_every_target_from_one_thread_with_per_target_errors(client,
     assert [r.name for r in results[2]] == [f"r{i:03d}" for i in range(130)]  # two pages
 
 
+def test_batch_reads_targets_in_bounded_batches_across_pages(client, emulator, monkeypatch):
+    from reconciler.amqp import client as client_module
+
+    monkeypatch.setattr(client_module, "RULES_BATCH", 2)  # five targets: three batches a round, two rounds
+    for i in range(130):
+        emulator.namespace.add_rule("orders", "empty", m.Rule(f"r{i:03d}", m.SqlFilter(f"n = {i}")))
+    targets = [("orders", "empty"), ("orders", "billing"), ("orders", "nosuch"), ("orders", "empty"), ("orders", "billing")]
+    results = client.list_rules_many(targets)
+    assert [r.name for r in results[0]] == [r.name for r in results[3]] == [f"r{i:03d}" for i in range(130)]
+    assert results[1] == results[4] == [m.Rule("big", m.SqlFilter("amount > 100"))]
+    assert isinstance(results[2], errors.NotFoundError)
+
+
 def test_batch_retries_transient_failures_per_call(emulator):
     emulator.faults.update(busy_fraction=0.5, seed=3)
     with ManagementClient(emulator.connection_string, timeout=5, retries=10, backoff=0.001) as c:

@@ -167,6 +167,28 @@ def test_every_schema_violation_is_reported(write):
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(
+    "rule",
+    ['{name: both, sql: "a = 1", filter: true}', "{name: none, action: SET a = 1}", "{name: three, sql: x, filter: true, correlation: {to: a}}"],
+)
+def test_a_rule_without_exactly_one_filter_kind_is_the_only_fault_found(write, rule):
+    """The fast schema check tests the rule's oneOf by hand: a file whose only fault is there is still invalid."""
+    path = write(
+        "k.yaml",
+        f"""
+        topic: orders
+        subscriptions:
+          empty:
+          billing:
+            rules:
+              - {{name: fine, sql: "a = 1"}}
+              - {rule}
+        """,
+    )
+    assert errors(rulefiles.load([path])) == [("k.yaml", 7, 9, "filter-kind")]
+
+
+@pytest.mark.unit
 def test_duplicates_name_both_locations(write, tmp_path):
     write(
         "a.yaml",
@@ -300,3 +322,24 @@ def test_bad_typed_values_are_explained(write, value, message):
     result = rulefiles.load([path])
     assert not result.ok
     assert any(message in d.message and d.origin.line == 6 for d in result.diagnostics), [d.message for d in result.diagnostics]
+
+
+@pytest.mark.unit
+def test_the_located_read_resolves_scalars_as_the_safe_loader_does(write):
+    """located's loader resolves tags itself (cached per plain text): the values must not change."""
+    import yaml
+
+    from reconciler.rulefiles.located import read_document
+
+    text = """
+        plain: [yes, No, on, OFF, y, n, ~, null, '', 010, 0o10, 0x1F, 1_000, 1:30, 1e3, 1.5e3, .inf, -.Inf, 12, -3]
+        quoted: ['yes', "010", '~', "1.5"]
+        block: |
+          yes
+        nested: {a: [true, {b: false}], "c": 1.0}
+        again: [yes, 010, 1:30]
+        """
+    path = write("scalars.yaml", text)
+    doc, _ = read_document(path, "scalars.yaml")
+    expected = yaml.load(path.read_text(), Loader=yaml.SafeLoader)
+    assert doc == expected and doc["plain"][0] is True and doc["quoted"][0] == "yes"

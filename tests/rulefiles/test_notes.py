@@ -1,0 +1,72 @@
+"""Notes (info findings) at scale: one line per code unless --verbose; JSON always lists every one."""
+
+from __future__ import annotations
+
+import gc
+import json
+
+import pytest
+
+from reconciler.diagnostics import Diagnostic, fold_notes
+from reconciler.gc_pause import paused_gc
+from reconciler.model import Origin
+
+
+def note(code: str, line: int, message: str = "m") -> Diagnostic:
+    return Diagnostic("info", code, f"{message} {line}", Origin("f.yaml", line, 1))
+
+
+@pytest.mark.unit
+def test_notes_of_one_code_fold_into_the_first_with_a_count():
+    error = Diagnostic("error", "sql-syntax", "bad", Origin("f.yaml", 2, 1))
+    warning = Diagnostic("warning", "ambiguous-yaml", "w", Origin("f.yaml", 3, 1))
+    diags = [note("default-removed", 1), error, warning, note("default-removed", 4), note("unmanaged", 5),
+             note("default-removed", 6), Diagnostic("warning", "ambiguous-yaml", "w2", Origin("f.yaml", 7, 1))]
+    folded = fold_notes(diags)
+    assert [(d.code, d.origin.line) for d in folded] == [
+        ("default-removed", 1), ("sql-syntax", 2), ("ambiguous-yaml", 3), ("unmanaged", 5), ("ambiguous-yaml", 7),
+    ]
+    assert folded[0].message == "3 notes like this first one (--verbose lists them): m 1"
+    assert folded[3] == diags[4]  # a code with one note is shown as it is
+    assert fold_notes([]) == []
+
+
+@pytest.mark.unit
+def test_paused_gc_nests_and_restores_the_collector():
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), paused_gc():
+        raise RuntimeError
+    assert gc.isenabled()
+
+
+def _many_notes(write) -> None:
+    subs = "".join(
+        f"  s{i}:\n    rules:\n      - {{name: r, correlation: {{properties: {{tier: {{int: {i}}}}}}}}}\n" for i in range(30)
+    )
+    write("rules/many.yaml", "topic: orders\nsubscriptions:\n" + subs)
+
+
+@pytest.mark.unit
+def test_validate_prints_one_line_per_note_code_and_verbose_lists_them(run_cli, write, monkeypatch, tmp_path):
+    _many_notes(write)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli("validate", "rules")
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 3, out  # default-removed, typed-correlation, the verdict
+    assert "info[default-removed]: 30 notes like this first one (--verbose lists them): orders/s0 " in lines[0]
+    assert lines[1].startswith("rules/many.yaml:5:52: info[typed-correlation]: 30 notes like this first one")
+    assert lines[2] == "valid: 1 files, 30 subscriptions, 30 rules; 0 errors, 0 warnings, 60 notes"
+    for verbose in (["validate", "--verbose", "rules"], ["-v", "validate", "rules"]):
+        code, out, _ = run_cli(*verbose)
+        assert code == 0 and len(out.splitlines()) == 61 and "notes like this" not in out
+    code, out, _ = run_cli("validate", "rules", "--format", "github")
+    assert len(out.splitlines()) == 2 and out.startswith("::notice file=rules/many.yaml,line=3,col=3::")
+    code, out, _ = run_cli("validate", "rules", "--format", "json")
+    assert len(json.loads(out)["diagnostics"]) == 60
