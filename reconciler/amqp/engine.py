@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 import proton
 from proton import Condition, Handler, SSLDomain, symbol, uint
-from proton.reactor import ApplicationEvent, AtLeastOnce, AtMostOnce, EventInjector, LinkOption
+from proton.reactor import ApplicationEvent, AtLeastOnce, AtMostOnce, LinkOption
 
 from reconciler.amqp import reach
 from reconciler.amqp.connection import ConnectionString, Transport
@@ -60,7 +60,7 @@ from reconciler.amqp.errors import (
 )
 from reconciler.amqp.network import DIRECT, Network
 from reconciler.amqp.pipeline import Request, Response, next_message_id
-from reconciler.amqp.reactor import attach_socket, container
+from reconciler.amqp.reactor import Injector, attach_socket, container
 from reconciler.amqp.sas import JWT_TOKEN_TYPE, TokenProvider
 from reconciler.amqp.websocket import Tunnel
 from reconciler.amqp.wire import sections
@@ -201,7 +201,7 @@ class Engine(Handler):
         self._fatal: ConnectFailed | None = None
         self._stopping = False  # closing: an AMQP close is sent, the peer's answer awaited
         self._stopped = False
-        self._injector = EventInjector()
+        self._injector = Injector()
         self._container = container(self)
         # Set before the loop runs or connects: connections report their events to this collector.
         self._container._collector = ResponseCollector(self._on_payload, quiet_events(self))
@@ -256,6 +256,7 @@ class Engine(Handler):
         finally:
             with self._lock:
                 self._closed = True
+            self._injector.release()
             self._fail_all(lambda: ClientClosedError("the AMQP event loop stopped"))
 
     def _fail_all(self, make_error: Callable[[], ManagementError], entity: str | None = None) -> None:

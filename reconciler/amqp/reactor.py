@@ -9,6 +9,7 @@ as proton leaves it where OpenSSL is missing).
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 
@@ -16,7 +17,7 @@ import proton
 from proton import Handler, SSLUnavailable
 from proton import _reactor as proton_reactor
 from proton.handlers import IOHandler
-from proton.reactor import Container
+from proton.reactor import ApplicationEvent, Container, EventInjector
 
 _SWAP = threading.Lock()
 
@@ -49,3 +50,34 @@ def attach_socket(container: Container, transport: proton.Transport, sock: socke
     selectable._transport = transport
     transport._selectable = selectable
     IOHandler.update(transport, selectable, container.now)
+
+
+class Injector(EventInjector):
+    """proton's ``EventInjector``, whose pipe is closed once its loop is done: proton never closes it,
+    so every client and emulator left two file descriptors behind, and a long-lived process (a test
+    suite) ran past the 1,024 that ``select`` can watch. Events triggered after :meth:`release` are
+    dropped (nobody would read them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._release_lock = threading.Lock()
+        self._released = False
+
+    def trigger(self, event: ApplicationEvent) -> None:
+        with self._release_lock:
+            if not self._released:
+                super().trigger(event)
+
+    def close(self) -> None:
+        with self._release_lock:
+            if not self._released:
+                super().close()
+
+    def release(self) -> None:
+        """Close the pipe; call it when the loop has stopped."""
+        with self._release_lock:
+            if self._released:
+                return
+            self._released = True
+            for fd in self.pipe:
+                os.close(fd)

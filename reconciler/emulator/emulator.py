@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from proton.reactor import ApplicationEvent, EventInjector
+from proton.reactor import ApplicationEvent
 
 from reconciler import model
 from reconciler.amqp import reactor
@@ -127,7 +127,7 @@ class Emulator:
         self._ca_dir: tempfile.TemporaryDirectory | None = None
         self._front: FrontDoor | None = None
         self._thread: threading.Thread | None = None
-        self._injector: EventInjector | None = None
+        self._injector: reactor.Injector | None = None
         self._dirty = threading.Event()
         self._stop_saving = threading.Event()
         self._saver: threading.Thread | None = None
@@ -217,7 +217,7 @@ class Emulator:
         container = reactor.container(LoopGuard(self.handler, self.handler.failed))
         container.global_handler = LoopGuard(container.global_handler, self.handler.failed)
         container.container_id = "sbrules-emulator"
-        injector = EventInjector()
+        injector = reactor.Injector()
         container.selectable(injector)
         self._injector = injector
 
@@ -238,6 +238,8 @@ class Emulator:
                 container.run()
             except Exception:  # report, never die silently
                 log.exception("emulator: event loop stopped with an error")
+            finally:
+                injector.release()
 
         self._thread = threading.Thread(target=serve, name="sbrules-emulator", daemon=True)
         self._thread.start()
