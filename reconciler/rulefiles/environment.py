@@ -86,8 +86,10 @@ def render(project: Project, env: Environment, paths: Sequence[Path]) -> LoadRes
                 changes.append(topic_change(read, diags))
         state = apply_overlay(state, changes, diags)
     state = _rename(state, env, diags)
+    # A file that could not be read may use any variable: say nothing of unused ones then.
+    unreadable = any(d.code in ("io", "encoding", "yaml") for d in diags)
     for name, var in env.vars.items():
-        if name not in substitute.used:
+        if name not in substitute.used and not unreadable:
             diags.append(
                 Diagnostic("warning", "unused-variable",
                            f"environment {env.name!r}: variable {name!r} is not used by any rule file", var.origin)

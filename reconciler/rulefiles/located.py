@@ -182,8 +182,7 @@ def read_document(file: Path, display: str) -> tuple[Any, Located]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         origin = Origin(display, mark.line + 1, mark.column + 1) if mark else Origin(display, 1, 1)
-        problem = exc.problem or exc.context or "malformed YAML"
-        raise DocumentError(Diagnostic("error", "yaml", f"malformed YAML: {problem}", origin)) from None
+        raise DocumentError(Diagnostic("error", "yaml", f"malformed YAML: {yaml_problem(exc, text)}", origin)) from None
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
         message = "document too deeply nested" if isinstance(exc, RecursionError) else f"malformed YAML: {exc}"
         raise DocumentError(Diagnostic("error", "yaml", message, Origin(display, 1, 1))) from None
@@ -206,3 +205,21 @@ def read_document(file: Path, display: str) -> tuple[Any, Located]:
     except RecursionError:
         raise DocumentError(Diagnostic("error", "yaml", "document too deeply nested", Origin(display, 1, 1))) from None
 
+
+def yaml_problem(exc: yaml.MarkedYAMLError, text: str) -> str:
+    """PyYAML's finding in one line, with its context ("while scanning a quoted scalar at line 7,
+    column 15") and the offending character named where it is one a reader cannot see (a tab)."""
+    parts = []
+    if exc.context:
+        where = exc.context_mark
+        parts.append(f"{exc.context} at line {where.line + 1}, column {where.column + 1}" if where else exc.context)
+    problem = exc.problem or "malformed YAML"
+    mark = exc.problem_mark
+    if mark is not None and 0 <= mark.index < len(text):
+        char = text[mark.index]
+        if char == "\t":
+            problem += " (a tab: YAML indents with spaces only)"
+        elif not char.isprintable() and char not in "\r\n":
+            problem += f" (the character U+{ord(char):04X})"
+    parts.append(problem)
+    return ": ".join(parts)

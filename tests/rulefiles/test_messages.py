@@ -69,3 +69,15 @@ def test_multi_line_sql_is_written_as_a_literal_block_and_reads_back_the_same():
         assert yaml.safe_load(written)["sql"] == text
         if "\t" not in text and "\n" in text:
             assert written.startswith("sql: |"), written
+
+
+def test_yaml_errors_keep_their_context_and_name_a_tab_and_cause_no_knock_on_warnings(tmp_path, run_cli):
+    rules = _project(tmp_path, "region = ${region}")
+    (rules / "orders.yaml").write_text("topic: orders\nsubscriptions:\n\ta: {}\n")
+    (rules / "payments.yaml").write_text('topic: x\nsubscriptions:\n  a:\n    rules:\n      - name: "unterminated\n')
+    code, out, _ = run_cli("validate", rules, "--env", "dev")
+    assert code == 1
+    assert ("rules/orders.yaml:3:1: error[yaml]: malformed YAML: while scanning for the next token at line 3, column 1: "
+            "found character that cannot start any token (a tab: YAML indents with spaces only)") in out
+    assert "payments.yaml:6:1: error[yaml]: malformed YAML: while scanning a quoted scalar at line 5, column 15: found unexpected end of stream" in out
+    assert "unused-variable" not in out  # the unreadable file may be the one that uses 'region'
