@@ -16,7 +16,7 @@ from reconciler.errors import InputError
 from reconciler.lint import lint
 from reconciler.model import DesiredState
 from reconciler.rulefiles import LoadResult
-from reconciler.rulefiles.environment import DEFAULT_RULES, load_every_environment, load_rules, locate
+from reconciler.rulefiles.environment import DEFAULT_RULES, RuleSource, load_every_environment, load_rules, locate
 from reconciler.rulefiles.project import find_project
 
 
@@ -90,6 +90,13 @@ def validate(
     if not paths and not DEFAULT_RULES.is_dir() and find_project(Path.cwd()) is None:
         raise click.UsageError("no PATH given and no ./rules directory here")
     source = locate(paths)
+    named: set[Path] = set()
+    if source.project is not None and paths and all(Path(p).is_file() for p in paths):
+        # Files named inside a project (pre-commit passes the changed ones): a rule file is valid only
+        # together with the rest of the project, so the project is validated, and the findings shown
+        # are those in the named files.
+        named = {Path(p).resolve() for p in paths}
+        source = RuleSource((source.project.root,), source.project)
     results: dict[str | None, LoadResult]
     with collector_paused():  # millions of objects (rules, findings) that live until the command ends
         if env is not None:
@@ -99,6 +106,8 @@ def validate(
             if traffic and source.project is not None:
                 raise click.UsageError("--traffic reports on one environment's rules: name it with --env NAME")
         findings = _findings(results)
+        if named:
+            findings = [f for f in findings if f.origin is not None and Path(f.origin.file).resolve() in named]
         shown = findings if verbose or output.VERBOSE else diag.fold_notes(findings)
         tally = diag.counts(findings)
         summary = {

@@ -351,3 +351,15 @@ def test_route_takes_and_gives_declared_topic_names_with_the_namespaces_beside(t
     assert {(d["topic"], d.get("namespace_topic")) for d in doc["deliveries"]} == {("orders", "orders-v2")}
     code, out, _ = run_cli("route", project, "--env", "prod", "--topic", "orders", "--message", message)
     assert code == 0 and "orders/audit-eu (orders-v2 in the namespace): delivered" in out, out
+
+
+def test_validate_files_inside_a_project_validates_the_project_and_reports_those_files(tmp_path, run_cli, monkeypatch):
+    project = write(tmp_path / "project", {"sbrules.yaml": PROJECT, "orders.yaml": ORDERS, "overlays/prod/orders.yaml": PROD_OVERLAY,
+                                            "payments.yaml": "topic: payments\nsubscriptions:\n  p:\n    rules: [{name: x, sql: 'a = = 1'}]\n"})
+    monkeypatch.chdir(project)
+    code, out, _ = run_cli("validate", "orders.yaml", "--env", "prod")  # as pre-commit passes a changed file
+    assert code == 0, out
+    assert "payments.yaml" not in out and "(environments: prod)" in out
+    assert "valid (environments: prod): 3 files" in out  # the whole project was read, its overlay included
+    code, out, _ = run_cli("validate", "payments.yaml", "--env", "prod")
+    assert code == 1 and "payments.yaml:4:" in out
