@@ -1,7 +1,9 @@
 """Benchmark plan and apply against the emulator; prints JSON.
 
-plan:  200 subscriptions × 50 rules (10,000 rules) read and diffed.
-apply: 1,000 changes (100 subscriptions × 4 creates, 3 replaces, 3 deletes).
+plan:   200 subscriptions × 50 rules (10,000 rules) read and diffed.
+apply:  1,000 changes (100 subscriptions × 4 creates, 3 replaces, 3 deletes).
+export: the same 10,000 rules read and written as rule files.
+sample: 10,000 messages peeked from a catch-all subscription into a Parquet dataset.
 
 Each is measured three ways in one run: as sbrules does it (pipelined over one connection, many
 subscriptions at once), the same work one request at a time, and the emulator's own request
@@ -11,9 +13,9 @@ would. With no added latency every variant is CPU-bound, so one request at a tim
 to the ceiling; with a simulated round trip (20 ms, typical for a client outside the namespace's
 region) the difference that pipelining makes shows. Every figure is the best of ``--repeat`` runs.
 The pipelined run is measured over AMQP over WebSockets too (``websockets_speed_vs_amqp``: its
-speed as a fraction of plain AMQP's, 1.0 = as fast).
+speed as a fraction of plain AMQP's, 1.0 = as fast); export and sample are measured that way only.
 
-    python benchmarks/reconcile.py [--latency-ms 0 20] [--subs 200] [--rules 50] [--repeat 2]
+    python benchmarks/reconcile.py [--latency-ms 0 20] [--subs 200] [--rules 50] [--repeat 2] [--messages 10000]
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from reconciler.amqp import codec
 from reconciler.amqp.client import ENUMERATE_RULES, OP_PREFIX, RULES_PAGE_SIZE, ManagementClient, entity_path
 from reconciler.amqp.network import DIRECT, Network
 from reconciler.apply import ApplyOptions, apply_plan
-from reconciler.export import rule_file_doc, write_export
+from reconciler.export import rule_file_doc, write_exports
 from reconciler.model import CorrelationFilter, DesiredState, Rule, SqlFilter, Subscription, Topic
 from reconciler.observe import observe
 from reconciler.plan import compute_plan, signature
@@ -82,7 +84,7 @@ def emulator_server(live: DesiredState, latency: float) -> Iterator[EmulatorProc
     with tempfile.TemporaryDirectory() as tmp:
         for topic in live.topics:
             subs = {s.name: s.rules or () for s in topic.subscriptions}
-            write_export(rule_file_doc(topic.name, subs, explicit_types=True), Path(tmp, "rules"))
+            write_exports([rule_file_doc(topic.name, subs, explicit_types=True)], Path(tmp, "rules"))
         faults = Path(tmp, "faults.json")
         faults.write_text(json.dumps({"latency": latency}))
         cmd = [sys.executable, "-m", "reconciler", "emulator", "--port", "0"]
@@ -188,6 +190,63 @@ def bench_apply(latency: float, repeat: int, n_subs: int = 100) -> dict:
     return _result("apply", requests, timings, changes=10 * n_subs, subscriptions=n_subs)
 
 
+def bench_export(n_subs: int, n_rules: int, latency: float, repeat: int) -> dict:
+    """``export`` of every subscription, as sbrules does it, over plain AMQP and over WebSockets."""
+    from reconciler.export import export_rules
+
+    desired = state({f"s{i:03d}": [rule(j) for j in range(n_rules)] for i in range(n_subs)})
+    targets = {TOPIC: [s.name for s in desired.topics[0].subscriptions]}
+    with emulator_process(desired, latency) as conn, ManagementClient(conn) as client, \
+            ManagementClient(conn, network=Network("websockets")) as ws_client, tempfile.TemporaryDirectory() as out:
+
+        def export(over: ManagementClient) -> float:
+            started = time.perf_counter()
+            result = export_rules(over, targets)
+            write_exports(result.documents, out)
+            assert len(result.documents[0]["subscriptions"]) == n_subs
+            return time.perf_counter() - started
+
+        for each in (client, ws_client):
+            export(each)  # connect, authenticate every link
+        timings = best_of(repeat, {"amqp": lambda: export(client), "websockets": lambda: export(ws_client)})
+    return _transport_result("export", timings, rules=n_subs * n_rules, subscriptions=n_subs)
+
+
+def bench_sample(n_messages: int, latency: float, repeat: int) -> dict:
+    """``sample`` of a catch-all subscription holding ``n_messages``, over plain AMQP and over WebSockets."""
+    from reconciler.model import Message, TrueFilter
+    from reconciler.traffic.sampler import sample
+
+    live = state({"all": [Rule("$Default", TrueFilter())]})
+    messages = [Message(sys={"MessageId": f"m{i}", "Label": "order"}, user={"n": i, "region": "eu"}, body=b"{}")
+                for i in range(n_messages)]
+    with emulator_process(live, latency) as conn, ManagementClient(conn) as client, \
+            ManagementClient(conn, network=Network("websockets")) as ws_client:
+        for start in range(0, n_messages, 500):
+            assert not [e for e in client.send_messages(TOPIC, messages[start:start + 500]) if e is not None]
+
+        def run(over: ManagementClient) -> float:
+            with tempfile.TemporaryDirectory() as dataset:
+                started = time.perf_counter()
+                stats = sample(over, TOPIC, ["all"], dataset)
+                elapsed = time.perf_counter() - started
+            assert stats.written == n_messages, stats
+            return elapsed
+
+        timings = best_of(repeat, {"amqp": lambda: run(client), "websockets": lambda: run(ws_client)})
+    return _transport_result("sample", timings, messages=n_messages)
+
+
+def _transport_result(name: str, timings: dict, **extra) -> dict:
+    return {
+        "benchmark": name,
+        **extra,
+        "seconds": round(timings["amqp"], 3),
+        "seconds_websockets": round(timings["websockets"], 3),
+        "websockets_speed_vs_amqp": round(timings["amqp"] / timings["websockets"], 2),
+    }
+
+
 def _result(name: str, requests: int, timings: dict, **extra) -> dict:
     rps = requests / timings["pipelined"]
     ceiling_rps = requests / timings["ceiling"]
@@ -212,12 +271,18 @@ def main() -> None:
     parser.add_argument("--subs", type=int, default=200)
     parser.add_argument("--rules", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--messages", type=int, default=10_000)
     args = parser.parse_args()
     load = os.getloadavg()
     runs = []
     for ms in args.latency_ms:
         latency = ms / 1000
-        for result in (bench_plan(args.subs, args.rules, latency, args.repeat), bench_apply(latency, args.repeat)):
+        for result in (
+            bench_plan(args.subs, args.rules, latency, args.repeat),
+            bench_apply(latency, args.repeat),
+            bench_export(args.subs, args.rules, latency, args.repeat),
+            bench_sample(args.messages, latency, args.repeat),
+        ):
             runs.append({"added_latency_ms": ms, **result})
     context = {
         "python": platform.python_version(),

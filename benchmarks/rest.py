@@ -31,7 +31,7 @@ from typing import Callable
 from reconcile import EmulatorProcess, best_of, emulator_server, rule  # the sibling benchmark's emulator and rules
 
 from reconciler.amqp.client import ManagementClient
-from reconciler.export import discovered_targets, export_rules, export_topic, write_export
+from reconciler.export import discovered_targets, export_rules, export_topic, write_exports
 from reconciler.model import DesiredState, Subscription, Topic
 from reconciler.rest.client import ManagementRestClient
 
@@ -64,7 +64,7 @@ def export_all(conn: str, out: Path) -> None:
     with ManagementClient(conn) as client, ManagementRestClient(conn) as rest:
         result = export_rules(client, discovered_targets(rest), fallback=rest)
     for doc in result.documents:
-        write_export(doc, out)
+        write_exports([doc], out)
 
 
 def one_at_a_time(conn: str, names: dict[str, list[str]], out: Path) -> None:
@@ -76,7 +76,7 @@ def one_at_a_time(conn: str, names: dict[str, list[str]], out: Path) -> None:
             for sub in subs:
                 doc, _ = export_topic(client, topic, [sub])
                 merged["subscriptions"].update(doc["subscriptions"])
-            write_export(merged, out)
+            write_exports([merged], out)
 
 
 def bench(n_topics: int, n_subs: int, n_rules: int, latency: float, repeat: int) -> dict:
