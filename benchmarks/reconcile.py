@@ -35,10 +35,10 @@ from proton import int32
 
 from reconciler.amqp import codec
 from reconciler.amqp.client import ENUMERATE_RULES, OP_PREFIX, RULES_PAGE_SIZE, ManagementClient, entity_path
-from reconciler.amqp.network import DIRECT, Network
 from reconciler.apply import ApplyOptions, apply_plan
 from reconciler.export import rule_file_doc, write_export
 from reconciler.model import CorrelationFilter, DesiredState, Rule, SqlFilter, Subscription, Topic
+from reconciler.namespace.network import DIRECT, Network
 from reconciler.observe import observe
 from reconciler.plan import compute_plan, signature
 

@@ -22,16 +22,16 @@ from proton import UNDESCRIBED, Array, Data, int32, uint
 
 from reconciler import model
 from reconciler.amqp import codec
-from reconciler.amqp.connection import ConnectionString
 from reconciler.amqp.engine import SEND, Engine
-from reconciler.amqp.errors import ManagementError
 from reconciler.amqp.messages import MessageFields, decode_message_fields, encode_model_message
-from reconciler.amqp.network import DIRECT, Network
-from reconciler.amqp.pacing import Pacer
-from reconciler.amqp.pipeline import Call, OnAttempt, RequestPipeline, Response
-from reconciler.amqp.retry import RetryPolicy
-from reconciler.amqp.sas import TokenProvider, token_provider_for
-from reconciler.credits import messages_touched, operation_credits
+from reconciler.namespace.connection import ConnectionString
+from reconciler.namespace.credentials import TokenProvider, token_provider_for
+from reconciler.namespace.credits import messages_touched, operation_credits
+from reconciler.namespace.errors import ManagementError
+from reconciler.namespace.network import DIRECT, Network
+from reconciler.namespace.pacing import Pacer
+from reconciler.namespace.pipeline import Call, OnAttempt, RequestPipeline, Response
+from reconciler.namespace.retry import RetryPolicy
 
 #: One management call of a batch: (entity path, operation, request body).
 CallSpec = tuple[str, str, Mapping[str, Any]]
@@ -156,7 +156,7 @@ class ManagementClient:
         network: Network = DIRECT,
         refresh_margin: float | None = None,
     ) -> None:
-        """``network``: AMQP or WebSockets, the proxy and the CAs trusted (``reconciler.amqp.network``)."""
+        """``network``: AMQP or WebSockets, the proxy and the CAs trusted (``reconciler.namespace.network``)."""
         self._conn = (
             connection_string if isinstance(connection_string, ConnectionString)
             else ConnectionString.parse(connection_string)

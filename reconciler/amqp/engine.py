@@ -45,10 +45,15 @@ import proton
 from proton import Condition, Handler, SSLDomain, symbol, uint
 from proton.reactor import ApplicationEvent, AtLeastOnce, AtMostOnce, EventInjector, LinkOption
 
-from reconciler.amqp import reach
-from reconciler.amqp.connection import ConnectionString, Transport
 from reconciler.amqp.deliveries import CREDIT, ResponseCollector, quiet_events
-from reconciler.amqp.errors import (
+from reconciler.amqp.reactor import attach_socket, container
+from reconciler.amqp.websocket import Tunnel
+from reconciler.amqp.wire import sections
+from reconciler.amqp.wire.types import DecodeError
+from reconciler.namespace import reach
+from reconciler.namespace.connection import ConnectionString, Transport
+from reconciler.namespace.credentials import JWT_TOKEN_TYPE, TokenProvider
+from reconciler.namespace.errors import (
     AuthenticationError,
     ClientClosedError,
     ConnectFailed,
@@ -58,13 +63,8 @@ from reconciler.amqp.errors import (
     error_for,
     response_status,
 )
-from reconciler.amqp.network import DIRECT, Network
-from reconciler.amqp.pipeline import Request, Response, next_message_id
-from reconciler.amqp.reactor import attach_socket, container
-from reconciler.amqp.sas import JWT_TOKEN_TYPE, TokenProvider
-from reconciler.amqp.websocket import Tunnel
-from reconciler.amqp.wire import sections
-from reconciler.amqp.wire.types import DecodeError
+from reconciler.namespace.network import DIRECT, Network
+from reconciler.namespace.pipeline import Request, Response, next_message_id
 
 log = logging.getLogger("reconciler.amqp")
 

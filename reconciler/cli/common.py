@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from reconciler.credits import DEFAULT_CREDIT_SHARE, STANDARD_CREDITS_PER_SECOND, credit_budget
+from reconciler.namespace.credits import DEFAULT_CREDIT_SHARE, STANDARD_CREDITS_PER_SECOND, credit_budget
 
 if TYPE_CHECKING:
     from reconciler.amqp.client import ManagementClient
-    from reconciler.amqp.network import Network
-    from reconciler.amqp.pacing import Pacer, PacingStats
     from reconciler.model import DesiredState, Message
+    from reconciler.namespace.network import Network
+    from reconciler.namespace.pacing import Pacer, PacingStats
     from reconciler.rest.client import ManagementRestClient
     from reconciler.rulefiles.project import Environment
 
@@ -110,7 +110,7 @@ class Namespace:
     @property
     def address(self) -> str:
         """The namespace's host (and port, when not the default): what a saved plan is tied to."""
-        from reconciler.amqp.connection import ConnectionString
+        from reconciler.namespace.connection import ConnectionString
 
         endpoint = ConnectionString.parse(require_connection_string(self.connection_string)).endpoint
         return endpoint.removeprefix("sb://").rstrip("/").lower()
@@ -118,11 +118,11 @@ class Namespace:
     @property
     def network(self) -> "Network":
         """AMQP or WebSockets, the proxy and the CAs trusted: the options, then the connection
-        string's TransportType, then the environment (``reconciler.amqp.network``). Over plain AMQP a
+        string's TransportType, then the environment (``reconciler.namespace.network``). Over plain AMQP a
         proxy cannot be used: that is said once, and the connection goes direct."""
         if self._network is None:
-            from reconciler.amqp.connection import ConnectionString
-            from reconciler.amqp.network import NetworkError, resolve
+            from reconciler.namespace.connection import ConnectionString
+            from reconciler.namespace.network import NetworkError, resolve
 
             conn = ConnectionString.parse(require_connection_string(self.connection_string))
             try:
@@ -154,7 +154,7 @@ class Namespace:
         a thread of its own, so that the command's start (imports, connecting) does not wait for
         that request; until the answer comes the budget holds, which is the safe side.
         """
-        from reconciler.amqp.pacing import Pacer
+        from reconciler.namespace.pacing import Pacer
 
         if self._pacer is None:
             self._pacer = Pacer(max_rate=max_rate, budget=self.credit_budget)
@@ -175,7 +175,7 @@ class Namespace:
 
         The one request goes outside the pacer: queued behind the command's own requests, which the
         budget it may lift is pacing, it would come too late to matter."""
-        from reconciler.amqp.retry import RetryPolicy
+        from reconciler.namespace.retry import RetryPolicy
         from reconciler.rest.client import ManagementRestClient
 
         assert self._pacer is not None
@@ -307,7 +307,7 @@ def check_management_url(value: str | None) -> str | None:
     network unencrypted); ValueError otherwise."""
     import urllib.parse
 
-    from reconciler.amqp.connection import is_loopback
+    from reconciler.namespace.connection import is_loopback
 
     if value is None:
         return None

@@ -65,8 +65,8 @@ def _shown(declared: object, actual: object) -> str:
 @namespace_options
 def subscriptions(topic: str, fmt: str, env: str | None, namespace: Namespace) -> None:
     """List a topic's subscriptions with forwarding and session settings (needs Manage rights)."""
-    from reconciler.amqp.errors import NotFoundError
     from reconciler.discovery import discover_namespace
+    from reconciler.namespace.errors import NotFoundError
 
     environment = project_environment(env)
     namespace = namespace.for_environment(environment)

@@ -11,12 +11,13 @@ import uuid
 import pytest
 
 from reconciler import model as m
-from reconciler.amqp import errors, messages
+from reconciler.amqp import messages
 from reconciler.amqp.client import Disposition, ManagementClient, ScheduledMessage, SettleMode
-from reconciler.amqp.retry import RetryPolicy
-from reconciler.amqp.sas import SasKeyTokenProvider
 from reconciler.emulator import DEV_KEY, DEV_KEY_NAME, Emulator
 from reconciler.emulator.namespace import parse_address
+from reconciler.namespace import errors
+from reconciler.namespace.credentials import SasKeyTokenProvider
+from reconciler.namespace.retry import RetryPolicy
 
 from .conftest import SEED
 
@@ -316,7 +317,7 @@ def test_closed_client_refuses_requests_at_once(emulator):
 
 
 def test_batch_completions_wake_once_enough_are_in_and_never_hold_stragglers():
-    from reconciler.amqp.pipeline import Completions, Request
+    from reconciler.namespace.pipeline import Completions, Request
 
     done = Completions()
     assert done.take(1, timeout=0.05) == []  # nothing arrives: [] after the timeout

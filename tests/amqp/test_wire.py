@@ -10,9 +10,10 @@ import pytest
 from proton import Data, symbol
 
 from reconciler import model as m
-from reconciler.amqp import codec, errors, messages
+from reconciler.amqp import codec, messages
 from reconciler.amqp.client import ManagementClient, ScheduledMessage
-from reconciler.amqp.network import Network
+from reconciler.namespace import errors
+from reconciler.namespace.network import Network
 
 from .wire_server import WireServer
 

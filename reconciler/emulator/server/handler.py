@@ -30,7 +30,6 @@ from proton.handlers import IncomingMessageHandler, MessagingHandler
 from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.sections import ManagementMessage
 from reconciler.amqp.wire.types import DecodeError
-from reconciler.credits import THROTTLED_CONDITION, messages_touched
 from reconciler.emulator.auth import TokenRejected, TokenValidator
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
@@ -58,6 +57,7 @@ from reconciler.emulator.server.links import (
 )
 from reconciler.emulator.throttling import CreditMeter
 from reconciler.names import name_key
+from reconciler.namespace.credits import THROTTLED_CONDITION, messages_touched
 
 log = logging.getLogger("reconciler.emulator")
 

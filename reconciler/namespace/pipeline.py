@@ -25,10 +25,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from reconciler.amqp.errors import ManagementError, OperationTimeoutError, ServerBusyError, error_for
-from reconciler.amqp.pacing import Pacer
-from reconciler.amqp.retry import RetryPolicy
-from reconciler.credits import THROTTLED_CONDITION, wait_hint
+from reconciler.namespace.credits import THROTTLED_CONDITION, wait_hint
+from reconciler.namespace.errors import ManagementError, OperationTimeoutError, ServerBusyError, error_for
+from reconciler.namespace.pacing import Pacer
+from reconciler.namespace.retry import RetryPolicy
 
 log = logging.getLogger("reconciler.amqp")
 
