@@ -37,7 +37,7 @@ def topics(fmt: str, env: str | None, namespace: Namespace) -> None:
 
     environment = project_environment(env)
     namespace = namespace.for_environment(environment)
-    with namespace.rest() as rest:
+    with namespace.clients.rest() as rest:
         inventory = discover_namespace(rest)
     found = []
     for actual, subs in sorted(inventory.topics.items(), key=lambda kv: name_key(kv[0])):
@@ -71,7 +71,7 @@ def subscriptions(topic: str, fmt: str, env: str | None, namespace: Namespace) -
     environment = project_environment(env)
     namespace = namespace.for_environment(environment)
     actual = environment.actual_topic(topic) if environment is not None else topic
-    with namespace.rest() as rest:
+    with namespace.clients.rest() as rest:
         subs = discover_namespace(rest, [actual]).topics[actual]
     if subs is None:
         raise NotFoundError(f"topic {_shown(topic, actual if actual != topic else None)!r} does not exist in the namespace")
