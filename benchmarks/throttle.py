@@ -230,7 +230,8 @@ def raw_peeks(connection_string: str, expected: int) -> tuple[float, list[bytes]
     messages left undecoded; messages/s and their bytes."""
     from proton import int32
 
-    from reconciler.amqp.client import PEEK_MESSAGE, entity_path
+    from reconciler.amqp.messaging import PEEK_MESSAGE
+    from reconciler.amqp.requests import entity_path
     from reconciler.namespace.clients import Clients
     from reconciler.traffic.sampler import PAGES_IN_FLIGHT
 

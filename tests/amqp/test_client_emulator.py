@@ -12,7 +12,8 @@ import pytest
 
 from reconciler import model as m
 from reconciler.amqp import messages
-from reconciler.amqp.client import Disposition, ManagementClient, ScheduledMessage, SettleMode
+from reconciler.amqp.client import ManagementClient
+from reconciler.amqp.messaging import Disposition, ScheduledMessage, SettleMode
 from reconciler.emulator import DEV_KEY, DEV_KEY_NAME, Emulator
 from reconciler.emulator.namespace import parse_address
 from reconciler.namespace import errors

@@ -13,7 +13,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusServerBusyError
 
 from reconciler import model
-from reconciler.amqp.client import ManagementClient, ScheduledMessage
+from reconciler.amqp.client import ManagementClient
+from reconciler.amqp.messaging import ScheduledMessage
 from reconciler.emulator import Emulator, Faults, FaultsFileError
 from reconciler.emulator.throttling import CreditMeter
 from reconciler.namespace import errors
