@@ -273,9 +273,6 @@ class Engine(Handler):
         log.info("AMQP connection ended: %s", error)
         self._fail_all(lambda: error_copy(error))
 
-    def _ended(self, condition: Condition | None, default: str) -> None:
-        self._drop(self._connector.ended(condition, default))
-
     # -- proton events --------------------------------------------------------------------------
     @guarded
     def on_connection_bound(self, event: proton.Event) -> None:
@@ -367,12 +364,12 @@ class Engine(Handler):
         if self._stopping:
             self._stop()
         elif self._connector.current(event.connection):
-            self._ended(event.connection.remote_condition, "closed by the service")
+            self._drop(self._connector.ended(event.connection.remote_condition, "closed by the service"))
 
     @guarded
     def on_transport_error(self, event: proton.Event) -> None:
         if self._connector.current(event.connection) and not self._stopping:
-            self._ended(event.transport.condition, "transport error")
+            self._drop(self._connector.ended(event.transport.condition, "transport error"))
 
     @guarded
     def on_transport_closed(self, event: proton.Event) -> None:
@@ -381,7 +378,7 @@ class Engine(Handler):
             return
         connection = event.connection
         if connection is not None and connection.state & proton.Endpoint.LOCAL_ACTIVE and self._connector.current(connection):
-            self._ended(None, "disconnected")
+            self._drop(self._connector.ended(None, "disconnected"))
 
 
 class _Callback:

@@ -57,7 +57,7 @@ class Entity:
     reply_to: str = field(default_factory=lambda: f"sbrules-reply-{uuid.uuid4().hex}")
     sender: proton.Sender | None = None
     receiver: proton.Receiver | None = None
-    backlog: deque = field(default_factory=deque)
+    backlog: deque[Request] = field(default_factory=deque)
     token_expires_at: float = 0.0
     token_type: str = ""
     proven: bool = False  # a response arrived over this link pair (attach refusals come as attach+detach)
