@@ -1,7 +1,7 @@
 """The Service Bus `$management` client: typed operations over the request pipeline.
 
-Each method builds its request, hands it to the pipeline (``pipeline.py``: pacing, retries,
-completions) over one pipelined AMQP connection (``engine.py``), and reads the response. Every
+Each method builds its request, hands it to the pipeline (``reconciler.namespace.pipeline``: pacing,
+retries, completions) over one pipelined AMQP connection (``engine.py``), and reads the response. Every
 method is safe to call from many threads at once; ``list_rules_many`` pipelines a whole batch from
 the calling thread. Request and response shapes follow docs/protocol.md §1-§9 (keys and AMQP types
 exactly). The typed operations report what came back: whether a failure after a retry means an
