@@ -26,7 +26,7 @@ import yaml
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
-from reconciler.amqp.sas import sas_token
+from reconciler.namespace.credentials import sas_token
 
 RULES_PER_SUBSCRIPTION = 50
 SUBSCRIPTIONS = 4

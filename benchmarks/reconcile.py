@@ -36,11 +36,13 @@ from typing import Callable, Iterator, TypeVar
 from proton import int32
 
 from reconciler.amqp import codec
-from reconciler.amqp.client import ENUMERATE_RULES, OP_PREFIX, RULES_PAGE_SIZE, ManagementClient, entity_path
-from reconciler.amqp.network import DIRECT, Network
+from reconciler.amqp.client import ManagementClient
+from reconciler.amqp.requests import OP_PREFIX, entity_path
+from reconciler.amqp.rules import ENUMERATE_RULES, RULES_PAGE_SIZE
 from reconciler.apply import ApplyOptions, apply_plan
 from reconciler.export import rule_file_doc, write_exports
 from reconciler.model import CorrelationFilter, DesiredState, Rule, SqlFilter, Subscription, Topic
+from reconciler.namespace.network import DIRECT, Network
 from reconciler.observe import observe
 from reconciler.plan import compute_plan, signature
 

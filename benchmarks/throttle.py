@@ -230,12 +230,13 @@ def raw_peeks(connection_string: str, expected: int) -> tuple[float, list[bytes]
     messages left undecoded; messages/s and their bytes."""
     from proton import int32
 
-    from reconciler.amqp.client import PEEK_MESSAGE, entity_path
-    from reconciler.cli.common import Namespace
+    from reconciler.amqp.messaging import PEEK_MESSAGE
+    from reconciler.amqp.requests import entity_path
+    from reconciler.namespace.clients import Clients
     from reconciler.traffic.sampler import PAGES_IN_FLIGHT
 
     payloads: list[bytes] = []
-    with Namespace(connection_string).amqp() as client:
+    with Clients(connection_string) as clients, clients.amqp() as client:
         client.peek_messages("orders", "all", 1, 1)
         started = time.perf_counter()
         sequence = 1
@@ -323,16 +324,16 @@ def bench_sampling(tmp: Path, messages: int) -> dict:
 
 # -- 3. sampling under throttling ----------------------------------------------------------------
 def bench_throttled_sampling(tmp: Path, messages: int) -> dict:
-    from reconciler.cli.common import Namespace
+    from reconciler.namespace.clients import Clients
     from reconciler.traffic.sampler import pages_in_flight, sample
 
     state = tmp / "state.json"
     with emulator(tmp, {"orders": {"all": ["all"]}}, state=state) as conn:
         seed(conn, "orders", messages)
     with emulator(tmp, {"orders": {"all": ["all"]}}, throttle=True, state=state) as conn:
-        namespace = Namespace(conn, max_credits=SAMPLE_BUDGET)
-        pacer = namespace.pacer()
-        with namespace.amqp() as client:
+        clients = Clients(conn, max_credits=SAMPLE_BUDGET)
+        pacer = clients.pacer()
+        with clients.amqp() as client:
             started = time.perf_counter()
             before = pacer.stats().credits
             stats = sample(client, "orders", ["all"], tmp / "throttled-sample",

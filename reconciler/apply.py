@@ -11,7 +11,7 @@ never dropped, and the subscription never has zero rules unless the files declar
 replacement adds the new version under a temporary name first (see ``plan.temp_rule_name``);
 an interrupted apply leaves at most that temporary rule, which the next plan removes.
 
-The client retries, paces and reports each attempt of each request (``reconciler.amqp.pipeline``);
+The client retries, paces and reports each attempt of each request (``reconciler.namespace.pipeline``);
 apply never retries on top of it. What a retried request finds is interpreted here, in one place:
 add-rule answering "already exists" with an identical rule, or remove-rule answering "not found",
 means the work is done (an earlier attempt landed, or another apply did it). A request whose
@@ -39,9 +39,6 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Callable, Iterable, TextIO
 
-from reconciler.amqp.errors import AlreadyExistsError, ManagementError, NotFoundError, outcome_unknown
-from reconciler.amqp.pacing import Pacer
-from reconciler.amqp.pipeline import Attempt, OnAttempt
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.lock import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -55,6 +52,9 @@ from reconciler.lock import (
 )
 from reconciler.model import DesiredState, Rule
 from reconciler.names import name_key, same_name
+from reconciler.namespace.errors import AlreadyExistsError, ManagementError, NotFoundError, outcome_unknown
+from reconciler.namespace.pacing import Pacer
+from reconciler.namespace.pipeline import Attempt, OnAttempt
 from reconciler.observe import explain
 from reconciler.plan import (
     TEMP_SUFFIX,

@@ -16,7 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
 
-from reconciler.amqp.errors import (
+from reconciler.diagnostics import Diagnostic, render_text
+from reconciler.errors import ErrorCode, SbrulesError
+from reconciler.model import DesiredState, Subscription, Topic
+from reconciler.names import name_key, same_name
+from reconciler.namespace.errors import (
     AuthenticationError,
     ConnectFailed,
     ConnectionLostError,
@@ -24,10 +28,6 @@ from reconciler.amqp.errors import (
     OperationTimeoutError,
     UnauthorizedError,
 )
-from reconciler.diagnostics import Diagnostic, render_text
-from reconciler.errors import ErrorCode, SbrulesError
-from reconciler.model import DesiredState, Subscription, Topic
-from reconciler.names import name_key, same_name
 from reconciler.rest.atom import SubscriptionInfo
 
 MANAGE_RIGHTS_NOTE = (

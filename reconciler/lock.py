@@ -43,11 +43,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol
 
-from reconciler.amqp.errors import AlreadyExistsError, NotFoundError, outcome_unknown
-from reconciler.amqp.pipeline import OnAttempt
 from reconciler.errors import SbrulesError
 from reconciler.limits import LOCK_RULE_PREFIX, is_lock_rule_name
 from reconciler.model import FalseFilter, Rule, SqlRuleAction
+from reconciler.namespace.errors import AlreadyExistsError, NotFoundError, outcome_unknown
+from reconciler.namespace.pipeline import OnAttempt
 
 #: Seconds a lock lasts from when it was written (renewed at half of it, before a write).
 LEASE_SECONDS = 120.0

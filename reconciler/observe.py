@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol, Sequence
 
-from reconciler.amqp.errors import ManagementError, NotFoundError, UnauthorizedError, namespace_failure
 from reconciler.errors import SbrulesError
 from reconciler.model import DesiredState, Rule
+from reconciler.namespace.errors import ManagementError, NotFoundError, UnauthorizedError, namespace_failure
 
 DEFAULT_CONCURRENCY = 32
 

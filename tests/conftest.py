@@ -175,7 +175,7 @@ def entra_credential(monkeypatch):
     """entra_credential(key) -> the credential ``--auth entra`` then uses in this process."""
 
     def _install(key: str, **options: object) -> DevelopmentEntraCredential:
-        from reconciler.amqp import sas
+        from reconciler.namespace import credentials as sas
 
         credential = DevelopmentEntraCredential(key, **options)
         monkeypatch.setattr(sas, "default_credential", lambda: credential)

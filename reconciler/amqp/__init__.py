@@ -1,1 +1,1 @@
-"""AMQP 1.0 `$management` client for Service Bus: codec, connection strings, SAS/CBS, operations."""
+"""AMQP 1.0 `$management` client for Service Bus: the wire codec, the connection engine (CBS, link pairs), operations."""

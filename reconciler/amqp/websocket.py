@@ -30,10 +30,10 @@ from wsproto.events import (
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from reconciler.amqp import reach
-from reconciler.amqp.connection import WEBSOCKET_PATH, Transport
-from reconciler.amqp.errors import ConnectFailed, NotServiceBusError
-from reconciler.amqp.network import Network, http_connection
+from reconciler.namespace import reach
+from reconciler.namespace.connection import WEBSOCKET_PATH, Transport
+from reconciler.namespace.errors import ConnectFailed, NotServiceBusError
+from reconciler.namespace.network import Network, http_connection
 
 log = logging.getLogger("reconciler.amqp")
 

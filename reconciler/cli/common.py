@@ -6,10 +6,8 @@ import contextlib
 import dataclasses
 import functools
 import gc
-import logging
 import os
 import sys
-import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,21 +15,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from reconciler.credits import DEFAULT_CREDIT_SHARE, STANDARD_CREDITS_PER_SECOND, credit_budget
 from reconciler.gc_pause import paused_gc
+from reconciler.namespace.credits import DEFAULT_CREDIT_SHARE, STANDARD_CREDITS_PER_SECOND
 
 if TYPE_CHECKING:
-    from reconciler.amqp.client import ManagementClient
-    from reconciler.amqp.network import Network
-    from reconciler.amqp.pacing import Pacer, PacingStats
     from reconciler.model import DesiredState, Message
-    from reconciler.rest.client import ManagementRestClient
+    from reconciler.namespace.clients import Clients
+    from reconciler.namespace.network import Network
+    from reconciler.namespace.pacing import Pacer, PacingStats
     from reconciler.rulefiles.project import Environment
-
-log = logging.getLogger("reconciler.cli")
-
-#: Seconds the namespace's tier may take to come (the probe's request; the command's end waits no longer).
-TIER_PROBE_TIMEOUT = 10.0
 
 CONNECTION_ENV = "SERVICEBUS_CONNECTION_STRING"
 AUTH_ENV = "SBRULES_AUTH"
@@ -54,7 +46,7 @@ class Namespace:
     """Where a networked command connects, how it authenticates, how it gets there and how many of
     the namespace's credits it may spend (``--connection-string``, ``--auth``, ``--timeout``,
     ``--max-credits``, ``--credit-share``, ``--transport``, ``--proxy``, ``--ca-file``); makes the
-    AMQP and REST clients, which share all of it and one pacer."""
+    AMQP and REST clients through ``clients`` (``reconciler.namespace.clients``)."""
 
     connection_string: str | None
     auth: str = "sas"
@@ -71,7 +63,7 @@ class Namespace:
     transport: str | None = None
     proxy: str | None = field(default=None, repr=False)
     ca_file: str | None = None
-    _pacer: "Pacer | None" = field(default=None, init=False, repr=False, compare=False)
+    _clients: "Clients | None" = field(default=None, init=False, repr=False, compare=False)
     _network: "Network | None" = field(default=None, init=False, repr=False, compare=False)
 
     def for_environment(self, env: "Environment | None") -> "Namespace":
@@ -112,7 +104,7 @@ class Namespace:
     @property
     def address(self) -> str:
         """The namespace's host (and port, when not the default): what a saved plan is tied to."""
-        from reconciler.amqp.connection import ConnectionString
+        from reconciler.namespace.connection import ConnectionString
 
         endpoint = ConnectionString.parse(require_connection_string(self.connection_string)).endpoint
         return endpoint.removeprefix("sb://").rstrip("/").lower()
@@ -120,11 +112,11 @@ class Namespace:
     @property
     def network(self) -> "Network":
         """AMQP or WebSockets, the proxy and the CAs trusted: the options, then the connection
-        string's TransportType, then the environment (``reconciler.amqp.network``). Over plain AMQP a
+        string's TransportType, then the environment (``reconciler.namespace.network``). Over plain AMQP a
         proxy cannot be used: that is said once, and the connection goes direct."""
         if self._network is None:
-            from reconciler.amqp.connection import ConnectionString
-            from reconciler.amqp.network import NetworkError, resolve
+            from reconciler.namespace.connection import ConnectionString
+            from reconciler.namespace.network import NetworkError, resolve
 
             conn = ConnectionString.parse(require_connection_string(self.connection_string))
             try:
@@ -144,74 +136,21 @@ class Namespace:
         return self._network
 
     @property
-    def credit_budget(self) -> float:
-        """Credits per second this command may spend."""
-        return credit_budget(self.max_credits, self.credit_share)
+    def clients(self) -> "Clients":
+        """The factory of this command's AMQP and REST clients (one network, one pacer), made at first
+        use; the command's end waits for its tier probe."""
+        if self._clients is None:
+            from reconciler.namespace.clients import Clients
 
-    def pacer(self, max_rate: float | None = None) -> "Pacer":
-        """The one pacer of this command's clients, made at first use (``max_rate``: requests/s).
-
-        A share of a Standard namespace's credits means nothing on Premium, which has none: there
-        the budget is dropped, unless ``--max-credits`` asked for one explicitly. The tier is read on
-        a thread of its own, so that the command's start (imports, connecting) does not wait for
-        that request; until the answer comes the budget holds, which is the safe side.
-        """
-        from reconciler.amqp.pacing import Pacer
-
-        if self._pacer is None:
-            self._pacer = Pacer(max_rate=max_rate, budget=self.credit_budget)
-            if self.max_credits is None:
-                # the network is resolved here, on the command's thread: its note is said once, its errors are the command's
-                probe = threading.Thread(
-                    target=self._unbudget_premium, args=(self.network,), name="sbrules-tier", daemon=True
-                )
-                probe.start()
-                context = click.get_current_context(silent=True)
-                if context is not None:  # the command's end waits for the answer, for at most its timeout
-                    context.call_on_close(lambda: probe.join(TIER_PROBE_TIMEOUT))
-        return self._pacer
-
-    def _unbudget_premium(self, network: "Network") -> None:
-        """Drop the pacer's budget when the namespace is Premium. It keeps the budget when the tier cannot be
-        read (a key without Manage rights, say): the command's own requests report any real failure.
-
-        The one request goes outside the pacer: queued behind the command's own requests, which the
-        budget it may lift is pacing, it would come too late to matter."""
-        from reconciler.amqp.retry import RetryPolicy
-        from reconciler.rest.client import ManagementRestClient
-
-        assert self._pacer is not None
-        try:
-            with ManagementRestClient(
-                require_connection_string(self.connection_string), auth=self.auth,
-                timeout=min(self.timeout, TIER_PROBE_TIMEOUT),
-                retry=RetryPolicy(retries=0, throttled_retries=0), base_url=self.management_endpoint,
-                network=network,
-            ) as rest:
-                tier = rest.namespace_sku()
-        except Exception as exc:  # a probe, on a thread of its own: nothing may escape it
-            log.debug("the namespace's tier is unknown (%s: %s); keeping the credit budget", type(exc).__name__, exc)
-            return
-        log.debug("the namespace's tier is %s", tier)
-        if tier == "Premium":
-            self._pacer.set_budget(None)
-
-    def amqp(self, *, max_rate: float | None = None) -> "ManagementClient":
-        """The AMQP client; ``max_rate`` caps the requests per second of the command's pacer."""
-        from reconciler.amqp.client import ManagementClient
-
-        return ManagementClient(
-            require_connection_string(self.connection_string), auth=self.auth, timeout=self.timeout,
-            pacer=self.pacer(max_rate), network=self.network,
-        )
-
-    def rest(self) -> "ManagementRestClient":
-        from reconciler.rest.client import ManagementRestClient
-
-        return ManagementRestClient(
-            require_connection_string(self.connection_string), auth=self.auth, timeout=self.timeout,
-            pacer=self.pacer(), base_url=self.management_endpoint, network=self.network,
-        )
+            self._clients = Clients(
+                require_connection_string(self.connection_string), auth=self.auth, timeout=self.timeout,
+                max_credits=self.max_credits, credit_share=self.credit_share,
+                management_endpoint=self.management_endpoint, network=self.network,
+            )
+            context = click.get_current_context(silent=True)
+            if context is not None:
+                context.call_on_close(self._clients.close)
+        return self._clients
 
 
 _NAMESPACE_OPTIONS = (
@@ -309,7 +248,7 @@ def check_management_url(value: str | None) -> str | None:
     network unencrypted); ValueError otherwise."""
     import urllib.parse
 
-    from reconciler.amqp.connection import is_loopback
+    from reconciler.namespace.connection import is_loopback
 
     if value is None:
         return None

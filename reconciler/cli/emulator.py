@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import click
 
 from reconciler.cli.common import env_option, load_rules
-from reconciler.credits import THROTTLE_TIERS
 from reconciler.errors import SbrulesError
+from reconciler.namespace.credits import THROTTLE_TIERS
 
 if TYPE_CHECKING:
     from reconciler.model import DesiredState

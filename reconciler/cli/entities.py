@@ -37,7 +37,7 @@ def topics(fmt: str, env: str | None, namespace: Namespace) -> None:
 
     environment = project_environment(env)
     namespace = namespace.for_environment(environment)
-    with namespace.rest() as rest:
+    with namespace.clients.rest() as rest:
         inventory = discover_namespace(rest)
     found = []
     for actual, subs in sorted(inventory.topics.items(), key=lambda kv: name_key(kv[0])):
@@ -65,13 +65,13 @@ def _shown(declared: object, actual: object) -> str:
 @namespace_options
 def subscriptions(topic: str, fmt: str, env: str | None, namespace: Namespace) -> None:
     """List a topic's subscriptions with forwarding and session settings (needs Manage rights)."""
-    from reconciler.amqp.errors import NotFoundError
     from reconciler.discovery import discover_namespace
+    from reconciler.namespace.errors import NotFoundError
 
     environment = project_environment(env)
     namespace = namespace.for_environment(environment)
     actual = environment.actual_topic(topic) if environment is not None else topic
-    with namespace.rest() as rest:
+    with namespace.clients.rest() as rest:
         subs = discover_namespace(rest, [actual]).topics[actual]
     if subs is None:
         raise NotFoundError(f"topic {_shown(topic, actual if actual != topic else None)!r} does not exist in the namespace")

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 @contextlib.contextmanager
 def namespace_clients(namespace: Namespace, max_rate: float | None = None) -> Iterator[Clients]:
     """The AMQP management client (rules) and the management REST client (discovery), one namespace."""
-    with namespace.amqp(max_rate=max_rate) as client, namespace.rest() as rest:
+    with namespace.clients.amqp(max_rate=max_rate) as client, namespace.clients.rest() as rest:
         yield client, rest
 
 

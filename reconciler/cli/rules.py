@@ -28,7 +28,7 @@ def list_rules(topic: str, subscription: str, fmt: str, env: str | None, namespa
     environment = project_environment(env)
     namespace = namespace.for_environment(environment)
     actual = environment.actual_topic(topic) if environment is not None else topic
-    with namespace.amqp() as client, namespace.rest() as rest:
+    with namespace.clients.amqp() as client, namespace.clients.rest() as rest:
         live = observe_subscriptions(client, [(actual, subscription)], fallback=rest)
     for path in live.read_over_rest:
         click.echo(f"note: {'/'.join(path)}: rules read over the management REST API (auto-forwarding)", err=True)

@@ -28,7 +28,7 @@ def send(topic: str, message_file: Any, count: int, env: str | None, namespace: 
     message was accepted, else the first refusal's error and exit code."""
     message = read_message(message_file)
     namespace = namespace.for_environment(project_environment(env))
-    with namespace.amqp() as client:
+    with namespace.clients.amqp() as client:
         failures = [error for error in client.send_messages(topic, [message] * count) if error is not None]
     sent = count - len(failures)
     click.echo(f"sent {sent} of {count} message(s) to {topic}", err=bool(failures))

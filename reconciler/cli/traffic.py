@@ -56,9 +56,9 @@ def sample(
     from reconciler.traffic.sampler import pages_in_flight
     from reconciler.traffic.sampler import sample as run_sample
 
-    pacer = namespace.pacer()
+    pacer = namespace.clients.pacer()
     bars = {f"{topic}/{s}": max_messages for s in subscriptions}
-    with progress_bars(bars, pacer) as advance, namespace.amqp() as client:
+    with progress_bars(bars, pacer) as advance, namespace.clients.amqp() as client:
         stats = run_sample(
             client, topic, subscriptions, dataset, max_messages=max_messages, page_size=page_size,
             pages_in_flight=lambda: pages_in_flight(pacer.budget, page_size),

@@ -6,10 +6,10 @@ import time
 
 import click
 
-from reconciler.amqp.errors import NotFoundError
 from reconciler.cli.common import Namespace, env_option, namespace_options, project_environment
 from reconciler.cli.reconcile import confirm, namespace_clients
 from reconciler.lock import LockRule, find_locks
+from reconciler.namespace.errors import NotFoundError
 
 
 def _target(text: str) -> tuple[str, str]:

@@ -219,7 +219,7 @@ def _traffic_report(
         dataset=dataset,
         against=against,
         spark_master=spark_master,
-        open_client=namespace.amqp if namespace.connection_string else None,
+        open_client=(lambda: namespace.clients.amqp()) if namespace.connection_string else None,
     )
 
 

@@ -35,8 +35,8 @@ def run_demo(
 
     ``desired`` is the rules already loaded from ``rules_dir`` (an environment's rendering of them).
     """
-    from reconciler.amqp.client import ManagementClient
     from reconciler.emulator import Emulator
+    from reconciler.namespace.clients import Clients
 
     with demo_rules() if rules_dir is None else contextlib.nullcontext(rules_dir) as rules_dir:
         if desired is None:
@@ -47,7 +47,7 @@ def run_demo(
         echo(f"Its namespace was seeded to drift from the rule files in {rules_dir}:")
         for drift in drifts:
             echo(f"  • {drift.where}: {drift.what}")
-        with ManagementClient(emulator.connection_string) as client:
+        with Clients(emulator.connection_string) as clients, clients.amqp() as client:
             echo("\n━━ 1. sbrules plan — read every declared subscription, diff against the files ━━\n")
             plan = compute_plan(desired, observe(client, desired))
             echo(render_text(plan))

@@ -1,7 +1,7 @@
 """SAS tokens as the service checks them on CBS put-token (docs/protocol.md §5), and Entra ID
 tokens signed with a development key.
 
-The signature (``reconciler.amqp.sas``, shared with the client) is HMAC-SHA256 over the token's
+The signature (``reconciler.namespace.credentials``, shared with the client) is HMAC-SHA256 over the token's
 ``sr`` field exactly as written and its expiry, so tokens from every SDK validate whichever URL
 encoding they chose. A token grants its audience and everything below it: ``sb://ns/topic``
 covers ``topic/Subscriptions/s/$management``. The host part of an audience is not compared, so
@@ -19,7 +19,11 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from reconciler.amqp.sas import (
+from reconciler.emulator.namespace import address_path
+from reconciler.errors import SbrulesError
+from reconciler.extras import require
+from reconciler.names import name_key
+from reconciler.namespace.credentials import (
     ENTRA_AUDIENCE,
     JWT_TOKEN_TYPE,
     SAS_PREFIX,
@@ -29,10 +33,6 @@ from reconciler.amqp.sas import (
     signature_matches,
     url_decode,
 )
-from reconciler.emulator.namespace import address_path
-from reconciler.errors import SbrulesError
-from reconciler.extras import require
-from reconciler.names import name_key
 
 #: The Python SDK puts SAS tokens with type "jwt"; the service accepts a SAS token under either type.
 TOKEN_TYPES = (SAS_TOKEN_TYPE, JWT_TOKEN_TYPE)

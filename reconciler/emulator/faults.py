@@ -18,8 +18,8 @@ from typing import Any, Mapping
 
 import yaml
 
-from reconciler.credits import SERVICE_COSTS, THROTTLED_WAIT_SECONDS, CreditCosts
 from reconciler.errors import ErrorCode, SbrulesError
+from reconciler.namespace.credits import SERVICE_COSTS, THROTTLED_WAIT_SECONDS, CreditCosts
 
 _COST_KINDS = tuple(f.name for f in fields(CreditCosts))
 

@@ -26,13 +26,13 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Callable, cast
 
-from reconciler.amqp.connection import WEBSOCKET_PATH
-from reconciler.amqp.sas import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
 from reconciler.emulator.auth import MANAGE, TokenRejected, TokenValidator
 from reconciler.emulator.faults import Faults
 from reconciler.emulator.namespace import Namespace, OperationError, Subscription, Topic, utcnow
 from reconciler.emulator.throttling import CreditMeter
 from reconciler.names import name_key, same_name
+from reconciler.namespace.connection import WEBSOCKET_PATH
+from reconciler.namespace.credentials import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
 from reconciler.rest import atom
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 One meter per namespace, charged for the work of every client: management requests, sends (per
 message and per filter evaluation), receives and the REST API, at the prices of
-``reconciler.credits`` unless the faults say otherwise. The service's accounting is by the second:
+``reconciler.namespace.credits`` unless the faults say otherwise. The service's accounting is by the second:
 each second starts with ``credits_per_second`` credits; a request is admitted while the second's
 credits are not spent and is then charged its full cost, and once they are spent every request is
 refused with server-busy until the next second. A large request admitted with few credits left (a
@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from reconciler.credits import CreditCosts, throttled_description
 from reconciler.emulator.faults import Faults
+from reconciler.namespace.credits import CreditCosts, throttled_description
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ subscription's properties and a subscription's rules. Everything else about it i
 client's: the same connection string, the same SAS or Entra token providers (the token's audience
 is the namespace's ``https://`` URL, as Microsoft's Python SDK signs it), the same TLS rule
 (verified TLS; plain HTTP only for ``UseDevelopmentEmulator=true`` on a loopback host), the same
-request pipeline (pacing, retry policy; ``reconciler.amqp.pipeline``) under its typed reads, and
+request pipeline (pacing, retry policy; ``reconciler.namespace.pipeline``) under its typed reads, and
 the same error classes. Each GET is a management read to the service's credit accounting. The
 service wants Manage rights here; a Listen-only key gets 401, raised as UnauthorizedError so that
 commands can fall back to declared names.
@@ -29,9 +29,11 @@ import urllib.parse
 from typing import Any, Callable, Iterator
 
 from reconciler import model
-from reconciler.amqp import reach
-from reconciler.amqp.connection import ConnectionString
-from reconciler.amqp.errors import (
+from reconciler.namespace import reach
+from reconciler.namespace.connection import ConnectionString
+from reconciler.namespace.credentials import JWT_TOKEN_TYPE, Token, TokenProvider, token_provider_for
+from reconciler.namespace.credits import MANAGEMENT_CREDITS, wait_hint
+from reconciler.namespace.errors import (
     ConnectionLostError,
     ManagementError,
     OperationTimeoutError,
@@ -39,12 +41,10 @@ from reconciler.amqp.errors import (
     UnauthorizedError,
     error_for,
 )
-from reconciler.amqp.network import DIRECT, Network, http_connection
-from reconciler.amqp.pacing import Pacer
-from reconciler.amqp.pipeline import Call, Request, RequestPipeline, Response
-from reconciler.amqp.retry import RetryPolicy
-from reconciler.amqp.sas import JWT_TOKEN_TYPE, Token, TokenProvider, token_provider_for
-from reconciler.credits import MANAGEMENT_CREDITS, wait_hint
+from reconciler.namespace.network import DIRECT, Network, http_connection
+from reconciler.namespace.pacing import Pacer
+from reconciler.namespace.pipeline import Call, Request, RequestPipeline, Response
+from reconciler.namespace.retry import RetryPolicy
 from reconciler.rest import atom
 
 API_VERSION = "2021-05"

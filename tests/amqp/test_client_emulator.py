@@ -11,12 +11,14 @@ import uuid
 import pytest
 
 from reconciler import model as m
-from reconciler.amqp import errors, messages
-from reconciler.amqp.client import Disposition, ManagementClient, ScheduledMessage, SettleMode
-from reconciler.amqp.retry import RetryPolicy
-from reconciler.amqp.sas import SasKeyTokenProvider
+from reconciler.amqp import messages
+from reconciler.amqp.client import ManagementClient
+from reconciler.amqp.messaging import Disposition, ScheduledMessage, SettleMode
 from reconciler.emulator import DEV_KEY, DEV_KEY_NAME, Emulator
 from reconciler.emulator.namespace import parse_address
+from reconciler.namespace import errors
+from reconciler.namespace.credentials import SasKeyTokenProvider
+from reconciler.namespace.retry import RetryPolicy
 
 from .conftest import SEED
 
@@ -98,9 +100,9 @@ def test_batch_reads_every_target_from_one_thread_with_per_target_errors(client,
 
 
 def test_batch_reads_targets_in_bounded_batches_across_pages(client, emulator, monkeypatch):
-    from reconciler.amqp import client as client_module
+    from reconciler.amqp import rules as rules_module
 
-    monkeypatch.setattr(client_module, "RULES_BATCH", 2)  # five targets: three batches a round, two rounds
+    monkeypatch.setattr(rules_module, "RULES_BATCH", 2)  # five targets: three batches a round, two rounds
     for i in range(130):
         emulator.namespace.add_rule("orders", "empty", m.Rule(f"r{i:03d}", m.SqlFilter(f"n = {i}")))
     targets = [("orders", "empty"), ("orders", "billing"), ("orders", "nosuch"), ("orders", "empty"), ("orders", "billing")]
@@ -329,7 +331,7 @@ def test_closed_client_refuses_requests_at_once(emulator):
 
 
 def test_batch_completions_wake_once_enough_are_in_and_never_hold_stragglers():
-    from reconciler.amqp.pipeline import Completions, Request
+    from reconciler.namespace.pipeline import Completions, Request
 
     done = Completions()
     assert done.take(1, timeout=0.05) == []  # nothing arrives: [] after the timeout

@@ -14,10 +14,10 @@ import proton
 import pytest
 from proton import symbol
 
-from reconciler.amqp import errors as e
 from reconciler.amqp.client import ManagementClient
-from reconciler.amqp.retry import RetryPolicy
 from reconciler.errors import SbrulesError
+from reconciler.namespace import errors as e
+from reconciler.namespace.retry import RetryPolicy
 
 from .wire_server import WireServer
 

@@ -12,12 +12,12 @@ import pytest
 from azure.servicebus import ServiceBusClient, TransportType
 
 from reconciler import model
-from reconciler.amqp import errors
 from reconciler.amqp.client import ManagementClient
-from reconciler.amqp.connection import ConnectionString, ConnectionStringError
-from reconciler.amqp.network import Network, NetworkError, Proxy, resolve
 from reconciler.demo import drifted_namespace
 from reconciler.emulator import Emulator
+from reconciler.namespace import errors
+from reconciler.namespace.connection import ConnectionString, ConnectionStringError
+from reconciler.namespace.network import Network, NetworkError, Proxy, resolve
 from reconciler.rest.client import ManagementRestClient
 from reconciler.rulefiles import load_paths
 from tests.conftest import one_error

@@ -10,9 +10,11 @@ import pytest
 from proton import Data, symbol
 
 from reconciler import model as m
-from reconciler.amqp import codec, errors, messages
-from reconciler.amqp.client import ManagementClient, ScheduledMessage
-from reconciler.amqp.network import Network
+from reconciler.amqp import codec, messages
+from reconciler.amqp.client import ManagementClient
+from reconciler.amqp.messaging import ScheduledMessage
+from reconciler.namespace import errors
+from reconciler.namespace.network import Network
 
 from .wire_server import WireServer
 
@@ -58,7 +60,7 @@ def test_request_bodies_of_other_operations_have_spec_types():
     import datetime as dt
     import uuid
 
-    from reconciler.amqp.client import Disposition, SettleMode
+    from reconciler.amqp.messaging import Disposition, SettleMode
 
     responses = {
         "com.microsoft:renew-lock": {"expirations": proton.Array(proton.UNDESCRIBED, Data.TIMESTAMP, proton.timestamp(1000))},

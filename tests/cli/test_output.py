@@ -82,7 +82,7 @@ def test_every_error_class_carries_a_code_a_user_can_be_told():
 
 @pytest.mark.unit
 def test_an_error_with_several_causes_takes_the_code_a_user_must_fix_first():
-    from reconciler.amqp.errors import NotFoundError, ServerBusyError, UnauthorizedError
+    from reconciler.namespace.errors import NotFoundError, ServerBusyError, UnauthorizedError
     from reconciler.observe import ObserveError
 
     causes = [NotFoundError("gone"), UnauthorizedError("refused"), ServerBusyError("busy")]

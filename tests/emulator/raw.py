@@ -9,8 +9,8 @@ from typing import Any
 import proton
 from proton.utils import BlockingConnection
 
-from reconciler.amqp.sas import sas_token
 from reconciler.emulator import Emulator
+from reconciler.namespace.credentials import sas_token
 
 
 class RawManagement:

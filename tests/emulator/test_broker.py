@@ -14,7 +14,6 @@ import proton
 import pytest
 
 from reconciler import model
-from reconciler.amqp.sas import sas_token
 from reconciler.emulator.auth import Grant, TokenRejected, TokenValidator
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.namespace import (
@@ -24,6 +23,7 @@ from reconciler.emulator.namespace import (
     address_path,
     parse_address,
 )
+from reconciler.namespace.credentials import sas_token
 
 from .conftest import ORDERS
 

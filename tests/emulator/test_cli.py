@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.amqp.client import ManagementClient
-from reconciler.amqp.errors import NotFoundError
 from reconciler.cli import cli
 from reconciler.model import Rule, SqlFilter
+from reconciler.namespace.errors import NotFoundError
 from reconciler.rulefiles import load_paths
 
 RULES = Path(__file__).resolve().parents[2] / "rules"

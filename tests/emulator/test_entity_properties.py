@@ -7,11 +7,11 @@ import socket
 import pytest
 
 from reconciler.amqp.client import ManagementClient
-from reconciler.amqp.errors import BadRequestError
-from reconciler.amqp.network import Network
 from reconciler.emulator import Emulator
 from reconciler.emulator import state as persistence
 from reconciler.emulator.namespace import Namespace
+from reconciler.namespace.errors import BadRequestError
+from reconciler.namespace.network import Network
 from reconciler.rest.client import ManagementRestClient
 
 

@@ -13,12 +13,13 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusServerBusyError
 
 from reconciler import model
-from reconciler.amqp import errors
-from reconciler.amqp.client import ManagementClient, ScheduledMessage
-from reconciler.amqp.retry import RetryPolicy
-from reconciler.credits import THROTTLED_CONDITION, wait_hint
+from reconciler.amqp.client import ManagementClient
+from reconciler.amqp.messaging import ScheduledMessage
 from reconciler.emulator import Emulator, Faults, FaultsFileError
 from reconciler.emulator.throttling import CreditMeter
+from reconciler.namespace import errors
+from reconciler.namespace.credits import THROTTLED_CONDITION, wait_hint
+from reconciler.namespace.retry import RetryPolicy
 from reconciler.rest.client import ManagementRestClient
 
 from .conftest import ORDERS

@@ -122,7 +122,7 @@ def test_lalr_driver_builds_what_lark_builds(lark_parser, start: str, text: str)
         assert _shape(ours) == _shape(lark_parser.parse(text, start=start))
 
 
-# -- proton: reconciler/amqp/engine.py + deliveries.py, reconciler/emulator/ ---------------------------
+# -- proton: reconciler/amqp/ (engine, connector, links, deliveries), reconciler/emulator/ ---------------
 
 
 def test_container_reads_events_from_the_collector_put_in_its_place() -> None:
@@ -248,7 +248,7 @@ def test_attributes_set_on_endpoints_survive_rewrapping() -> None:
     record, so the wrapper an event hands out later still carries them."""
     import proton
 
-    users = "reconciler/amqp/engine.py, reconciler/emulator/server.py"
+    users = "reconciler/amqp/connector.py and links.py, reconciler/emulator/"
     with private_api("python-qpid-proton", "Wrapper attribute records", users):
         connection = proton.Connection()
         connection._sb_state = "mine"

@@ -9,11 +9,11 @@ from typing import Callable
 
 import pytest
 
-from reconciler.amqp.errors import AlreadyExistsError, ConnectionLostError, ManagementError, NotFoundError
-from reconciler.amqp.pipeline import Call, Request, RequestPipeline, Response
-from reconciler.amqp.retry import RetryPolicy
 from reconciler.limits import is_lock_rule_name
 from reconciler.model import CorrelationFilter, DesiredState, Rule, Subscription, Topic, TrueFilter
+from reconciler.namespace.errors import AlreadyExistsError, ConnectionLostError, ManagementError, NotFoundError
+from reconciler.namespace.pipeline import Call, Request, RequestPipeline, Response
+from reconciler.namespace.retry import RetryPolicy
 
 
 def corr(name: str, subject: str, **props) -> Rule:

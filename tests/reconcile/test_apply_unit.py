@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from reconciler.amqp.errors import BadRequestError, ServerBusyError
 from reconciler.apply import ApplyOptions, ReplaceStrategy, _CtrlC, apply_plan, render_report
+from reconciler.namespace.errors import BadRequestError, ServerBusyError
 from reconciler.plan import Plan, compute_plan, is_temp_rule_name
 
 pytestmark = pytest.mark.unit

@@ -10,11 +10,11 @@ import time
 import pytest
 
 from reconciler.amqp.client import ManagementClient
-from reconciler.amqp.retry import RetryPolicy
 from reconciler.apply import ApplyOptions, apply_plan, render_report
 from reconciler.emulator import Emulator
 from reconciler.lock import Holder, lock_rule
 from reconciler.model import CorrelationFilter, DesiredState, Rule, Subscription, Topic, TrueFilter
+from reconciler.namespace.retry import RetryPolicy
 from reconciler.observe import observe
 from reconciler.plan import compute_plan
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from reconciler.amqp.errors import BadRequestError, UnauthorizedError
+from reconciler.namespace.errors import BadRequestError, UnauthorizedError
 from reconciler.observe import ObserveError, observe_subscriptions
 
 pytestmark = pytest.mark.unit

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from reconciler.amqp.client import ManagementClient
-from reconciler.amqp.connection import ConnectionString
-from reconciler.amqp.errors import NotFoundError, TransportSecurityError, UnauthorizedError
-from reconciler.amqp.network import Network
-from reconciler.amqp.retry import RetryPolicy
+from reconciler.namespace.connection import ConnectionString
+from reconciler.namespace.errors import NotFoundError, TransportSecurityError, UnauthorizedError
+from reconciler.namespace.network import Network
+from reconciler.namespace.retry import RetryPolicy
 from reconciler.rest.client import ManagementRestClient, default_base_url, token_audience
 from tests.rest.conftest import LISTENER, LISTENER_KEY, MANY, RULES
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from reconciler.amqp.errors import NotFoundError, UnauthorizedError
 from reconciler.discovery import discover
+from reconciler.namespace.errors import NotFoundError, UnauthorizedError
 from reconciler.rest.atom import SubscriptionInfo
 
 pytestmark = pytest.mark.unit

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from reconciler.amqp.errors import OperationTimeoutError
-from reconciler.amqp.retry import RetryPolicy
+from reconciler.namespace.errors import OperationTimeoutError
+from reconciler.namespace.retry import RetryPolicy
 from reconciler.rest.client import ManagementRestClient
 
 EMPTY_FEED = b'<feed xmlns="http://www.w3.org/2005/Atom"><title>topics</title></feed>'

@@ -1,4 +1,5 @@
-"""The emulator's AMQP 1.0 server: a proton handler (``handler``) and the roles its links play (``links``)."""
+"""The emulator's AMQP 1.0 server: a proton handler (``handler``) with its request nodes (``nodes``:
+`$cbs`, `$management`) and its message transfers (``transfers``), and the roles its links play (``links``)."""
 
 from reconciler.emulator.server.handler import LoopGuard, ServerHandler
 

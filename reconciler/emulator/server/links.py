@@ -9,6 +9,7 @@ in attributes set on proton's objects.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -16,9 +17,12 @@ from enum import StrEnum
 from typing import Callable, ClassVar
 
 import proton
+from proton import Condition, Endpoint
 
 from reconciler.emulator.auth import Grant, path_parts
 from reconciler.emulator.namespace import Address, MessageStore
+
+log = logging.getLogger("reconciler.emulator")
 
 CBS_NODE = "$cbs"
 
@@ -64,6 +68,16 @@ class ConnectionState:
             until = max(self.grants.get(wanted[:n], 0.0) for n in range(len(wanted) + 1))
             self._covered_until[node_path] = until
         return until > self.clock()
+
+
+def close_connection(connection: proton.Connection | None, condition: str, description: str) -> None:
+    """End ``connection`` with an error condition (once; never raises: it runs while handling failures)."""
+    try:
+        if connection is not None and not connection.state & Endpoint.LOCAL_CLOSED:
+            connection.condition = Condition(condition, description)
+            connection.close()
+    except Exception:  # best effort while already handling a failure
+        log.exception("emulator: could not close connection")
 
 
 @dataclass(eq=False)

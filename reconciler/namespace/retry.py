@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from reconciler.amqp.errors import ManagementError, ServerBusyError
+from reconciler.namespace.errors import ManagementError, ServerBusyError
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """The request pipeline under the typed operations: pacing, the one retry policy, completions.
 
 After the Azure SDK for Python's layering: a *transport* moves one request and reports its answer
-(``engine.Engine`` for AMQP, the HTTP transport of ``reconciler.rest``); this pipeline decides when
+(``reconciler.amqp.engine.Engine``, the HTTP transport of ``reconciler.rest``); this pipeline decides when
 each request may go (``pacing.Pacer``: the in-flight window and the rate), whether and when a
 failed one goes again (``retry.RetryPolicy``), and hands finished requests back to the calling
-thread in batches. The typed operations above (``client.py``, ``rest/client.py``) build requests
+thread in batches. The typed operations above (``amqp/client.py``, ``rest/client.py``) build requests
 and read responses; they never loop, wait or retry themselves.
 
 A batch (``call_all``) is pipelined from the calling thread alone, which costs far less than a
@@ -25,10 +25,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from reconciler.amqp.errors import ManagementError, OperationTimeoutError, ServerBusyError, error_for
-from reconciler.amqp.pacing import Pacer
-from reconciler.amqp.retry import RetryPolicy
-from reconciler.credits import THROTTLED_CONDITION, wait_hint
+from reconciler.namespace.credits import THROTTLED_CONDITION, wait_hint
+from reconciler.namespace.errors import ManagementError, OperationTimeoutError, ServerBusyError, error_for
+from reconciler.namespace.pacing import Pacer
+from reconciler.namespace.retry import RetryPolicy
 
 log = logging.getLogger("reconciler.amqp")
 

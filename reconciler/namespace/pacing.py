@@ -5,7 +5,7 @@ It holds four limits:
 - the **window**: at most this many requests in flight;
 - a **request rate** (requests/s), when one is asked for (``--max-rate``);
 - a **credit budget** (credits/s), on a Standard namespace: each request is charged what the
-  service will charge it (``reconciler.credits``), a peek per message it returns;
+  service will charge it (``reconciler.namespace.credits``), a peek per message it returns;
 - a **hold**: when the service answers server-busy with a wait hint ("Please wait 2 seconds"),
   nothing is sent to the namespace until that time has passed, since its credits are shared by
   every request we would send meanwhile.
@@ -42,7 +42,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from reconciler.credits import MANAGEMENT_CREDITS
+from reconciler.namespace.credits import MANAGEMENT_CREDITS
 
 #: The credit rate grows back by this share of the budget per second without throttling.
 INCREASE_PER_SECOND = 0.05

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from reconciler.amqp.pacing import INCREASE_PER_SECOND, RECOVERY_HALF_LIFE, RECURRING, Pacer
+from reconciler.namespace.pacing import INCREASE_PER_SECOND, RECOVERY_HALF_LIFE, RECURRING, Pacer
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ A connection that never got as far as talking to Service Bus fails for a reason 
 on, and the same reason deserves the same words whichever protocol met it: the host name does not
 resolve, nothing listens on the port, something answers that is not Service Bus, TLS verification
 fails, or the peer accepts the connection and then says nothing. Each becomes a ``ConnectFailed``
-subclass (``reconciler.amqp.errors``), which is never retried and which commands report once.
+subclass (``reconciler.namespace.errors``), which is never retried and which commands report once.
 
 The AMQP engine learns of a failure as proton's transport condition (text); the REST client as an
 exception chain from ``http.client`` down to the ``OSError``. Both end here.
@@ -17,7 +17,7 @@ import socket
 import ssl
 from typing import TYPE_CHECKING, Iterator
 
-from reconciler.amqp.errors import (
+from reconciler.namespace.errors import (
     ConnectFailed,
     EndpointRefusedError,
     HostNotFoundError,
@@ -27,7 +27,7 @@ from reconciler.amqp.errors import (
 )
 
 if TYPE_CHECKING:
-    from reconciler.amqp.network import Proxy
+    from reconciler.namespace.network import Proxy
 
 #: How much of an unexpected answer to quote.
 _QUOTE = 60

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from reconciler.amqp import sas
-from reconciler.amqp.connection import ConnectionString, ConnectionStringError, TransportRefused
 from reconciler.errors import SbrulesError
+from reconciler.namespace import credentials as sas
+from reconciler.namespace.connection import ConnectionString, ConnectionStringError, TransportRefused
 
 pytestmark = pytest.mark.unit
 

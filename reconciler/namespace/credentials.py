@@ -20,10 +20,10 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from reconciler.amqp.connection import ConnectionString
-from reconciler.amqp.errors import AuthenticationError, TokenExpiredError
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.extras import require
+from reconciler.namespace.connection import ConnectionString
+from reconciler.namespace.errors import AuthenticationError, TokenExpiredError
 
 SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
 JWT_TOKEN_TYPE = "jwt"

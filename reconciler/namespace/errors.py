@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from reconciler.credits import wait_hint
 from reconciler.errors import ErrorCode, SbrulesError
+from reconciler.namespace.credits import wait_hint
 
 
 class ManagementError(SbrulesError):
@@ -196,7 +196,7 @@ def response_status(properties: dict[str, Any] | None) -> tuple[int | None, str 
 
 class ConnectFailed(ManagementError):
     """The namespace could not be reached, or would not open a connection: never retried (another
-    try would fail the same way), reported once per command. See ``reconciler.amqp.reach``."""
+    try would fail the same way), reported once per command. See ``reconciler.namespace.reach``."""
 
     code = ErrorCode.CONNECTION
 
