@@ -216,12 +216,18 @@ def bench_export(n_subs: int, n_rules: int, latency: float, repeat: int) -> dict
 
 def bench_sample(n_messages: int, latency: float, repeat: int) -> dict:
     """``sample`` of a catch-all subscription holding ``n_messages``, over plain AMQP and over WebSockets."""
-    from reconciler.model import Message, TrueFilter
+    from reconciler.model import Message, TrueFilter, TypedValue, ValueType
     from reconciler.traffic.sampler import sample
 
     live = state({"all": [Rule("$Default", TrueFilter())]})
-    messages = [Message(sys={"MessageId": f"m{i}", "Label": "order"}, user={"n": i, "region": "eu"}, body=b"{}")
-                for i in range(n_messages)]
+    messages = [
+        Message(
+            sys={"MessageId": TypedValue(ValueType.STRING, f"m{i}"), "Label": TypedValue(ValueType.STRING, "order")},
+            user={"n": TypedValue(ValueType.LONG, i), "region": TypedValue(ValueType.STRING, "eu")},
+            body=b"{}",
+        )
+        for i in range(n_messages)
+    ]
     with emulator_process(live, latency) as conn, ManagementClient(conn) as client, \
             ManagementClient(conn, network=Network("websockets")) as ws_client:
         for start in range(0, n_messages, 500):
