@@ -74,6 +74,20 @@ def configure_logging(verbose: bool) -> None:
             logging.getLogger(noisy).setLevel(logging.INFO)
     elif not root.handlers:
         root.addHandler(logging.NullHandler())
+    # What a person waiting should hear (retries that last), with or without -v: on stderr, as is.
+    progress = logging.getLogger("reconciler.progress")
+    for handler in [h for h in progress.handlers if isinstance(h, _Stderr)]:
+        progress.removeHandler(handler)
+    if not verbose:  # with -v the root handler shows it, among the rest
+        progress.addHandler(_Stderr())
+    progress.propagate = verbose
+
+
+class _Stderr(logging.Handler):
+    """A log line on the stderr of the moment (click's, so that a test capturing it sees it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(record.getMessage(), err=True)
 
 
 def main(argv: list[str] | None = None) -> None:

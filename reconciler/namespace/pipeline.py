@@ -26,11 +26,61 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from reconciler.namespace.credits import THROTTLED_CONDITION, wait_hint
-from reconciler.namespace.errors import ManagementError, OperationTimeoutError, ServerBusyError, error_for
+from reconciler.namespace.errors import (
+    ConnectionLostError,
+    ManagementError,
+    OperationTimeoutError,
+    ServerBusyError,
+    error_for,
+)
 from reconciler.namespace.pacing import Pacer
 from reconciler.namespace.retry import RetryPolicy
 
 log = logging.getLogger("reconciler.amqp")
+#: What a person waiting on a command should hear while it waits (the CLI prints it on stderr).
+progress = logging.getLogger("reconciler.progress")
+#: A run of retries is told on ``progress`` once it has lasted this long.
+QUIET_SECONDS = 1.0
+
+
+class RetryBurst:
+    """Retries in a row, told once they have lasted ``QUIET_SECONDS`` ("connection lost, retrying
+    (attempt 2 of 6)…") and again at most once a second, and the recovery after them: a command
+    that waits on retries never looks stuck. A burst ends at the next answer that is not a retry."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._started: float | None = None
+        self._last_told: float | None = None
+
+    def retrying(self, exc: ManagementError, attempt: int, attempts: int) -> None:
+        now = self._clock()
+        with self._lock:
+            if self._started is None:
+                self._started = now
+            if now - self._started < QUIET_SECONDS or (self._last_told is not None and now - self._last_told < 1.0):
+                return
+            self._last_told = now
+        progress.warning("%s, retrying (attempt %d of %d)…", _why(exc), attempt + 1, attempts)
+
+    def answered(self) -> None:
+        with self._lock:
+            told, started = self._last_told is not None, self._started
+            self._started = self._last_told = None
+        if told and started is not None:
+            progress.warning("answers are coming again after %.1fs of retries", self._clock() - started)
+
+
+def _why(exc: ManagementError) -> str:
+    """A retried failure in a few words."""
+    if isinstance(exc, ServerBusyError):
+        return "the namespace is throttling requests"
+    if isinstance(exc, OperationTimeoutError):
+        return "no answer in time"
+    if isinstance(exc, ConnectionLostError):
+        return "connection lost"
+    return f"the service failed a request ({type(exc).__name__})"
 
 #: NET2 treats these as "nothing there" for reads rather than failures.
 _EMPTY_CONDITIONS = {"com.microsoft:message-not-found", "com.microsoft:session-not-found"}
@@ -236,6 +286,7 @@ class RequestPipeline:
         self.retry = retry or RetryPolicy()
         self.pacer = pacer or Pacer()
         self.timeout = timeout
+        self._burst = RetryBurst(self.pacer.clock)
 
     def close(self) -> None:
         self.transport.close()
@@ -370,14 +421,18 @@ class RequestPipeline:
             delay = self.retry.next_delay(exc, tried.number, tried.throttled)
             if delay is None:
                 exc.after_retry = tried.number > 1
+                if exc.transient and tried.number > 1:  # a timeout names the attempts as well as the timeout
+                    exc.args = (f"{exc} (gave up after {tried.number} attempts)", *exc.args[1:])
                 results[index] = exc
                 report = Attempt(call, tried.number, "error", ms, flight.queued * 1000, exc, throttled, hint)
             else:
                 log.info("%s failed (%s); retry %d in %.2fs", call.context, type(exc).__name__, tried.number, delay)
                 heapq.heappush(retries, (self.pacer.clock() + delay, index))
                 report = Attempt(call, tried.number, "retry", ms, flight.queued * 1000, exc, throttled, hint, delay)
+                self._burst.retrying(exc, tried.number, self.retry.attempts(exc))
         else:
             report = Attempt(call, tried.number, "ok", ms, flight.queued * 1000)
+            self._burst.answered()
         if on_attempt is not None:
             on_attempt(report)
 

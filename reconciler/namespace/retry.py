@@ -44,6 +44,10 @@ class RetryPolicy:
             return None
         return self.backoff_delay(failures)
 
+    def attempts(self, exc: ManagementError) -> int:
+        """How many attempts, at most, a call failing as ``exc`` gets."""
+        return 1 + (self.throttled_retries if isinstance(exc, ServerBusyError) else self.retries)
+
     def backoff_delay(self, failures: int) -> float:
         """Seconds to wait after the ``failures``-th failure (1-based), without a hint from the service."""
         return random.uniform(0, min(self.max_backoff, self.backoff * 2 ** (failures - 1)))
