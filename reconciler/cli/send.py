@@ -13,7 +13,7 @@ MAX_COUNT = 10_000
 
 
 @click.command()
-@click.option("--topic", required=True, help="The topic (or queue) to send to, as named in the namespace.")
+@click.option("--topic", required=True, help="The topic (or queue) to send to; with --env, as the rule files declare it.")
 @click.option("--message", "message_file", required=True, type=click.File("r", encoding="utf-8"), help=MESSAGE_HELP)
 @click.option("--count", type=click.IntRange(min=1, max=MAX_COUNT), default=1, show_default=True,
               help="Send the message this many times.")
@@ -27,10 +27,13 @@ def send(topic: str, message_file: Any, count: int, env: str | None, namespace: 
     Each message is sent at-least-once (answered when the service accepts it); exit 0 when every
     message was accepted, else the first refusal's error and exit code."""
     message = read_message(message_file)
-    namespace = namespace.for_environment(project_environment(env))
+    environment = project_environment(env)
+    namespace = namespace.for_environment(environment)
+    actual = environment.actual_topic(topic) if environment is not None else topic  # --topic as declared
     with namespace.clients.amqp() as client:
-        failures = [error for error in client.send_messages(topic, [message] * count) if error is not None]
+        failures = [error for error in client.send_messages(actual, [message] * count) if error is not None]
     sent = count - len(failures)
-    click.echo(f"sent {sent} of {count} message(s) to {topic}", err=bool(failures))
+    where = topic if actual == topic else f"{topic} ({actual} in the namespace)"
+    click.echo(f"sent {sent} of {count} message(s) to {where}", err=bool(failures))
     if failures:
         raise failures[0]

@@ -233,3 +233,12 @@ def test_topics_subscriptions_and_rules_list_take_env_and_the_declared_names(pro
     assert code == 0 and "topic: orders" in out and "$Default" in out, err
     code, out, err = run_cli("rules", "list", "--env", "prod", "--topic", "orders", "--subscription", "audit", "--format", "yaml")
     assert code == 0 and "topic: orders\n" in out and "orders-v2 in the namespace" in err, err
+
+
+def test_send_takes_the_declared_topic_name(project, namespaces, run_cli, tmp_path):
+    message = tmp_path / "m.json"
+    message.write_text('{"user": {"amount": 5}}')
+    code, out, err = run_cli("send", "--env", "prod", "--topic", "orders", "--message", message, "--count", "2")
+    assert code == 0 and "sent 2 of 2 message(s) to orders (orders-v2 in the namespace)" in out, err
+    # the emulator's namespace holds only $Default rules: every subscription of orders-v2 got both
+    assert len(namespaces["prod"].namespace.subscription("orders-v2", "prod-only").store.messages) == 2
