@@ -33,7 +33,7 @@ import uuid
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import z3
 
@@ -540,48 +540,57 @@ class _Atom:
         return _compiled(self.node).outcome(view).matched
 
 
-@dataclass
 class Facts:
-    """What the questions about one filter need, computed once: the properties it reads, those it
-    cannot be TRUE without, its conjuncts when it is a conjunction of atoms, the outcomes it can
-    have (over-approximated, from its atoms alone) and whether its atoms read disjoint properties."""
+    """What the questions about one filter need, each part computed once, when first needed: the
+    properties it reads, the outcomes it can have (over-approximated, from its atoms alone), whether
+    its atoms read disjoint properties, the atoms the encoding leaves free, whether it reads by
+    computed name (``property(expr)``); and later the properties it cannot be TRUE without, its
+    conjuncts when it is a conjunction of atoms, its witnesses."""
 
-    filter: Filter
-    tree: ast.Predicate | None
-    reads: frozenset[Key]
-    required: frozenset[Key]
-    conjuncts: tuple[_Atom, ...] | None
-    opaque: frozenset[ast.Predicate]
-    outcomes: frozenset[str]
-    independent: bool
-    #: it reads properties by computed name (``property(expr)``): it may read any
-    dynamic: bool = False
-    _witnesses: list[MessageView] = field(default_factory=list)
-    _search: Any = None
-    _matcher: Callable[[MessageView], bool] | None = None
+    def __init__(self, flt: Filter, tree: ast.Predicate | None, summary: _Summary, atoms: tuple[_Atom, ...] | None = None):
+        self.filter = flt
+        self.tree = tree
+        self.reads = summary.reads
+        self.outcomes = summary.outcomes
+        self.independent = summary.independent
+        self.opaque = summary.opaque
+        self.dynamic = summary.dynamic
+        self.is_true = isinstance(flt, TrueFilter)
+        self._atoms = atoms
+        self._witnesses: list[MessageView] = []
+        self._search: Iterator[MessageView] | None = None
+        self._matcher: Callable[[MessageView], bool] | None = None
 
     @classmethod
     def of(cls, flt: Filter) -> "Facts | None":
         """None for a filter the service refuses (invalid SQL, an empty correlation filter)."""
         if isinstance(flt, (TrueFilter, FalseFilter)):
             outcome = frozenset({"T" if isinstance(flt, TrueFilter) else "F"})
-            return cls(flt, None, frozenset(), frozenset(), (), frozenset(), outcome, True)
+            return cls(flt, None, _Summary(outcome, frozenset(), True, frozenset(), False), ())
         if isinstance(flt, CorrelationFilter):
             if flt.is_empty():
                 return None
             atoms = tuple(_correlation_atoms(flt))
             keys = [atom.key for atom in atoms]
-            possible = {"T", "F"} if all(_may_equal(a) for a in atoms) else {"F"}
-            required = {a.key for a in atoms if a.key[0] == "user"}
-            return cls(flt, None, frozenset(keys), frozenset(required), atoms, frozenset(), frozenset(possible),
-                       len(set(keys)) == len(keys))
+            possible = frozenset({"T", "F"} if all(_may_equal(a) for a in atoms) else {"F"})
+            return cls(flt, None, _Summary(possible, frozenset(keys), len(set(keys)) == len(keys), frozenset(), False), atoms)
         try:
             tree = parse_filter(flt.expression)
         except SqlError:
             return None
-        found = _summary(tree)
-        return cls(flt, tree, found.reads, frozenset(_required(tree)), _conjuncts(tree), found.opaque, found.outcomes,
-                   found.independent, found.dynamic)
+        return cls(flt, tree, _summary(tree))
+
+    @functools.cached_property
+    def required(self) -> frozenset[Key]:
+        """User properties without which the filter cannot be TRUE (a syntactic under-estimate)."""
+        if self.tree is not None:
+            return frozenset(_required(self.tree))
+        return frozenset(a.key for a in self._atoms or () if a.key[0] == "user")
+
+    @functools.cached_property
+    def conjuncts(self) -> tuple[_Atom, ...] | None:
+        """The filter as a conjunction of modelled atoms, or None."""
+        return _conjuncts(self.tree) if self.tree is not None else self._atoms
 
     def matches(self, view: MessageView) -> bool:
         """Whether the filter delivers the message (the Python evaluator decides)."""
@@ -598,7 +607,7 @@ class Facts:
         """Messages the filter matches, found lazily by the search and remembered."""
         yield from self._witnesses
         if self._search is None:
-            self._search = _search(self.filter)
+            self._search = iter(_search(self.filter))
         for view in self._search:
             self._witnesses.append(view)
             yield view
@@ -901,8 +910,15 @@ def _matcher(flt: Filter) -> Callable[[MessageView], bool]:
             a.true_for(view.sys.get(a.key[1]) if a.key[0] == "sys" else view.user.get(a.key[1], values.MISSING))
             for a in atoms
         )
-    compiled = CompiledFilter(parse_filter(flt.expression))
-    return lambda view: compiled.outcome(view).matched
+    compiled = _compiled(parse_filter(flt.expression))
+
+    def match(view: MessageView) -> bool:
+        try:
+            return compiled(view) is True
+        except SqlEvalError:
+            return False
+
+    return match
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1125,20 +1141,28 @@ def analyse_rules(rules: Sequence[Rule]) -> list[StaticFinding]:
     for i in plain:
         by_reads.setdefault(facts[i].reads, []).append(i)  # type: ignore[union-attr]
     redundant: set[int] = set()
+    trues = [i for i in plain if facts[i].is_true]  # type: ignore[union-attr]
     for b in plain:
         covered = facts[b]
         assert covered is not None
         if is_plain_false(rules[b].filter):
             continue
-        groups = [group for reads, group in by_reads.items() if reads <= covered.reads]
-        # A true filter first: it covers everything, and settles most subscriptions that have one.
-        for a in sorted((i for group in groups for i in group), key=lambda i: (not isinstance(rules[i].filter, TrueFilter), i)):
-            if a == b or a in redundant:
-                continue
-            cover = facts[a]
-            assert cover is not None
-            if _covers(cover, covered, prover):
-                redundant.add(b)
-                found[b] = StaticFinding("redundant-rule", rules[b], rules[a])
-                break
+        cover_index = next((a for a in trues if a != b and a not in redundant), None)
+        if cover_index is None:
+            cover_index = _first_cover(b, covered, facts, by_reads, redundant, prover)
+        if cover_index is not None:
+            redundant.add(b)
+            found[b] = StaticFinding("redundant-rule", rules[b], rules[cover_index])
     return [found[i] for i in sorted(found)]
+
+
+def _first_cover(
+    b: int, covered: Facts, facts: Sequence[Facts | None], by_reads: dict[frozenset[Key], list[int]], redundant: set[int],
+    prover: _Prover,
+) -> int | None:
+    """The first rule, in order, that covers rule ``b``, among those reading no property it does not."""
+    candidates = sorted(i for reads, group in by_reads.items() if reads <= covered.reads for i in group)
+    for a in candidates:
+        if a != b and a not in redundant and _covers(facts[a], covered, prover):  # type: ignore[arg-type]
+            return a
+    return None
