@@ -29,6 +29,7 @@ COMMANDS = {
     "demo": "reconciler.cli.reconcile:demo",
     "unlock": "reconciler.cli.unlock:unlock",
     "sample": "reconciler.cli.traffic:sample",
+    "analyze": "reconciler.cli.analyze:analyze",
     "topics": "reconciler.cli.entities:topics",
     "subscriptions": "reconciler.cli.entities:subscriptions",
 }

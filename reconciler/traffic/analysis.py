@@ -40,7 +40,7 @@ from reconciler.model import (
 from reconciler.names import name_key
 from reconciler.sql import SqlError, ast, parse_filter, values
 from reconciler.sql.canonical import literal_text
-from reconciler.sql.static import analyse_rules
+from reconciler.sql.static import analyse_rules, is_plain_false
 from reconciler.traffic.tally import Answers, Question
 
 CODES = ("never-matched", "redundant-rule", "unsatisfiable", "correlation-candidate", "costly-like")
@@ -187,7 +187,7 @@ class Health:
                     out.append(_finding("unsatisfiable", "warning", where, "no message can match this filter (proven, "
                                         "NULL and missing properties included): the rule delivers nothing",
                                         {"kind": "static"}))
-                elif matched == 0:
+                elif matched == 0 and not is_plain_false(rule.filter):
                     out.append(_finding("never-matched", "warning", where, f"matched none of the {total:,} sampled "
                                         f"messages ({span} of traffic)",
                                         {"kind": "traffic", "sample_messages": total, "sample_seconds": span_seconds}))

@@ -53,8 +53,13 @@ class Tally:
     pick_order: np.ndarray  # that second hash
     first: np.ndarray  # earliest enqueued time in the group, µs since the epoch (int64 max: none known)
     last: np.ndarray  # latest enqueued time in the group (int64 min: none known)
-    #: per breakdown name: the group's value of that column where the group is unrouted (None elsewhere)
-    breakdown: dict[str, list[Any]] = field(default_factory=dict)
+    #: (groups, breakdown columns) objects: a group's value of each breakdown column where the group
+    #: is unrouted, None elsewhere (see :func:`tally`)
+    breakdown: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=object))
+
+    def __post_init__(self) -> None:
+        if self.breakdown.shape[0] != len(self.count):  # no breakdown columns: one empty row per group
+            object.__setattr__(self, "breakdown", np.empty((len(self.count), 0), dtype=object))
 
     @classmethod
     def from_arrow(cls, table: Any, words: int, breakdown: Sequence[str] = ()) -> "Tally":
@@ -75,7 +80,7 @@ class Tally:
             pick_order=column("pick_order"),
             first=column("first", _HIGHEST),
             last=column("last", _LOWEST),
-            breakdown={name: table.column(f"b_{name}").to_pylist() for name in breakdown},
+            breakdown=_objects([table.column(f"b_{name}").to_pylist() for name in breakdown], table.num_rows),
         )
 
     def any_bit(self, masks: np.ndarray, indexes: Iterable[int]) -> np.ndarray:
@@ -88,6 +93,14 @@ class Tally:
         for word, bits in words.items():
             out |= (masks[:, word] & np.int64(bits)) != 0
         return out
+
+
+def _objects(columns: list[list[Any]], rows: int) -> np.ndarray:
+    """Python values in a (rows, columns) object array."""
+    out = np.empty((rows, len(columns)), dtype=object)
+    for index, values in enumerate(columns):
+        out[:, index] = values
+    return out
 
 
 @dataclass(frozen=True)
@@ -145,13 +158,14 @@ class Answers:
         return cls(questions, np.zeros(n, dtype=np.int64), highest, lowest, highest.copy(), highest.copy())
 
     @classmethod
-    def of(cls, questions: Sequence[Question], groups: Tally) -> "Answers":
-        """The answers of one chunk of groups."""
+    def of(cls, questions: Sequence[Question], groups: Tally, breakdown: Sequence[str] = ()) -> "Answers":
+        """The answers of one chunk of groups (``breakdown``: the names of its breakdown columns)."""
         out = cls.none(questions)
         if not len(groups.count):
             return out
         out.first, out.last = int(groups.first.min()), int(groups.last.max())
-        for name, found in groups.breakdown.items():
+        for column, name in enumerate(breakdown):
+            found = groups.breakdown[:, column]
             for row in np.flatnonzero(np.array([value is not None for value in found], dtype=bool)):
                 key = (name, str(groups.topic[row]), str(found[row]))
                 out.breakdown[key] = out.breakdown.get(key, 0) + int(groups.count[row])
@@ -271,7 +285,8 @@ class _Fold:
         rows = 0
 
         def fold(answers: Answers | None) -> Answers:
-            chunk = Answers.of(self.questions, Tally.from_arrow(pa.Table.from_batches(pending), self.words, self.breakdown))
+            groups = Tally.from_arrow(pa.Table.from_batches(pending), self.words, self.breakdown)
+            chunk = Answers.of(self.questions, groups, self.breakdown)
             return chunk if answers is None else answers.merge(chunk)
 
         for batch in batches:
