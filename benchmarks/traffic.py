@@ -22,6 +22,9 @@
 5. ``analyze_vs_report`` (issue 32): the impact report of ``--analyze-rules`` rules on the
    ``--messages`` dataset with its routing-health section (the analysis's filters, questions and
    unrouted breakdown in the same pass) against the same report without it, warm; target ≤ 1.3×.
+   Routing health counts the first subscription (ten rules) as the topic's receiver, so that a
+   share of the messages (about 3.5%) is unrouted and broken down by sys.Label and sys.To; the
+   report's own pass evaluates every rule either way.
 
 ``targets`` lists each target with its measured value and whether it is met.
 
@@ -237,7 +240,7 @@ def analyze_benchmark(path: str, rule_count: int, master: str) -> dict:
 
     spark = spark_session(master, app_name="sbrules-bench-analyze")
     plan = scopes(rules(rule_count))
-    subscribers = [Subscriber(s.topic, s.subscription, s.desired) for s in plan]
+    subscribers = [Subscriber(s.topic, s.subscription, s.desired) for s in plan[:1]]
     found: dict = {}
 
     def report():

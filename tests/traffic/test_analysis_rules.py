@@ -73,3 +73,25 @@ def test_costly_likes() -> None:
     ored = _costly_like(where, Rule("r", SqlFilter("region LIKE 'eu%' OR region LIKE 'us%' OR x = 1")))
     assert [f["evidence"] for f in ored] == [{"kind": "static", "property": "region", "likes": 2}]
     assert _costly_like(where, Rule("r", SqlFilter("region LIKE 'eu%'"))) == []
+
+
+def test_the_impact_report_shows_routing_health_in_every_format() -> None:
+    """The section the report's pass adds (here the shop's, from the golden analysis) in text,
+    Markdown and HTML; JSON carries it as is (schemas/analyze.schema.json#/$defs/section)."""
+    import json
+    from pathlib import Path
+
+    from reconciler.traffic.report import render_report
+
+    from .conftest import Traffic, build_report
+
+    golden = json.loads((Path(__file__).parent / "golden" / "analyze.json").read_text(encoding="utf-8"))
+    report = build_report([Traffic(kept=3)])
+    report["routing_health"] = {key: golden[key] for key in ("source", "messages", "topics", "findings")}
+    text = render_report(report, "text")
+    assert "Routing health of the declared rules" in text and "by sys.Label: 'order.uk' 5" in text
+    markdown = render_report(report, "markdown")
+    assert "#### Routing health" in markdown and "**unsatisfiable** `shop/eu-orders/impossible`" in markdown
+    html = render_report(report, "html")
+    assert '<section id="routing-health">' in html and "warehouse-uk" in html
+    assert json.loads(render_report(report, "json"))["routing_health"]["findings"] == golden["findings"]
