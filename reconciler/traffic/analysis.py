@@ -119,11 +119,17 @@ class Health:
 
     @staticmethod
     def _alone(s: Subscriber, rule: Rule, filters: dict[Filter, int]) -> Question | None:
-        """Messages only this action-less rule of the subscription delivers (None for a rule with an action)."""
+        """Messages this action-less rule delivers and no earlier action-less rule of the subscription
+        does (None for a rule with an action, or the first). Comparing with earlier rules only, the
+        rules it finds redundant can all be removed together: each one's messages stay with an
+        earlier rule, and the first is never among them."""
         if rule.has_action:
             return None
-        others = frozenset(filters[r.filter] for r in s.rules or () if r is not rule and not r.has_action)
-        return Question(s.topic.lower(), matched=frozenset({filters[rule.filter]}), unmatched=others, examples=False)
+        rules = list(s.rules or ())
+        earlier = frozenset(filters[r.filter] for r in rules[: rules.index(rule)] if not r.has_action)
+        if not earlier:
+            return None
+        return Question(s.topic.lower(), matched=frozenset({filters[rule.filter]}), unmatched=earlier)
 
     @staticmethod
     def _verification(c: Candidate, filters: dict[Filter, int]) -> list[Question]:
@@ -198,10 +204,10 @@ class Health:
                                         {"kind": "static", "covered_by": found.covered_by.name}))
                 elif found is None and matched:
                     alone = self._alone(s, rule, filters)
-                    if alone is not None and answers.total(alone) == 0 and len(rules) > 1:
+                    if alone is not None and answers.total(alone) == 0:
                         out.append(_finding("redundant-rule", "info", where, f"every one of the {matched:,} sampled "
-                                            "messages it matched another rule of the subscription matched too (seen on "
-                                            "the sample, not proven)", {"kind": "traffic", "matched": matched}))
+                                            "messages it matched an earlier rule of the subscription matched too (seen "
+                                            "on the sample, not proven)", {"kind": "traffic", "matched": matched}))
                 out += _costly_like(where, rule)
         for c in self.candidates:
             where = {"topic": c.subscriber.topic, "subscription": c.subscriber.subscription, "rule": c.rule.name}

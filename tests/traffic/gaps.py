@@ -27,6 +27,7 @@ subscriptions:
   us-orders:
     rules:
       - {name: us, sql: "region = 'us' AND sys.Label = 'order'"}
+      - {name: us-double, sql: "region = 'us' AND amount * 2 > 30"}
       - {name: tests, sql: "sys.Label LIKE '%.test'"}
   tap:
     sampling_tap: true
