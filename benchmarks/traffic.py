@@ -19,6 +19,12 @@
    report of ``--connect-filters`` distinct filters (subscriptions of ten) over Connect.
 4. Sampling throughput: peek from the emulator through ``ManagementClient`` + decode + Parquet
    write, in messages/s (and the decode-free row conversion + write alone).
+5. ``analyze_vs_report`` (issue 32): the impact report of ``--analyze-rules`` rules on the
+   ``--messages`` dataset with its routing-health section (the analysis's filters, questions and
+   unrouted breakdown in the same pass) against the same report without it, warm; target ≤ 1.3×.
+   Routing health counts the first subscription (ten rules) as the topic's receiver, so that a
+   share of the messages (about 3.5%) is unrouted and broken down by sys.Label and sys.To; the
+   report's own pass evaluates every rule either way.
 
 ``targets`` lists each target with its measured value and whether it is met.
 
@@ -223,6 +229,43 @@ def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float
         "python_udf_s": round(udf_s, 3),
         "python_udf_messages_per_s": round(udf_rows / udf_s),
         "native_speedup_vs_python_udf": round((udf_s / max(udf_rows, 1)) / (native_s / rows), 1),
+    }
+
+
+def analyze_benchmark(path: str, rule_count: int, master: str) -> dict:
+    """The report with and without routing health, each timed fresh three times (first, best of two)."""
+    from reconciler.traffic.analysis import Health, Subscriber
+    from reconciler.traffic.impact import _evaluate
+    from reconciler.traffic.session import spark_session
+
+    spark = spark_session(master, app_name="sbrules-bench-analyze")
+    plan = scopes(rules(rule_count))
+    subscribers = [Subscriber(s.topic, s.subscription, s.desired) for s in plan[:1]]
+    found: dict = {}
+
+    def report():
+        return _evaluate(spark.read.parquet(path), plan)
+
+    def with_health():
+        found.update(_evaluate(spark.read.parquet(path), plan, None, lambda types: Health(subscribers, "desired", dict(types))))
+
+    report_first_s, report_s = timed(report)
+    health_first_s, health_s = timed(with_health)
+    rows = spark.read.parquet(path).count()
+    spark.stop()
+    section = found.get("routing_health", {})
+    return {
+        "messages": rows,
+        "rules": rule_count,
+        "master": master,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "report_s": round(report_s, 3),
+        "report_first_run_s": round(report_first_s, 3),
+        "report_with_routing_health_s": round(health_s, 3),
+        "report_with_routing_health_first_run_s": round(health_first_s, 3),
+        "analyze_vs_report": round(health_s / report_s, 3),
+        "findings": len(section.get("findings", ())),
+        "unrouted": [t["unrouted"]["count"] for t in section.get("topics", ())],
     }
 
 
@@ -462,6 +505,13 @@ def targets(report: dict) -> list[dict]:
         for name in ("cold", "connect"):
             if "error" in report.get(name, {}):
                 target(f"{name}: {report[name]['error'][:200]}", None, None, False)
+    analyze = report.get("analyze_vs_report", {})
+    if "error" in analyze:
+        target(f"analyze_vs_report: {analyze['error'][:200]}", None, None, False)
+    elif analyze:
+        ratio = analyze["analyze_vs_report"]
+        target(f"report with routing health / without at {analyze['messages']} x {analyze['rules']} rules", ratio, 1.3,
+               ratio <= 1.3)
     if "cold" in report and "error" not in report["cold"]:
         ratio = report["cold"]["cold_cli_vs_cold_scan"]
         target("cold CLI report / cold PySpark scan", ratio, 1.2, ratio <= 1.2)
@@ -492,7 +542,10 @@ def main() -> None:
     parser.add_argument("--udf-fraction", type=float, default=1.0, help="Evaluate the Python UDF on this fraction only.")
     parser.add_argument("--small-messages", type=int, default=100_000, help="Dataset of the cold-start and Connect runs.")
     parser.add_argument("--connect-filters", type=int, default=2000)
-    parser.add_argument("--skip", default="", help="Comma-separated parts to skip: evaluation, cold, connect, sampling.")
+    parser.add_argument(
+        "--skip", default="", help="Comma-separated parts to skip: evaluation, analyze, cold, connect, sampling."
+    )
+    parser.add_argument("--analyze-rules", type=int, default=200, help="Rules of the analyze_vs_report run.")
     parser.add_argument("--sampling-messages", type=int, default=20_000)
     parser.add_argument("--cold-floor", metavar="PATH", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -502,10 +555,13 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
     report: dict = {"benchmark": "traffic", "python": sys.version.split()[0]}
     with tempfile.TemporaryDirectory() as tmp:
-        if "evaluation" not in skip:
-            path = os.path.join(tmp, "sample")
+        path = os.path.join(tmp, "sample")
+        if not {"evaluation", "analyze"} <= skip:
             generate_s = write_dataset(path, args.messages)
             report["dataset"] = {"messages": args.messages, "generate_and_write_s": round(generate_s, 1)}
+        if "analyze" not in skip:
+            report["analyze_vs_report"] = part("analyze_vs_report", analyze_benchmark, path, args.analyze_rules, args.master)
+        if "evaluation" not in skip:
             report["evaluation"] = [
                 part(f"evaluation at {count} rules", spark_benchmark, path, int(count), args.master, args.udf_fraction)
                 for count in args.rules.split(",")

@@ -1,6 +1,14 @@
 """Benchmark: `sbrules validate` over 200 generated rule files with 20 rules each (target < 2 s wall).
 
+With ``--static``, the static proofs instead (reconciler.sql.static, issue 32's target: at most 5 s
+added to validate of 2,000 subscriptions × 50 rules): validate end to end on such a tree, and the
+time the static checks take within it, measured in process subscription by subscription, as lint
+runs them (each subscription's filters parsed first, as validate's own checks do). The tree is
+measured as the generator writes it (every subscription also keeps ``$Default``) and without
+``$Default`` (no true filter settles the redundancy questions).
+
 Prints one JSON object. Run: python benchmarks/validate.py [--files 200] [--rules 20] [--repeat 3]
+                             python benchmarks/validate.py --static [--files 2000] [--rules 49]
 """
 
 from __future__ import annotations
@@ -22,9 +30,9 @@ SQL_SHAPES = [
 ]
 
 
-def generate(root: Path, files: int, rules: int) -> None:
+def generate(root: Path, files: int, rules: int, topics: int = 20, default: bool = True) -> None:
     for f in range(files):
-        lines = [f"topic: topic-{f % 20}", "subscriptions:", f"  sub-{f}:", "    rules:"]
+        lines = [f"topic: topic-{f % topics}", "subscriptions:", f"  sub-{f}:", "    rules:"]
         for r in range(rules):
             i = f * rules + r
             if r % 4 == 3:
@@ -36,16 +44,66 @@ def generate(root: Path, files: int, rules: int) -> None:
                 lines += [f"      - name: rule-{r}", f"        sql: \"{SQL_SHAPES[r % 3].format(i=i)}\""]
                 if r % 5 == 0:
                     lines.append(f"        action: \"SET sys.Label = 'l{i}'; SET routed = TRUE\"")
-        lines.append("      - {name: $Default, filter: true}")
+        if default:
+            lines.append("      - {name: $Default, filter: true}")
         (root / f"rules-{f:03d}.yaml").write_text("\n".join(lines) + "\n")
+
+
+def static_checks(root: Path) -> dict:
+    """validate end to end, and the static proofs' share of it, on the tree under ``root``."""
+    from reconciler.rulefiles.loader import load
+    from reconciler.sql import SqlError, parse_filter
+    from reconciler.sql.static import analyse_rules
+
+    command = [sys.executable, "-m", "reconciler", "validate", str(root), "--format", "json"]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    report = json.loads(done.stdout)
+    state = load([root]).state
+    static, findings, subscriptions = 0.0, 0, 0
+    for _, sub in state.subscriptions():
+        for rule in sub.rules or ():
+            try:
+                parse_filter(rule.filter.expression) if hasattr(rule.filter, "expression") else None
+            except SqlError:
+                pass
+        start = time.perf_counter()
+        findings += len(analyse_rules(sub.rules or ()))
+        static += time.perf_counter() - start
+        subscriptions += 1
+    return {
+        "subscriptions": subscriptions,
+        "rules": report["summary"]["rules"],
+        "validate_wall_seconds": round(wall, 2),
+        "static_checks_seconds": round(static, 2),
+        "static_findings": findings,
+        "target_seconds": 5.0,
+        "meets_target": static <= 5.0,
+    }
+
+
+def static_benchmark(files: int, rules: int) -> None:
+    out = {"benchmark": "validate-static", "files": files, "rules_per_subscription": rules}
+    for name, default in (("with_default", True), ("without_default", False)):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            generate(root, files, rules, topics=max(files // 10, 1), default=default)
+            out[name] = static_checks(root)
+    print(json.dumps(out, indent=2))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--files", type=int, default=200)
-    parser.add_argument("--rules", type=int, default=20)
+    parser.add_argument("--files", type=int, default=None)
+    parser.add_argument("--rules", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--static", action="store_true", help="the static proofs at 2,000 subscriptions × 50 rules")
     args = parser.parse_args()
+    if args.static:
+        static_benchmark(args.files or 2000, args.rules or 49)
+        return
+    args.files, args.rules = args.files or 200, args.rules or 20
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         generate(root, args.files, args.rules)

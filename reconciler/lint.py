@@ -25,6 +25,7 @@ from reconciler.model import (
     Topic,
 )
 from reconciler.sql import SqlError, parse_action, parse_filter
+from reconciler.sql.static import analyse_rules
 
 
 def lint(state: DesiredState) -> list[Diagnostic]:
@@ -37,7 +38,28 @@ def lint(state: DesiredState) -> list[Diagnostic]:
             out.extend(_subscription(topic, sub))
             for rule in sub.rules or ():
                 out.extend(_rule(rule))
+            out.extend(_static(topic, sub))
     return out
+
+
+def _static(topic: Topic, sub: Subscription) -> Iterator[Diagnostic]:
+    """What the solver proves about the subscription's filters (reconciler.sql.static)."""
+    where = f"{topic.name}/{sub.name}"
+    for finding in analyse_rules(sub.rules or ()):
+        rule, cover = finding.rule, finding.covered_by
+        if cover is None:
+            message = (
+                f"rule {rule.name!r} of {where}: no message can match this filter (proven, NULL and missing "
+                "properties included): the rule delivers nothing"
+            )
+            yield Diagnostic("warning", "unsatisfiable", message, rule.filter_origin or rule.origin)
+        else:
+            message = (
+                f"rule {rule.name!r} of {where} is redundant: rule {cover.name!r} delivers every message it matches "
+                "(proven); removing it would not change what the subscription receives"
+            )
+            related = (cover.origin,) if cover.origin else ()
+            yield Diagnostic("warning", "redundant-rule", message, rule.origin, related=related)
 
 
 def _entity_names(topic: Topic) -> Iterator[Diagnostic]:

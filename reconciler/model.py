@@ -154,6 +154,9 @@ class Subscription:
     name: str
     rules: tuple[Rule, ...] | None = None
     allow_empty: bool = False
+    #: the catch-all subscription ``sbrules sample`` peeks: it receives everything, so routing
+    #: analysis does not count it as a receiver (it would hide every routing gap)
+    sampling_tap: bool = False
     origin: Origin | None = field(default=None, compare=False, repr=False)
 
     @property

@@ -30,6 +30,7 @@ COMMANDS = {
     "unlock": "reconciler.cli.unlock:unlock",
     "send": "reconciler.cli.send:send",
     "sample": "reconciler.cli.traffic:sample",
+    "analyze": "reconciler.cli.analyze:analyze",
     "topics": "reconciler.cli.entities:topics",
     "subscriptions": "reconciler.cli.entities:subscriptions",
 }

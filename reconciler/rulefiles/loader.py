@@ -193,6 +193,7 @@ def topic_from_doc(read: ReadFile, diags: list[Diagnostic]) -> Topic:
                 name=str(sub_name),
                 rules=rules,
                 allow_empty=sub_doc.get("allow_empty") is True,
+                sampling_tap=sub_doc.get("sampling_tap") is True,
                 origin=loc.key_origin(sub_path),
             )
         )

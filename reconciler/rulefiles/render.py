@@ -44,6 +44,8 @@ def topic_document(topic: Topic) -> dict[str, Any]:
             entry["rules"] = [rule_to_doc(rule, explicit_types=True) for rule in sub.rules]
         if sub.allow_empty:
             entry["allow_empty"] = True
+        if sub.sampling_tap:
+            entry["sampling_tap"] = True
         subs[sub.name] = entry or None
     return {"topic": topic.name, "subscriptions": subs}
 

@@ -16,8 +16,10 @@ from typing import Any
 
 import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from reconciler.model import TypedValue
+from reconciler.traffic.health_report import section_html
 from reconciler.traffic.report import Movement, changed, ranked, time_span, verdict
 
 #: libyaml's emitter when PyYAML was built with it (20x the pure-Python one; same output).
@@ -81,6 +83,7 @@ def render_html(report: dict[str, Any]) -> str:
         anchors=anchors,
         chart=_chart(changed(report), anchors),
         unchanged=sum(1 for s in subs if not (s["gained"] or s["lost"])),
+        routing_health=Markup(section_html(report["routing_health"])) if report.get("routing_health") else None,
     )
 
 

@@ -23,6 +23,7 @@ from reconciler.model import DesiredState, Filter, Rule
 from reconciler.observe import managed_subscriptions, observe_subscriptions
 from reconciler.plan import PlanError, plan_subscription
 from reconciler.traffic import failures
+from reconciler.traffic.analysis import BREAKDOWN, Health, Subscriber
 from reconciler.traffic.footers import OutdatedSample, PropertyTypes, property_types, sample_facts
 from reconciler.traffic.location import for_spark
 from reconciler.traffic.report import render_report
@@ -77,23 +78,46 @@ def impact_report(
     scopes, skipped = _scopes(desired, against, open_client)
     if not scopes:
         raise ImpactError("no managed subscription (with a rules: list) in the rule files to report on")
+    filters = {rule.filter for scope in scopes for rule in scope.desired + scope.current}
+
+    def evaluate(frame: Any, types: PropertyTypes, topics: frozenset[str]) -> dict[str, Any]:
+        nonlocal scopes
+        scopes, unsampled = _sampled_topics_only(topics, scopes)
+        skipped.extend(unsampled)
+        sampled = {topic.lower() for topic in topics}
+        subscribers = [s for s in desired_subscribers(desired) if s.topic.lower() in sampled]
+        return _evaluate(frame, scopes, types, lambda found: Health(subscribers, "desired", dict(found)))
+
+    report = on_sample(dataset, spark_master, None if messages is None else messages * len(filters), evaluate)
+    report.update(dataset=str(dataset), against=against, skipped=skipped)
+    return report
+
+
+def on_sample(
+    dataset: str,
+    spark_master: str | None,
+    evaluations: int | None,
+    evaluate: Callable[[Any, PropertyTypes, frozenset[str]], dict[str, Any]],
+) -> dict[str, Any]:
+    """``evaluate(frame, property types, topics)`` on the sample ``dataset`` read by a Spark session
+    sized for ``evaluations`` filter evaluations (None: unknown); Spark's failures become one line."""
     from reconciler.traffic.executors import start_local_workers
     from reconciler.traffic.session import spark_session
 
     with failures.translated(dataset):
-        filters = {rule.filter for scope in scopes for rule in scope.desired + scope.current}
-        spark = spark_session(spark_master, evaluations=None if messages is None else messages * len(filters))
+        spark = spark_session(spark_master, evaluations=evaluations)
         start_local_workers(spark)
         frame = spark.read.parquet(for_spark(dataset))
         missing = [name for name in SCHEMA.names if name not in frame.columns]
         if missing:  # a sample given by URL, which check_sample could not open
             raise failures.not_a_sample(str(dataset), missing)
         types, topics = _sample_facts(frame)
-        scopes, unsampled = _sampled_topics_only(topics, scopes)
-        skipped += unsampled
-        report = _evaluate(frame, scopes, types)
-    report.update(dataset=str(dataset), against=against, skipped=skipped)
-    return report
+        return evaluate(frame, types, topics)
+
+
+def desired_subscribers(desired: DesiredState) -> list[Subscriber]:
+    """Every declared subscription as routing health sees it: its declared rules (None: unmanaged)."""
+    return [Subscriber(t.name, s.name, s.rules, s.sampling_tap) for t, s in desired.subscriptions()]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -184,8 +208,15 @@ def _sampled_topics_only(topics: frozenset[str], scopes: list[Scope]) -> tuple[l
 # ------------------------------------------------------------------------------------------------
 
 
-def _evaluate(frame: Any, scopes: list[Scope], types: PropertyTypes | None = None) -> dict[str, Any]:
-    """The report's Spark job over ``frame``; ``types`` as :func:`_sample_facts` found them (None: read them here)."""
+def _evaluate(
+    frame: Any,
+    scopes: list[Scope],
+    types: PropertyTypes | None = None,
+    health_for: Callable[[PropertyTypes], Health] | None = None,
+) -> dict[str, Any]:
+    """The report's Spark job over ``frame``; ``types`` as :func:`_sample_facts` found them (None: read
+    them here). ``health_for`` makes the routing-health questions, answered by the same pass
+    (the report's ``routing_health``)."""
     from pyspark.sql import functions as F
 
     from reconciler.traffic.executors import executor_imports
@@ -196,9 +227,12 @@ def _evaluate(frame: Any, scopes: list[Scope], types: PropertyTypes | None = Non
 
     # Each property the filters name is looked up in the props map once per message, and the
     # filters are translated for the types the sample's properties actually have.
-    names = {n for s in scopes for r in s.desired + s.current for n in property_names(r.filter)}
     if types is None:
         types = property_types(frame)
+    health = health_for(types) if health_for is not None else None
+    extra = health.filters() if health is not None else []
+    names = {n for s in scopes for r in s.desired + s.current for n in property_names(r.filter)}
+    names |= {n for flt in extra for n in property_names(flt)}
     frame, cells = PropertyCells.over(frame, names, types)
 
     # Over Spark Connect a filter's columns must leave room for the grouping query above them.
@@ -207,28 +241,52 @@ def _evaluate(frame: Any, scopes: list[Scope], types: PropertyTypes | None = Non
     filters: dict[Filter, int] = {}
     fallback: dict[int, str] = {}
     outcomes: list[tuple[Any, Any]] = []
-    for scope in scopes:
-        for rule in scope.desired + scope.current:
-            if rule.filter in filters:
-                continue
-            filters[rule.filter] = len(outcomes)
-            columns = rule_columns(rule, cells, max_nesting)
-            outcomes.append((columns.matched, columns.error))
-            if columns.fallback:
-                fallback[len(outcomes) - 1] = columns.fallback
+    evaluated = [rule for scope in scopes for rule in scope.desired + scope.current]
+    evaluated += [Rule("routing-health", flt) for flt in extra]
+    for rule in evaluated:
+        if rule.filter in filters:
+            continue
+        filters[rule.filter] = len(outcomes)
+        columns = rule_columns(rule, cells, max_nesting)
+        outcomes.append((columns.matched, columns.error))
+        if columns.fallback:
+            fallback[len(outcomes) - 1] = columns.fallback
 
     frame = cells.with_tests(frame)
-    topic_names = sorted({s.topic.lower() for s in scopes})
+    topic_names = sorted({s.topic.lower() for s in scopes} | set(health.topics() if health is not None else ()))
     message_id = F.coalesce(F.col("message_id"), F.concat(F.lit("seq:"), F.col("sequence_number").cast("string")))
     topic_of = F.lower(F.col("topic"))
     frame = frame.where(topic_of.isin(*topic_names))
+    asked = questions(scopes, filters) + (health.questions(filters) if health is not None else [])
+    unrouted = health.receiving(filters) if health is not None else None
+    breakdown = {name: F.col(column) for name, column in BREAKDOWN.items()} if health is not None else None
     with executor_imports():
-        answers = tally(frame, topic_of, message_id, outcomes, questions(scopes, filters), F.col("enqueued_time"))
+        answers = tally(
+            frame, topic_of, message_id, outcomes, list(dict.fromkeys(asked)), F.col("enqueued_time"), unrouted, breakdown
+        )
     report, pending = shape(answers, scopes, filters, fallback)
+    if health is not None:
+        report["routing_health"] = health.shape(answers, filters, _bucket(answers, pending), _span_seconds(answers))
     shown = [name for name in SCHEMA.names if name in frame.columns]
     found = resolve(frame, message_id, set().union(*(hashes for _, hashes in pending)), shown)
     fill_examples(report, pending, found)
     return report
+
+
+def _bucket(answers: Answers, pending: list[tuple[list[str], set[int]]]) -> Callable[..., list[str]]:
+    """A function giving an example list to fill for some questions (see :func:`fill_examples`)."""
+
+    def bucket(*asked: Question) -> list[str]:
+        out: list[str] = []
+        pending.append((out, answers.examples(*asked)))
+        return out
+
+    return bucket
+
+
+def _span_seconds(answers: Answers) -> float | None:
+    first, last = answers.time_range()
+    return None if first is None or last is None or last <= first else (last - first) / 1e6
 
 
 def fill_examples(

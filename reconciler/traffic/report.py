@@ -193,6 +193,10 @@ def _text(report: dict[str, Any]) -> str:
             lines.append(f"  {r['topic']}/{r['subscription']}/{r['rule']}: {r['reason']}")
     for skip in report.get("skipped", ()):
         lines.append(f"skipped {skip['topic']}/{skip['subscription']}: {skip['reason']}")
+    if report.get("routing_health"):
+        from reconciler.traffic.health_report import section_text
+
+        lines += ["", "Routing health of the declared rules", section_text(report["routing_health"])]
     return "\n".join(lines)
 
 
@@ -238,11 +242,20 @@ def _markdown(report: dict[str, Any]) -> str:
         for sub in ranked(report)
     ]
     sections = [
+        ("routing health", _routing_health(report)),
         ("per-rule counts", _per_rule(report)),
         ("example message ids", _examples(report)),
         ("rules evaluated in Python", _fallback(report)),
     ]
     return _fit(head + table_head, table, sections, GITHUB_COMMENT_LIMIT)
+
+
+def _routing_health(report: dict[str, Any]) -> list[str]:
+    if not report.get("routing_health"):
+        return []
+    from reconciler.traffic.health_report import section_markdown
+
+    return ["", "#### Routing health", "", *section_markdown(report["routing_health"]).splitlines()]
 
 
 def _per_rule(report: dict[str, Any]) -> list[str]:

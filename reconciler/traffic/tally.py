@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -53,9 +53,16 @@ class Tally:
     pick_order: np.ndarray  # that second hash
     first: np.ndarray  # earliest enqueued time in the group, µs since the epoch (int64 max: none known)
     last: np.ndarray  # latest enqueued time in the group (int64 min: none known)
+    #: (groups, breakdown columns) objects: a group's value of each breakdown column where the group
+    #: is unrouted, None elsewhere (see :func:`tally`)
+    breakdown: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=object))
+
+    def __post_init__(self) -> None:
+        if self.breakdown.shape[0] != len(self.count):  # no breakdown columns: one empty row per group
+            object.__setattr__(self, "breakdown", np.empty((len(self.count), 0), dtype=object))
 
     @classmethod
-    def from_arrow(cls, table: Any, words: int) -> "Tally":
+    def from_arrow(cls, table: Any, words: int, breakdown: Sequence[str] = ()) -> "Tally":
         """The grouping query's rows (an Arrow table or batch) as numpy columns."""
         import pyarrow.compute as pc
 
@@ -73,6 +80,7 @@ class Tally:
             pick_order=column("pick_order"),
             first=column("first", _HIGHEST),
             last=column("last", _LOWEST),
+            breakdown=_objects([table.column(f"b_{name}").to_pylist() for name in breakdown], table.num_rows),
         )
 
     def any_bit(self, masks: np.ndarray, indexes: Iterable[int]) -> np.ndarray:
@@ -85,6 +93,14 @@ class Tally:
         for word, bits in words.items():
             out |= (masks[:, word] & np.int64(bits)) != 0
         return out
+
+
+def _objects(columns: list[list[Any]], rows: int) -> np.ndarray:
+    """Python values in a (rows, columns) object array."""
+    out = np.empty((rows, len(columns)), dtype=object)
+    for index, values in enumerate(columns):
+        out[:, index] = values
+    return out
 
 
 @dataclass(frozen=True)
@@ -127,6 +143,8 @@ class Answers:
     pick: np.ndarray
     first: int = _HIGHEST
     last: int = _LOWEST
+    #: unrouted messages counted by (breakdown name, topic, value): the producers behind a routing gap
+    breakdown: dict[tuple[str, str, str], int] = field(default_factory=dict)
     _index: dict[Question, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -140,12 +158,17 @@ class Answers:
         return cls(questions, np.zeros(n, dtype=np.int64), highest, lowest, highest.copy(), highest.copy())
 
     @classmethod
-    def of(cls, questions: Sequence[Question], groups: Tally) -> "Answers":
-        """The answers of one chunk of groups."""
+    def of(cls, questions: Sequence[Question], groups: Tally, breakdown: Sequence[str] = ()) -> "Answers":
+        """The answers of one chunk of groups (``breakdown``: the names of its breakdown columns)."""
         out = cls.none(questions)
         if not len(groups.count):
             return out
         out.first, out.last = int(groups.first.min()), int(groups.last.max())
+        for column, name in enumerate(breakdown):
+            found = groups.breakdown[:, column]
+            for row in np.flatnonzero(np.array([value is not None for value in found], dtype=bool)):
+                key = (name, str(groups.topic[row]), str(found[row]))
+                out.breakdown[key] = out.breakdown.get(key, 0) + int(groups.count[row])
         # A report asks several questions per topic: compare the topic strings once per topic.
         in_topic = {
             topic: np.ones(len(groups.count), dtype=bool) if topic is None else groups.topic == topic
@@ -175,6 +198,7 @@ class Answers:
             np.where(other_pick, other.pick, self.pick),
             min(self.first, other.first),
             max(self.last, other.last),
+            _summed(self.breakdown, other.breakdown),
         )
 
     def total(self, question: Question) -> int:
@@ -201,7 +225,9 @@ class Answers:
 
         arrays = [pa.array([getattr(self, name)], type=pa.list_(pa.int64())) for name in self._ARRAYS]
         arrays += [pa.array([self.first], pa.int64()), pa.array([self.last], pa.int64())]
-        return pa.RecordBatch.from_arrays(arrays, names=[*self._ARRAYS, "first", "last"])
+        pairs = [("\x1f".join(key), count) for key, count in sorted(self.breakdown.items())]
+        arrays.append(pa.array([pairs], type=pa.map_(pa.string(), pa.int64())))
+        return pa.RecordBatch.from_arrays(arrays, names=[*self._ARRAYS, "first", "last", "breakdown"])
 
     @classmethod
     def from_arrow(cls, questions: Sequence[Question], table: Any) -> "Answers":
@@ -224,12 +250,21 @@ class Answers:
             np.where(parts["pick_order"] == order, parts["pick"], _HIGHEST).min(axis=0),
             int(pc.min(table.column("first")).as_py()),
             int(pc.max(table.column("last")).as_py()),
+            _summed(*({tuple(k.split("\x1f", 2)): v for k, v in part or ()} for part in table.column("breakdown").to_pylist())),
         )
+
+
+def _summed(*parts: dict[Any, int]) -> dict[Any, int]:
+    out: dict[Any, int] = {}
+    for part in parts:
+        for key, count in part.items():
+            out[key] = out.get(key, 0) + count
+    return out
 
 
 ANSWERS_SCHEMA = (
     "count array<bigint>, low array<bigint>, high array<bigint>, pick_order array<bigint>, "
-    "pick array<bigint>, first bigint, last bigint"
+    "pick array<bigint>, first bigint, last bigint, breakdown map<string,bigint>"
 )
 
 
@@ -240,6 +275,7 @@ class _Fold:
 
     questions: tuple[Question, ...]
     words: int
+    breakdown: tuple[str, ...] = ()
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -249,7 +285,8 @@ class _Fold:
         rows = 0
 
         def fold(answers: Answers | None) -> Answers:
-            chunk = Answers.of(self.questions, Tally.from_arrow(pa.Table.from_batches(pending), self.words))
+            groups = Tally.from_arrow(pa.Table.from_batches(pending), self.words, self.breakdown)
+            chunk = Answers.of(self.questions, groups, self.breakdown)
             return chunk if answers is None else answers.merge(chunk)
 
         for batch in batches:
@@ -289,9 +326,15 @@ def tally(
     outcomes: Sequence[tuple[Any, Any]],
     questions: Sequence[Question],
     enqueued: Any = None,
+    unrouted: Mapping[str, frozenset[int]] | None = None,
+    breakdown: Mapping[str, Any] | None = None,
 ) -> Answers:
     """Group ``frame`` by topic and the (matched, error) bits of ``outcomes`` (one pair per filter)
-    and answer ``questions`` about the groups; ``enqueued`` (a timestamp column) gives the time range."""
+    and answer ``questions`` about the groups; ``enqueued`` (a timestamp column) gives the time range.
+
+    ``breakdown`` (name → column) counts the messages of each topic of ``unrouted`` (topic → the
+    filters that take a message) that no such filter matched, by their value of each column: the
+    column joins the grouping only for those messages, so routed traffic makes no more groups."""
     from pyspark.sql import functions as F
 
     words = range(0, max(len(outcomes), 1), BITS)
@@ -301,10 +344,18 @@ def tally(
         masks.append(_mask(F, [matched for matched, _ in chunk]).alias(f"m{w}"))
         masks.append(_mask(F, [error.isNotNull() for _, error in chunk]).alias(f"e{w}"))
     when = F.lit(None).cast("timestamp") if enqueued is None else enqueued
+    breakdown = dict(breakdown or {})
     rows = frame.select(
-        topic.alias("topic"), F.xxhash64(message_id).alias("h"), F.hash(message_id).alias("h2"), when.alias("t"), *masks
+        topic.alias("topic"), F.xxhash64(message_id).alias("h"), F.hash(message_id).alias("h2"), when.alias("t"), *masks,
+        *(column.alias(f"v_{name}") for name, column in breakdown.items()),
     )
     keys = ["topic", *(f"{kind}{w}" for w in range(len(words)) for kind in "me")]
+    if breakdown:
+        nowhere = _unrouted_column(F, unrouted or {}, len(words))
+        rows = rows.select(
+            *keys, "h", "h2", "t", *(F.when(nowhere, F.col(f"v_{name}")).alias(f"b_{name}") for name in breakdown)
+        )
+        keys += [f"b_{name}" for name in breakdown]
     grouped = rows.groupBy(*keys).agg(
         F.count(F.lit(1)).alias("count"),
         F.min("h").alias("low"),
@@ -314,8 +365,25 @@ def tally(
         F.unix_micros(F.min("t")).alias("first"),
         F.unix_micros(F.max("t")).alias("last"),
     )
-    fold = _Fold(tuple(questions), len(words))
+    fold = _Fold(tuple(questions), len(words), tuple(breakdown))
     return Answers.from_arrow(questions, grouped.mapInArrow(fold, ANSWERS_SCHEMA).toArrow())
+
+
+def _unrouted_column(F: Any, unrouted: Mapping[str, frozenset[int]], words: int) -> Any:
+    """Per row: whether its topic is one of ``unrouted`` and none of that topic's filters matched
+    (read off the matched masks, so no filter is evaluated twice)."""
+    condition = F.lit(False)
+    for topic, bits in unrouted.items():
+        per_word: dict[int, int] = {}
+        for index in bits:
+            word, offset = divmod(index, BITS)
+            per_word[word] = per_word.get(word, 0) | (1 << offset)
+        clear = F.lit(True)
+        for word, mask in per_word.items():
+            if word < words:
+                clear = clear & ((F.col(f"m{word}").bitwiseAND(F.lit(mask)) == 0))
+        condition = F.when(F.col("topic") == topic, clear).otherwise(condition)
+    return condition
 
 
 def resolve(

@@ -22,6 +22,7 @@ from .conftest import RULES, SCHEMAS_DIR
 #: command path → the schema (schemas/<name>.schema.json) of what it prints with --format json.
 OUTPUT_SCHEMAS = {
     "validate": "validate",
+    "analyze": "analyze",  # run in tests/traffic/test_analyze.py (it needs Spark)
     "plan": "plan",
     "drift": "drift",
     "apply": "apply",

@@ -82,8 +82,16 @@ def environments(setup: Setup) -> None:
         path.write_text(body, encoding="utf-8")
 
 
+def shop(setup: Setup) -> None:
+    """rules/shop.yaml and the Parquet sample samples/shop of tests/traffic/gaps.py (no namespace)."""
+    from tests.traffic import gaps
+
+    gaps.write(setup.workdir)
+
+
 FIXTURES: dict[str, Callable[[Setup], None]] = {
     "broken-sql": broken_sql,
+    "shop": shop,
     "environments": environments,
     "emulator": emulator,
     "traffic": traffic,
@@ -125,7 +133,7 @@ def run(example: Example, workdir: Path, env: dict[str, str]) -> list[tuple[str,
 def _params() -> list:
     params = []
     for page, example in EXAMPLES:
-        marks = [pytest.mark.spark] if "traffic" in example.fixtures else []
+        marks = [pytest.mark.spark] if {"traffic", "shop"} & set(example.fixtures) else []
         if example.skip:
             marks.append(pytest.mark.skip(reason=f"{name(page)} says: {example.skip}"))
         params.append(pytest.param(page, example, id=f"{name(page)}:{example.id}", marks=marks))

@@ -112,9 +112,9 @@ def test_an_executor_folds_its_batches_in_bounded_chunks_into_one_row(monkeypatc
     folded = []
     original = Answers.of
 
-    def spy(questions, chunk):
+    def spy(questions, chunk, breakdown=()):
         folded.append(len(chunk.count))
-        return original(questions, chunk)
+        return original(questions, chunk, breakdown)
 
     monkeypatch.setattr(Answers, "of", staticmethod(spy))
     batches = [_as_batch(_rows(groups, rows)) for rows in np.array_split(np.arange(300), 10)]

@@ -1,0 +1,90 @@
+"""``sbrules analyze``: what is wrong with a topic's routing, measured on a traffic sample."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from reconciler.atomic_file import write_atomically
+from reconciler.cli.common import Namespace, env_option, load_rules, namespace_options
+from reconciler.errors import InputError
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--traffic",
+    metavar="DATASET",
+    required=True,
+    help="Parquet sample (from `sbrules sample`): a local directory or a URL Spark reads (s3a://, abfss://, ...).",
+)
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Analyse the namespace's current rules of the declared subscriptions instead of the rule files' rules.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown", "html"]),
+    default="text",
+    show_default=True,
+    help="text: for a terminal; json: one document (schemas/analyze.schema.json); markdown: a pull-request "
+    "comment; html (with --out): a self-contained page.",
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the report to this file instead of stdout.")
+@click.option("--spark-master", envvar="SPARK_REMOTE", help="Spark master URL (default local[*]; $SPARK_REMOTE).")
+@env_option
+@namespace_options
+def analyze(
+    paths: tuple[Path, ...],
+    traffic: str,
+    live: bool,
+    fmt: str,
+    out: Path | None,
+    spark_master: str | None,
+    env: str | None,
+    namespace: Namespace,
+) -> None:
+    """Report messages no subscription receives, what the rules cost, and rules that never fire,
+    are covered by another, can match nothing or could be cheaper (default PATH: ./rules).
+
+    Offline by default (the rule files' rules); with --live, the namespace's current rules.
+    """
+    if fmt == "html" and out is None:
+        raise click.UsageError("--format html writes a page: give --out FILE.html")
+    rules = load_rules(paths, env)
+    from reconciler.traffic.analysis import analyze_report
+    from reconciler.traffic.health_report import render_analysis
+    from reconciler.traffic.impact import desired_subscribers
+
+    subscribers = desired_subscribers(rules.state)
+    if live:
+        subscribers = _live(subscribers, namespace.for_environment(rules.environment))
+    doc = analyze_report(subscribers, "live" if live else "desired", traffic, spark_master)
+    text = render_analysis(doc, fmt)
+    if out is None:
+        click.echo(text)
+        return
+    try:
+        write_atomically(out, text + "\n")
+    except OSError as exc:
+        raise InputError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
+    click.echo(f"wrote the routing-health report to {out}", err=True)
+
+
+def _live(subscribers: list, namespace: Namespace) -> list:
+    """The declared subscriptions with their current rules (those missing from the namespace left out)."""
+    from reconciler.observe import observe_subscriptions
+    from reconciler.traffic.analysis import Subscriber
+
+    if not namespace.connection_string:
+        raise click.UsageError("--live reads the namespace: give --connection-string or $SERVICEBUS_CONNECTION_STRING")
+    with namespace.amqp() as client:
+        live = observe_subscriptions(client, [(s.topic, s.subscription) for s in subscribers], missing_ok=True)
+    return [
+        Subscriber(s.topic, s.subscription, live[(s.topic, s.subscription)], s.sampling_tap)
+        for s in subscribers
+        if (s.topic, s.subscription) in live
+    ]

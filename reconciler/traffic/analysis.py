@@ -1,0 +1,461 @@
+"""Routing health: what is wrong with a topic's routing, not only what a change does.
+
+Per topic of a traffic sample: the messages no subscription receives (with the largest groups by
+``sys.Label`` and ``sys.To``, so their producer can be found), what the rules cost in throttling
+credits, how close the topic is to its filter quotas, and findings about single rules. The
+traffic numbers are questions asked of the impact report's one pass over the sample
+(:mod:`reconciler.traffic.impact`, :mod:`reconciler.traffic.tally`); the static findings come
+from :mod:`reconciler.sql.static`. Finding codes (docs/analyze.md):
+
+- ``never-matched``: a rule no sampled message matched;
+- ``redundant-rule``: removing the rule changes nothing its subscription receives (proven
+  statically, or observed on the sample: the finding's evidence says which);
+- ``unsatisfiable``: a filter no message can match (proven statically);
+- ``correlation-candidate``: a SQL filter that can be a cheaper correlation filter (the suggested
+  rule is verified to match exactly the same sampled messages);
+- ``costly-like``: a LIKE pattern that starts with ``%``, or several OR'ed LIKEs on one property.
+
+A subscription marked ``sampling_tap`` receives everything, so it does not count as receiving; a
+subscription whose rules are unknown (not managed by the files, in an offline analysis) is named
+in its topic's ``unknown_subscriptions``: the unrouted count is then an upper bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from reconciler.credits import FILTER_EVALUATION_CREDITS, MESSAGE_CREDITS, STANDARD_CREDITS_PER_SECOND
+from reconciler.limits import CORRELATION_FILTERS_PER_TOPIC, SQL_FILTERS_PER_TOPIC, counts_as_sql_filter
+from reconciler.model import (
+    SYSTEM_PROPERTY,
+    CorrelationFilter,
+    Filter,
+    Rule,
+    SqlFilter,
+    TypedValue,
+    ValueType,
+    rule_to_doc,
+)
+from reconciler.names import name_key
+from reconciler.sql import SqlError, ast, parse_filter, values
+from reconciler.sql.canonical import literal_text
+from reconciler.sql.static import analyse_rules, is_plain_false
+from reconciler.traffic.tally import Answers, Question
+
+CODES = ("never-matched", "redundant-rule", "unsatisfiable", "correlation-candidate", "costly-like")
+#: The system properties unrouted messages are grouped by (their sample columns).
+BREAKDOWN = {"label": "subject", "to": "to"}
+#: Largest groups of unrouted messages shown per breakdown.
+TOP_GROUPS = 5
+
+
+@dataclass(frozen=True)
+class Subscriber:
+    """One subscription of an analysed topic: its rules (None: unknown to this analysis)."""
+
+    topic: str
+    subscription: str
+    rules: tuple[Rule, ...] | None
+    sampling_tap: bool = False
+
+    @property
+    def receives(self) -> bool:
+        """Whether its deliveries count: a known rule set, and not the sampling tap."""
+        return self.rules is not None and not self.sampling_tap
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A correlation filter that may replace a SQL filter, or why none can."""
+
+    subscriber: Subscriber
+    rule: Rule
+    suggested: CorrelationFilter | None
+    reason: str | None = None
+
+
+class Health:
+    """The routing-health questions of a set of subscriptions, and the section built from the answers."""
+
+    def __init__(self, subscribers: Sequence[Subscriber], source: str, types: dict[str, frozenset[str]]):
+        self.subscribers = list(subscribers)
+        self.source = source
+        self.candidates = [c for s in self.subscribers for c in _candidates(s, types)]
+
+    # -- what the pass evaluates and asks ------------------------------------------------------------
+
+    def filters(self) -> list[Filter]:
+        """Filters to evaluate besides the report's own: every known rule and every suggestion."""
+        out = [rule.filter for s in self.subscribers for rule in s.rules or ()]
+        out += [c.suggested for c in self.candidates if c.suggested is not None]
+        return out
+
+    def topics(self) -> list[str]:
+        return sorted({s.topic.lower() for s in self.subscribers})
+
+    def receiving(self, filters: dict[Filter, int]) -> dict[str, frozenset[int]]:
+        """Per topic (lower case): the filters whose match delivers a message to a receiver."""
+        out: dict[str, set[int]] = {key: set() for key in self.topics()}
+        for s in self.subscribers:
+            if s.receives:
+                out[s.topic.lower()].update(filters[r.filter] for r in s.rules or ())
+        return {key: frozenset(bits) for key, bits in out.items()}
+
+    def questions(self, filters: dict[Filter, int]) -> list[Question]:
+        asked: list[Question] = []
+        for key, bits in self.receiving(filters).items():
+            asked += [Question(key), Question(key, unmatched=bits, examples=True)]
+        for s in self.subscribers:
+            for rule in s.rules or ():
+                asked.append(Question(s.topic.lower(), matched=frozenset({filters[rule.filter]})))
+                alone = self._alone(s, rule, filters)
+                if alone is not None:
+                    asked.append(alone)
+        for c in self.candidates:
+            if c.suggested is not None:
+                asked += self._verification(c, filters)
+        return asked
+
+    @staticmethod
+    def _alone(s: Subscriber, rule: Rule, filters: dict[Filter, int]) -> Question | None:
+        """Messages this action-less rule delivers and no earlier action-less rule of the subscription
+        does (None for a rule with an action, or the first). Comparing with earlier rules only, the
+        rules it finds redundant can all be removed together: each one's messages stay with an
+        earlier rule, and the first is never among them."""
+        if rule.has_action:
+            return None
+        rules = list(s.rules or ())
+        earlier = frozenset(filters[r.filter] for r in rules[: rules.index(rule)] if not r.has_action)
+        if not earlier:
+            return None
+        return Question(s.topic.lower(), matched=frozenset({filters[rule.filter]}), unmatched=earlier)
+
+    @staticmethod
+    def _verification(c: Candidate, filters: dict[Filter, int]) -> list[Question]:
+        sql, suggested = filters[c.rule.filter], filters[c.suggested]  # type: ignore[index]
+        key = c.subscriber.topic.lower()
+        return [
+            Question(key, matched=frozenset({sql}), unmatched=frozenset({suggested}), examples=True),
+            Question(key, matched=frozenset({suggested}), unmatched=frozenset({sql}), examples=True),
+        ]
+
+    # -- the section -----------------------------------------------------------------------------
+
+    def shape(
+        self, answers: Answers, filters: dict[Filter, int], bucket: Callable[..., list[str]], span_seconds: float | None
+    ) -> dict[str, Any]:
+        """The routing-health section (example id lists are filled later through ``bucket``)."""
+        total = answers.total(Question())
+        receiving = self.receiving(filters)
+        names = {s.topic.lower(): s.topic for s in reversed(self.subscribers)}
+        topics = []
+        for key in self.topics():
+            messages = answers.total(Question(key))
+            unrouted_question = Question(key, unmatched=receiving[key], examples=True)
+            unrouted = answers.total(unrouted_question)
+            here = [s for s in self.subscribers if s.topic.lower() == key]
+            topics.append(
+                {
+                    "topic": names[key],
+                    "messages": messages,
+                    "unrouted": {
+                        "count": unrouted,
+                        "share": _share(unrouted, messages),
+                        "examples": bucket(unrouted_question) if unrouted else [],
+                        **{f"by_{name}": _top(answers, name, key) for name in BREAKDOWN},
+                    },
+                    "not_receiving": [
+                        {"subscription": s.subscription, "reason": "sampling tap"} for s in here if s.sampling_tap
+                    ],
+                    "unknown_subscriptions": [s.subscription for s in here if s.rules is None],
+                    "credits": _credits(here, messages, span_seconds),
+                    "quota": _quota(here),
+                }
+            )
+        findings = self._findings(answers, filters, bucket, total, span_seconds)
+        return {"source": self.source, "messages": total, "topics": topics, "findings": findings}
+
+    def _findings(
+        self, answers: Answers, filters: dict[Filter, int], bucket: Callable[..., list[str]], total: int,
+        span_seconds: float | None,
+    ) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        span = "an unknown time span" if span_seconds is None else f"{span_seconds:,.0f} s"
+        for s in self.subscribers:
+            rules = s.rules or ()
+            static = {id(f.rule): f for f in analyse_rules(rules)}
+            for rule in rules:
+                where = {"topic": s.topic, "subscription": s.subscription, "rule": rule.name}
+                matched = answers.total(Question(s.topic.lower(), matched=frozenset({filters[rule.filter]})))
+                found = static.get(id(rule))
+                if found is not None and found.code == "unsatisfiable":
+                    out.append(_finding("unsatisfiable", "warning", where, "no message can match this filter (proven, "
+                                        "NULL and missing properties included): the rule delivers nothing",
+                                        {"kind": "static"}))
+                elif matched == 0 and not is_plain_false(rule.filter):
+                    out.append(_finding("never-matched", "warning", where, f"matched none of the {total:,} sampled "
+                                        f"messages ({span} of traffic)",
+                                        {"kind": "traffic", "sample_messages": total, "sample_seconds": span_seconds}))
+                if found is not None and found.code == "redundant-rule":
+                    assert found.covered_by is not None
+                    out.append(_finding("redundant-rule", "warning", where, f"rule {found.covered_by.name!r} delivers "
+                                        "every message this rule matches (proven): removing it changes nothing",
+                                        {"kind": "static", "covered_by": found.covered_by.name}))
+                elif found is None and matched:
+                    alone = self._alone(s, rule, filters)
+                    if alone is not None and answers.total(alone) == 0:
+                        out.append(_finding("redundant-rule", "info", where, f"every one of the {matched:,} sampled "
+                                            "messages it matched an earlier rule of the subscription matched too (seen "
+                                            "on the sample, not proven)", {"kind": "traffic", "matched": matched}))
+                out += _costly_like(where, rule)
+        for c in self.candidates:
+            where = {"topic": c.subscriber.topic, "subscription": c.subscriber.subscription, "rule": c.rule.name}
+            if c.suggested is None:
+                out.append(_finding("correlation-candidate", "info", where, f"could be a correlation filter, but {c.reason}",
+                                    {"kind": "traffic", "suggested": None}))
+                continue
+            only_sql, only_suggested = self._verification(c, filters)
+            differ = answers.total(only_sql) + answers.total(only_suggested)
+            suggested = rule_to_doc(Rule(c.rule.name, c.suggested), explicit_types=True)
+            if differ:
+                message = (f"the correlation filter its equalities spell matches {differ:,} sampled messages differently "
+                           "(correlation filters compare types strictly): not suggested")
+                evidence = {"kind": "traffic", "suggested": suggested, "verified": False,
+                            "examples": bucket(only_sql, only_suggested)}
+            else:
+                message = ("can be the cheaper correlation filter suggested here, which matches exactly the same "
+                           "sampled messages")
+                evidence = {"kind": "traffic", "suggested": suggested, "verified": True, "examples": []}
+            out.append(_finding("correlation-candidate", "info", where, message, evidence))
+        order = {code: i for i, code in enumerate(CODES)}
+        return sorted(out, key=lambda f: (f["topic"].lower(), f["subscription"] or "", f["rule"] or "", order[f["code"]]))
+
+
+def _finding(code: str, severity: str, where: dict[str, Any], message: str, evidence: dict[str, Any]) -> dict[str, Any]:
+    return {"code": code, "severity": severity, **where, "message": message, "evidence": evidence}
+
+
+def _share(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole else 0.0
+
+
+def _top(answers: Answers, name: str, topic: str) -> list[dict[str, Any]]:
+    counts = [(value, count) for (kind, t, value), count in answers.breakdown.items() if kind == name and t == topic]
+    counts.sort(key=lambda vc: (-vc[1], vc[0]))
+    return [{"value": value, "count": count} for value, count in counts[:TOP_GROUPS]]
+
+
+def _credits(here: list[Subscriber], messages: int, span_seconds: float | None) -> dict[str, Any]:
+    """Credits a sent message costs on a Standard namespace: the send plus one per filter evaluated."""
+    filters = sum(len(s.rules or ()) for s in here)
+    per_message = MESSAGE_CREDITS + FILTER_EVALUATION_CREDITS * filters
+    rate = None if not span_seconds else messages / span_seconds * per_message
+    return {
+        "per_message": per_message,
+        "filters": filters,
+        "exact": all(s.rules is not None for s in here),
+        "estimated_per_second": None if rate is None else round(rate, 2),
+        "share_of_namespace": None if rate is None else round(rate / STANDARD_CREDITS_PER_SECOND, 4),
+    }
+
+
+def _quota(here: list[Subscriber]) -> dict[str, int]:
+    rules = [r for s in here for r in s.rules or ()]
+    sql = sum(1 for r in rules if counts_as_sql_filter(r.filter))
+    return {
+        "sql_filters": sql,
+        "sql_limit": SQL_FILTERS_PER_TOPIC.value,
+        "correlation_filters": len(rules) - sql,
+        "correlation_limit": CORRELATION_FILTERS_PER_TOPIC.value,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Static shapes: costly LIKEs and correlation candidates
+# ------------------------------------------------------------------------------------------------
+
+
+def _tree(rule: Rule) -> ast.Predicate | None:
+    if not isinstance(rule.filter, SqlFilter):
+        return None
+    try:
+        return parse_filter(rule.filter.expression)
+    except SqlError:
+        return None
+
+
+def _costly_like(where: dict[str, Any], rule: Rule) -> list[dict[str, Any]]:
+    tree = _tree(rule)
+    if tree is None:
+        return []
+    out = []
+    leading = sorted({_pattern(n) for n in _nodes(tree) if isinstance(n, ast.Like) and _pattern(n).startswith("%")})
+    if leading:
+        out.append(_finding("costly-like", "info", where, f"LIKE {', '.join(repr(p) for p in leading)} starts with %: "
+                            "every message's whole value is scanned", {"kind": "static", "patterns": leading}))
+    for prop, count in _ored_likes(tree).items():
+        if count > 1:
+            out.append(_finding("costly-like", "info", where, f"{count} OR'ed LIKEs on {prop}: each is evaluated for "
+                                "every message; an IN list or a correlation filter is cheaper where exact values do",
+                                {"kind": "static", "property": prop, "likes": count}))
+    return out
+
+
+def _pattern(node: ast.Like) -> str:
+    return values.to_string(values.from_typed(TypedValue(node.pattern.type, node.pattern.value))) if isinstance(
+        node.pattern, ast.Literal) else ""
+
+
+def _nodes(tree: ast.Node) -> Iterable[ast.Node]:
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(ast.children(node))
+
+
+def _ored_likes(tree: ast.Predicate) -> dict[str, int]:
+    """Per property: the LIKEs in the largest OR chain over it."""
+    counts: dict[str, int] = {}
+    for node in _nodes(tree):
+        if not isinstance(node, ast.Or):
+            continue
+        chain: list[ast.Predicate] = []
+        stack: list[ast.Predicate] = [node]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, ast.Or):
+                stack += [current.left, current.right]
+            else:
+                chain.append(current)
+        per: dict[str, int] = {}
+        for item in chain:
+            if isinstance(item, ast.Like) and not item.negated and isinstance(item.value, ast.Property):
+                name = f"{item.value.scope}.{item.value.name}" if item.value.scope == "sys" else item.value.name
+                per[name] = per.get(name, 0) + 1
+        for name, count in per.items():
+            counts[name] = max(counts.get(name, 0), count)
+    return counts
+
+
+def _candidates(s: Subscriber, types: dict[str, frozenset[str]]) -> Iterable[Candidate]:
+    for rule in s.rules or ():
+        if rule.has_action:
+            continue
+        tree = _tree(rule)
+        equalities = _equalities(tree) if tree is not None else None
+        if not equalities:
+            continue
+        fields: dict[str, str] = {}
+        properties: list[tuple[str, TypedValue]] = []
+        reason = None
+        for prop, literal in equalities:
+            if prop.scope == "sys":
+                field = SYSTEM_PROPERTY[prop.name].correlation if prop.name in SYSTEM_PROPERTY else None
+                if field is None or literal.type is not ValueType.STRING or field in fields:
+                    reason = f"sys.{prop.name} = {literal_text(literal)} has no correlation field"
+                    break
+                fields[field] = literal.value
+                continue
+            found = sorted(types.get(name_key(prop.name), frozenset()))
+            typed = _typed(literal, found)
+            if typed is None:
+                shown = ", ".join(found) or "no"
+                reason = (f"{prop.name} has {shown} values in the sample; correlation filters compare one type "
+                          f"strictly, so no typed value of {literal_text(literal)} matches the same messages")
+                break
+            properties.append((prop.name, typed))
+        if reason is not None:
+            yield Candidate(s, rule, None, reason)
+        else:
+            yield Candidate(s, rule, CorrelationFilter(**fields, properties=tuple(properties)))
+
+
+def _equalities(tree: ast.Predicate) -> list[tuple[ast.Property, ast.Literal]] | None:
+    """``prop = literal`` conjuncts, or None when the filter is anything else."""
+    out = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.And):
+            stack += [node.right, node.left]
+            continue
+        if not (isinstance(node, ast.Comparison) and node.op == "="):
+            return None
+        left, right = node.left, node.right
+        if isinstance(left, ast.Literal) and isinstance(right, ast.Property):
+            left, right = right, left
+        if not (isinstance(left, ast.Property) and isinstance(right, ast.Literal)) or right.type is ValueType.NULL:
+            return None
+        out.append((left, right))
+    return out
+
+
+_NUMERIC = {"byte", "ubyte", "short", "ushort", "int", "uint", "long", "ulong", "float", "double", "decimal"}
+
+
+def _typed(literal: ast.Literal, types: list[str]) -> TypedValue | None:
+    """The literal as a value of the property's one sampled type, when the SQL equality and the
+    correlation field then match the same values of that type (None otherwise)."""
+    if len(types) == 1:
+        (tag,) = types
+    elif set(types) == {"string", "symbol"}:
+        tag = "string"
+    else:
+        return None
+    if literal.type is ValueType.STRING and tag in ("string", "symbol"):
+        return TypedValue(ValueType.STRING, literal.value)
+    if literal.type is ValueType.BOOL and tag == "bool":
+        return TypedValue(ValueType.BOOL, literal.value)
+    if literal.type in (ValueType.LONG, ValueType.DOUBLE) and tag in _NUMERIC:
+        number = literal.value
+        if tag in ("float", "double", "decimal") or float(number).is_integer():
+            try:
+                value = number if tag != "decimal" else str(number)
+                typed = TypedValue.from_typed_form({tag: value if tag in ("float", "double", "decimal") else int(number)})
+            except (ValueError, TypeError):
+                return None
+            return typed if values.equals(values.from_typed(typed), values.from_typed(
+                TypedValue(literal.type, literal.value))) else None
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# sbrules analyze
+# ------------------------------------------------------------------------------------------------
+
+
+def analyze_report(
+    subscribers: Sequence[Subscriber], source: str, dataset: str, spark_master: str | None = None
+) -> dict[str, Any]:
+    """The routing-health document of ``subscribers`` over the sample ``dataset`` (one Spark pass)."""
+    from reconciler.traffic import failures
+    from reconciler.traffic.impact import ImpactError, _evaluate, on_sample
+
+    messages = failures.check_sample(dataset)
+    skipped: list[str] = []
+
+    def evaluate(frame: Any, types: Any, topics: frozenset[str]) -> dict[str, Any]:
+        sampled = {topic.lower() for topic in topics}
+        kept = [s for s in subscribers if s.topic.lower() in sampled]
+        skipped.extend(sorted({s.topic for s in subscribers if s.topic.lower() not in sampled}))
+        if not kept:
+            declared = ", ".join(sorted({s.topic for s in subscribers}))
+            raise ImpactError(f"the sample holds no messages of the declared topics ({declared}); sample them first")
+        return _evaluate(frame, [], types, lambda found: Health(kept, source, dict(found)))
+
+    filters = {rule.filter for s in subscribers for rule in s.rules or ()}
+    report = on_sample(dataset, spark_master, None if messages is None else messages * max(len(filters), 1), evaluate)
+    health = report["routing_health"]
+    return {
+        "format_version": 1,
+        "dataset": str(dataset),
+        "source": source,
+        "messages": report["messages"],
+        "time_range": report["time_range"],
+        "topics": health["topics"],
+        "findings": health["findings"],
+        "skipped_topics": skipped,
+        "example_messages": report["example_messages"],
+    }
