@@ -185,3 +185,16 @@ def children(node: Node) -> tuple[Node, ...]:
         elif value is not None:
             out.append(value)
     return tuple(out)
+
+
+def conjuncts(tree: Predicate) -> list[Predicate]:
+    """The terms of ``tree``'s top-level AND chain, in source order (``tree`` itself when it is no AND)."""
+    out: list[Predicate] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, And):
+            stack += [node.right, node.left]
+        else:
+            out.append(node)
+    return out

@@ -647,12 +647,7 @@ def _atom_key(node: ast.Node) -> Key | None:
 def _conjuncts(tree: ast.Predicate) -> tuple[_Atom, ...] | None:
     """The filter as a conjunction of modelled atoms (constant TRUE conjuncts dropped), or None."""
     out: list[_Atom] = []
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.And):
-            stack += [node.right, node.left]
-            continue
+    for node in ast.conjuncts(tree):
         if not _is_atom(node):
             return None
         if not _reads_message(node):
@@ -1063,7 +1058,7 @@ def _covers(cover: Facts, covered: Facts, prover: _Prover) -> bool:
     if _conjunction_covers(cover, covered):
         return True
     if cover.conjuncts is None and cover.tree is not None and isinstance(cover.tree, ast.And):
-        top = _top_conjuncts(cover.tree)
+        top = ast.conjuncts(cover.tree)
         if any(n in cover.opaque and n not in covered.opaque for n in top):
             return False  # a free atom of the cover alone: the solver could never prove it
     for tried, witness in enumerate(covered.witnesses()):
@@ -1072,18 +1067,6 @@ def _covers(cover: Facts, covered: Facts, prover: _Prover) -> bool:
         if tried >= WITNESSES_TRIED:
             break
     return prover.unsat(prover.matched(covered), z3.Not(prover.matched(cover)))
-
-
-def _top_conjuncts(tree: ast.Predicate) -> list[ast.Predicate]:
-    out: list[ast.Predicate] = []
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.And):
-            stack += [node.right, node.left]
-        else:
-            out.append(node)
-    return out
 
 
 def unsatisfiable(flt: Filter) -> bool:

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from reconciler.credits import FILTER_EVALUATION_CREDITS, MESSAGE_CREDITS, STANDARD_CREDITS_PER_SECOND
 from reconciler.limits import CORRELATION_FILTERS_PER_TOPIC, SQL_FILTERS_PER_TOPIC, counts_as_sql_filter
 from reconciler.model import (
     SYSTEM_PROPERTY,
@@ -38,6 +37,7 @@ from reconciler.model import (
     rule_to_doc,
 )
 from reconciler.names import name_key
+from reconciler.namespace.credits import FILTER_EVALUATION_CREDITS, MESSAGE_CREDITS, STANDARD_CREDITS_PER_SECOND
 from reconciler.sql import SqlError, ast, parse_filter, values
 from reconciler.sql.canonical import literal_text
 from reconciler.sql.static import analyse_rules, is_plain_false
@@ -375,12 +375,7 @@ def _candidates(s: Subscriber, types: dict[str, frozenset[str]]) -> Iterable[Can
 def _equalities(tree: ast.Predicate) -> list[tuple[ast.Property, ast.Literal]] | None:
     """``prop = literal`` conjuncts, or None when the filter is anything else."""
     out = []
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.And):
-            stack += [node.right, node.left]
-            continue
+    for node in ast.conjuncts(tree):
         if not (isinstance(node, ast.Comparison) and node.op == "="):
             return None
         left, right = node.left, node.right
