@@ -56,20 +56,38 @@ def counts(diags: Iterable[Diagnostic]) -> dict[str, int]:
     return out
 
 
+#: Warnings of one code shown one by one before the rest are counted in one line.
+WARNINGS_SHOWN = 5
+
+
 def fold_notes(diags: Sequence[Diagnostic]) -> list[Diagnostic]:
-    """``diags`` with the notes (info) of each code that occurs more than once folded into one, at
-    the place of the first: it gives the count and the first one's message. A large project has a
-    note for every rule (100,000 rules made 41,000); errors and warnings are never folded."""
-    counted = Counter(d.code for d in diags if d.severity == "info")
+    """``diags`` as a person reads them when there are many: the notes (info) of each code that
+    occurs more than once folded into one, at the place of the first, with the count and the first
+    one's message; of each warning code the first :data:`WARNINGS_SHOWN` as they are and the rest
+    counted in one line after them. A large project has a note for nearly every rule (100,000 rules
+    made 41,000) and the static proofs a warning for every rule a true filter covers. Errors are
+    never folded."""
+    notes = Counter(d.code for d in diags if d.severity == "info")
+    warnings = Counter(d.code for d in diags if d.severity == "warning")
     out: list[Diagnostic] = []
     folded: set[str] = set()
+    shown: Counter[str] = Counter()
     for diag in diags:
-        if diag.severity != "info" or counted[diag.code] == 1:
+        if diag.severity == "info" and notes[diag.code] > 1:
+            if diag.code not in folded:
+                folded.add(diag.code)
+                message = f"{notes[diag.code]:,} notes like this first one (--verbose lists them): {diag.message}"
+                out.append(replace(diag, message=message, related=(), sql=None))
+        elif diag.severity == "warning" and warnings[diag.code] > WARNINGS_SHOWN + 1:
+            shown[diag.code] += 1
+            if shown[diag.code] <= WARNINGS_SHOWN:
+                out.append(diag)
+            elif shown[diag.code] == WARNINGS_SHOWN + 1:
+                rest = warnings[diag.code] - WARNINGS_SHOWN
+                message = f"{rest:,} more warnings of this code, the next one here (--verbose lists them): {diag.message}"
+                out.append(replace(diag, message=message, related=(), sql=None))
+        else:
             out.append(diag)
-        elif diag.code not in folded:
-            folded.add(diag.code)
-            message = f"{counted[diag.code]:,} notes like this first one (--verbose lists them): {diag.message}"
-            out.append(replace(diag, message=message, related=(), sql=None))
     return out
 
 

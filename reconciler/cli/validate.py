@@ -13,7 +13,7 @@ from reconciler.cli import output
 from reconciler.cli.common import Namespace, collector_paused, env_option, namespace_options
 from reconciler.cli.output import ExitCode, echo_json, echo_text
 from reconciler.errors import InputError
-from reconciler.lint import lint
+from reconciler.lint import STATIC_BUDGET_SECONDS, lint
 from reconciler.model import DesiredState
 from reconciler.rulefiles import LoadResult
 from reconciler.rulefiles.environment import DEFAULT_RULES, RuleSource, load_every_environment, load_rules, locate
@@ -56,6 +56,10 @@ from reconciler.rulefiles.project import find_project
     "--format json always lists them all.",
 )
 @click.option(
+    "--static-budget", type=click.FloatRange(min=0), default=STATIC_BUDGET_SECONDS, show_default=True, metavar="SECONDS",
+    help="Seconds the static proofs (unsatisfiable, redundant-rule) may take; 0 skips them.",
+)
+@click.option(
     "--emulator-config",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Check this Config.json of Microsoft's Service Bus emulator instead of rule files.",
@@ -70,6 +74,7 @@ def validate(
     spark_master: str | None,
     out: Path | None,
     verbose: bool,
+    static_budget: float,
     emulator_config: Path | None,
     env: str | None,
     namespace: Namespace,
@@ -105,7 +110,7 @@ def validate(
             results = load_every_environment(source)
             if traffic and source.project is not None:
                 raise click.UsageError("--traffic reports on one environment's rules: name it with --env NAME")
-        findings = _findings(results)
+        findings = _findings(results, static_budget)
         if named:
             findings = [f for f in findings if f.origin is not None and Path(f.origin.file).resolve() in named]
         shown = findings if verbose or output.VERBOSE else diag.fold_notes(findings)
@@ -192,12 +197,14 @@ def _validate_emulator_config(path: Path, fmt: str) -> None:
         raise SystemExit(ExitCode.ERROR)
 
 
-def _findings(results: dict[str | None, LoadResult]) -> list[diag.Diagnostic]:
+def _findings(results: dict[str | None, LoadResult], static_budget: float) -> list[diag.Diagnostic]:
     """Every environment's findings, once each: one that not every environment shares names its environment."""
     if len(results) == 1:
         (result,) = results.values()
-        return sorted([*result.diagnostics, *lint(result.state)], key=diag.sort_key)
-    per_env = {name: set(result.diagnostics) | set(lint(result.state)) for name, result in results.items()}
+        return sorted([*result.diagnostics, *lint(result.state, static_budget=static_budget)], key=diag.sort_key)
+    per_env = {
+        name: set(result.diagnostics) | set(lint(result.state, static_budget=static_budget)) for name, result in results.items()
+    }
     shared = set.intersection(*per_env.values())
     findings = set(shared)
     for name, found in per_env.items():

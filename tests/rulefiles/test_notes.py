@@ -6,6 +6,7 @@ import gc
 import json
 
 import pytest
+import yaml
 
 from reconciler.diagnostics import Diagnostic, fold_notes
 from reconciler.gc_pause import paused_gc
@@ -70,3 +71,26 @@ def test_validate_prints_one_line_per_note_code_and_verbose_lists_them(run_cli, 
     assert len(out.splitlines()) == 2 and out.startswith("::notice file=rules/many.yaml,line=3,col=3::")
     code, out, _ = run_cli("validate", "rules", "--format", "json")
     assert len(json.loads(out)["diagnostics"]) == 60
+
+
+@pytest.mark.unit
+def test_many_warnings_of_one_code_show_five_and_count_the_rest(tmp_path, run_cli):
+    rules = [{"name": "$Default", "filter": True}] + [{"name": f"r{i}", "sql": f"n = {i}"} for i in range(9)]
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump({"topic": "t", "subscriptions": {"s": {"rules": rules}}}))
+    code, out, _ = run_cli("validate", tmp_path)
+    warnings = [line for line in out.splitlines() if "warning[redundant-rule]" in line]
+    assert code == 0 and len(warnings) == 6 and "4 more warnings of this code" in warnings[-1], out
+    code, out, _ = run_cli("validate", tmp_path, "--verbose")
+    assert out.count("warning[redundant-rule]") == 9
+
+
+@pytest.mark.unit
+def test_the_static_proofs_stop_at_their_budget_and_say_how_far_they_got(tmp_path, run_cli):
+    subs = {f"s{i}": {"rules": [{"name": "$Default", "filter": True}, {"name": "r", "sql": "n = 1"}]} for i in range(3)}
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump({"topic": "t", "subscriptions": subs}))
+    code, out, _ = run_cli("validate", tmp_path, "--static-budget", "0")
+    assert code == 0 and "redundant-rule" not in out and "static-budget" not in out  # 0: not run at all
+    code, out, _ = run_cli("validate", tmp_path, "--static-budget", "0.000001")
+    assert "info[static-budget]" in out and "subscriptions checked" in out, out
+    code, out, _ = run_cli("validate", tmp_path)
+    assert out.count("warning[redundant-rule]") == 3 and "static-budget" not in out
