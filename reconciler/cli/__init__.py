@@ -31,6 +31,7 @@ COMMANDS = {
     "send": "reconciler.cli.send:send",
     "sample": "reconciler.cli.traffic:sample",
     "analyze": "reconciler.cli.analyze:analyze",
+    "impact": "reconciler.cli.impact:impact",
     "topics": "reconciler.cli.entities:topics",
     "subscriptions": "reconciler.cli.entities:subscriptions",
 }

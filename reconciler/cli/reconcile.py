@@ -24,11 +24,13 @@ from reconciler.cli.common import (
     progress_bars,
     project_environment,
 )
+from reconciler.cli.impact import render, spark_master_option, traffic_option, traffic_report
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import SbrulesError
 from reconciler.lock import DEFAULT_TIMEOUT_SECONDS
 from reconciler.plan import RENDERERS, Plan, read_plan_file, render_drift_json, render_drift_text, render_json
 from reconciler.plan.live import plan_live
+from reconciler.traffic import failures
 
 if TYPE_CHECKING:
     from reconciler.amqp.client import ManagementClient
@@ -69,19 +71,35 @@ paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, 
 @env_option
 @namespace_options
 @no_discovery_option
+@traffic_option
+@spark_master_option
 def plan(
     paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool, env: str | None,
-    namespace: Namespace, no_discovery: bool,
+    namespace: Namespace, no_discovery: bool, traffic: str | None, spark_master: str | None,
 ) -> None:
-    """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it."""
+    """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it.
+
+    With --traffic, the plan's impact on sampled traffic follows it (--format json: its "traffic" member).
+    """
     with collector_paused():  # the declared and live rules live until the command ends
         rules = load_rules(paths, env)
+        if traffic:
+            failures.check_sample(traffic)  # a missing sample is known before any network
         namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
         with namespace_clients(namespace) as clients:
             the_plan = current_plan(clients, rules, namespace)
     if out:
         write_atomically(out, render_json(the_plan) + "\n")
-    click.echo(RENDERERS[fmt](the_plan))
+    report = None
+    if traffic:
+        report = traffic_report(rules.state, the_plan, traffic, against="live", spark_master=spark_master)
+    if fmt == "json" and report is not None:
+        echo_json({**the_plan.to_json(), "traffic": report})
+    else:
+        click.echo(RENDERERS[fmt](the_plan))
+        if report is not None:
+            click.echo("")
+            click.echo(render(report, fmt))
     if out and fmt == "text":
         click.echo(f"Saved the plan to {out}; apply it with `sbrules apply {out}`.", err=True)
     if detailed_exitcode and the_plan.drifted(strict):

@@ -1,16 +1,18 @@
-"""``sbrules validate``: schema, SQL and limit checks with no network; optionally the traffic impact."""
+"""``sbrules validate``: schema, SQL and limit checks with no network (``--traffic``, deprecated: the traffic impact)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from reconciler import diagnostics as diag
-from reconciler.atomic_file import write_atomically
 from reconciler.cli import output
-from reconciler.cli.common import Namespace, collector_paused, env_option, namespace_options
+from reconciler.cli.common import AUTH_ENV, CONNECTION_ENV, Namespace, collector_paused, env_option
+from reconciler.cli.impact import render, spark_master_option, traffic_option, traffic_report, write_report
 from reconciler.cli.output import ExitCode, echo_json, echo_text
 from reconciler.errors import InputError
 from reconciler.lint import STATIC_BUDGET_SECONDS, lint
@@ -18,6 +20,14 @@ from reconciler.model import DesiredState
 from reconciler.rulefiles import LoadResult
 from reconciler.rulefiles.environment import DEFAULT_RULES, RuleSource, load_every_environment, load_rules, locate
 from reconciler.rulefiles.project import find_project
+
+if TYPE_CHECKING:
+    from reconciler.rulefiles.project import Environment
+
+
+DEPRECATED = (
+    "validate --traffic is deprecated: use `sbrules plan --traffic` or `sbrules impact PLAN.json --traffic`"
+)
 
 
 @click.command()
@@ -31,19 +41,15 @@ from reconciler.rulefiles.project import find_project
     help="text: located messages with a caret under SQL; json: stable document; github: Actions annotations; "
     "markdown: a pull-request comment; html (with --traffic and --out): a self-contained traffic report.",
 )
-@click.option(
-    "--traffic",
-    metavar="DATASET",
-    help="Parquet sample (from `sbrules sample`) to report the impact on: a local directory or a URL "
-    "Spark reads (s3a://, abfss://, gs://, hdfs://, file:///).",
-)
+@traffic_option
 @click.option(
     "--against",
     default="live",
     show_default=True,
-    help="With --traffic: compare with the live rules ('live') or with the 'before' side of a PLAN.json.",
+    help="With --traffic: compare with the live rules ('live', read with $SERVICEBUS_CONNECTION_STRING or the "
+    "--env's namespace) or with the 'before' side of a PLAN.json.",
 )
-@click.option("--spark-master", envvar="SPARK_REMOTE", help="Spark master URL (default local[*]; $SPARK_REMOTE).")
+@spark_master_option
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -65,7 +71,6 @@ from reconciler.rulefiles.project import find_project
     help="Check this Config.json of Microsoft's Service Bus emulator instead of rule files.",
 )
 @env_option
-@namespace_options
 def validate(
     paths: tuple[Path, ...],
     fmt: str,
@@ -77,11 +82,11 @@ def validate(
     static_budget: float,
     emulator_config: Path | None,
     env: str | None,
-    namespace: Namespace,
 ) -> None:
     """Check rule files (default: ./rules) offline. Exit 0 valid, 1 invalid, 64 usage error.
 
     With an sbrules.yaml, every environment is checked, or only the one named with --env.
+    --traffic is deprecated: use `sbrules plan --traffic` or `sbrules impact PLAN.json --traffic`.
     """
     if emulator_config is not None:
         if paths or traffic:
@@ -92,6 +97,8 @@ def validate(
         raise click.UsageError("--format html writes the traffic report: give --traffic DATASET and --out FILE.html")
     if out and not traffic:
         raise click.UsageError("--out writes the traffic report: give --traffic DATASET")
+    if traffic:
+        click.echo(DEPRECATED, err=True)
     if not paths and not DEFAULT_RULES.is_dir() and find_project(Path.cwd()) is None:
         raise click.UsageError("no PATH given and no ./rules directory here")
     source = locate(paths)
@@ -142,27 +149,26 @@ def validate(
                 f"{summary['rules']} rules; {tally['error']} errors, {tally['warning']} warnings, {tally['info']} notes"
             )
     result = next(iter(results.values()))
-    if traffic and source.project is not None and env is not None:
-        namespace = namespace.for_environment(source.project.environment(env))
+    environment = source.project.environment(env) if source.project is not None and env is not None else None
     if fmt == "json" and traffic:
         # Not computed for invalid rule files (null says so); with --out it goes to that file.
         report = None
         if not tally["error"]:
-            report = _traffic_report(result.state, traffic, against, spark_master, namespace)
+            report = _traffic_report(result.state, traffic, against, spark_master, environment)
         if out is None:
             doc["traffic"] = report
         elif report is not None:
-            _write_report(out, _render(report, "json"))
+            write_report(out, render(report, "json"))
         echo_json(doc)
     if tally["error"]:
         raise SystemExit(ExitCode.ERROR)
     if traffic and fmt != "json":
-        report = _traffic_report(result.state, traffic, against, spark_master, namespace)
-        text = _render(report, "text" if fmt == "github" else fmt)
+        report = _traffic_report(result.state, traffic, against, spark_master, environment)
+        text = render(report, "text" if fmt == "github" else fmt)
         if out is None:
             click.echo(text)
         else:
-            _write_report(out, text)
+            write_report(out, text)
 
 
 def _validate_emulator_config(path: Path, fmt: str) -> None:
@@ -216,29 +222,24 @@ def _findings(results: dict[str | None, LoadResult], static_budget: float) -> li
 
 
 def _traffic_report(
-    state: DesiredState, dataset: str, against: str, spark_master: str | None, namespace: Namespace
+    state: DesiredState, dataset: str, against: str, spark_master: str | None, environment: "Environment | None"
 ) -> dict:
-    """The impact report (Spark), computed only once the rule files are known to be valid."""
-    from reconciler.traffic.impact import impact_report
+    """The impact report (Spark), computed only once the rule files are known to be valid: against a
+    plan file, or against the namespace of ``environment`` or $SERVICEBUS_CONNECTION_STRING."""
+    from reconciler.plan import read_plan_file
+    from reconciler.plan.live import plan_declared
+    from reconciler.traffic import failures
 
-    return impact_report(
-        state,
-        dataset=dataset,
-        against=against,
-        spark_master=spark_master,
-        open_client=(lambda: namespace.clients.amqp()) if namespace.connection_string else None,
-    )
-
-
-def _render(report: dict, fmt: str) -> str:
-    from reconciler.traffic.impact import render_report
-
-    return render_report(report, fmt)
-
-
-def _write_report(out: Path, text: str) -> None:
-    try:
-        write_atomically(out, text + "\n")
-    except OSError as exc:
-        raise InputError(f"cannot write the traffic report to {out}: {exc.strerror or exc}") from None
-    click.echo(f"wrote the traffic report to {out}", err=True)
+    if against != "live":
+        return traffic_report(state, read_plan_file(against), dataset, against=against, spark_master=spark_master)
+    failures.check_sample(dataset)  # a missing sample is known before any network
+    namespace = Namespace(os.environ.get(CONNECTION_ENV), os.environ.get(AUTH_ENV) or "sas")
+    namespace = namespace.for_environment(environment)
+    if not namespace.connection_string:
+        raise InputError(
+            f"--against live needs a connection string (${CONNECTION_ENV} or --env NAME); "
+            "or compare with a plan file: --against PLAN.json"
+        )
+    with namespace.clients.amqp() as client:
+        plan, new = plan_declared(client, state)
+    return traffic_report(state, plan, dataset, against="live", spark_master=spark_master, new=new)

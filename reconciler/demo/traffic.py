@@ -7,7 +7,6 @@ sampling and the report use the real commands' code.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import random
@@ -93,6 +92,7 @@ def run_traffic_step(
 ) -> None:
     """Publish, sample the catch-all subscriptions into Parquet, print the impact against live rules
     and write it as an HTML report (kept after the demo; its path is printed)."""
+    from reconciler.plan.live import plan_declared
     from reconciler.traffic.impact import impact_report, render_report
     from reconciler.traffic.sampler import sample
 
@@ -105,7 +105,8 @@ def run_traffic_step(
         for topic, subscription in catch_alls.items():
             stats = sample(client, topic, [subscription], dataset)
             echo(f"sbrules sample --topic {topic} --subscription {subscription}: {stats.written} messages peeked")
-        report = impact_report(desired, dataset=dataset, against="live", open_client=lambda: contextlib.nullcontext(client))
+        plan, new = plan_declared(client, desired)
+        report = impact_report(desired, plan, dataset, against="live", new=new)
         echo("")
         echo(render_report(report, "text"))
     fd, path = tempfile.mkstemp(prefix="sbrules-demo-traffic-", suffix=".html")

@@ -1,8 +1,9 @@
 """What a rule change does to real traffic: one Spark job over a Parquet sample.
 
-For every declared (managed) subscription the desired rules and the *current* rules (read live
-from the namespace, or the ``before`` side of a plan file) are compiled to native Spark columns
-(:mod:`reconciler.traffic.spark`). One pass groups the messages by their filter outcomes
+For every declared (managed) subscription the desired rules and the *current* rules (those a
+:class:`~reconciler.plan.Plan` starts from: the declared rules it leaves alone and every change's
+``before``, whether the plan was just read from the namespace or saved to a file) are compiled to
+native Spark columns (:mod:`reconciler.traffic.spark`). One pass groups the messages by their filter outcomes
 (:mod:`reconciler.traffic.tally`); from those groups come, per subscription, the messages
 delivered, gained and lost versus today and the messages whose filter evaluation fails
 (dead-letter candidates); per rule, its matches and errors; and across each topic, the messages no
@@ -16,12 +17,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import DesiredState, Filter, Rule
-from reconciler.observe import managed_subscriptions, observe_subscriptions
-from reconciler.plan import PlanError, plan_subscription
+from reconciler.plan import Plan, PlanError, plan_subscription
 from reconciler.traffic import failures
 from reconciler.traffic.analysis import BREAKDOWN, Health, Subscriber
 from reconciler.traffic.footers import OutdatedSample, PropertyTypes, property_types, sample_facts
@@ -34,7 +34,7 @@ __all__ = ["ImpactError", "impact_report", "render_report"]
 
 
 class ImpactError(SbrulesError):
-    """The impact report cannot be computed (no sample, bad plan file, no connection string)."""
+    """The impact report cannot be computed (no subscription to report on, an outdated sample)."""
 
     code = ErrorCode.INPUT
 
@@ -63,19 +63,23 @@ class Scope:
 
 def impact_report(
     desired: DesiredState,
+    plan: Plan,
     dataset: str,
-    against: str = "live",
+    *,
+    against: str,
     spark_master: str | None = None,
-    open_client: Callable[[], Any] | None = None,
+    new: frozenset[tuple[str, str]] = frozenset(),
 ) -> dict[str, Any]:
-    """Evaluate desired and current rules on the sample ``dataset``; the report as a JSON-able dict.
+    """Evaluate the declared rules and the rules before ``plan`` on the sample ``dataset``; the
+    report as a JSON-able dict.
 
-    ``open_client`` makes the management client (a context manager) that reads the live rules
-    for ``against="live"``; None when no namespace was given.
+    ``against`` says where the plan came from ("live": just read from the namespace; else the plan
+    file's path); ``new`` names the planned subscriptions that do not exist yet.
     """
-    # Before the live rules are read and the JVM starts: a missing or broken sample is known in milliseconds.
+    # Before the JVM starts: a missing or broken sample is known in milliseconds.
     messages = failures.check_sample(dataset)
-    scopes, skipped = _scopes(desired, against, open_client)
+    source = CurrentSource.LIVE if against == "live" else CurrentSource.PLAN
+    scopes, skipped = _scopes(desired, plan, source, new)
     if not scopes:
         raise ImpactError("no managed subscription (with a rules: list) in the rule files to report on")
     filters = {rule.filter for scope in scopes for rule in scope.desired + scope.current}
@@ -125,46 +129,33 @@ def desired_subscribers(desired: DesiredState) -> list[Subscriber]:
 # ------------------------------------------------------------------------------------------------
 
 
-def _scopes(desired: DesiredState, against: str, open_client: Callable[[], Any] | None) -> tuple[list[Scope], list[dict]]:
+def _scopes(
+    desired: DesiredState, plan: Plan, source: CurrentSource, new: frozenset[tuple[str, str]]
+) -> tuple[list[Scope], list[dict]]:
     managed = [(t, s) for t, s in desired.subscriptions() if s.managed]
     skipped = [
         {"topic": t.name, "subscription": s.name, "reason": "unmanaged (no rules: list)"}
         for t, s in desired.subscriptions()
         if not s.managed
     ]
-    if against == "live":
-        current = _observe_live(managed_subscriptions(desired), open_client)
-    else:
-        current = _plan_rules(desired, against)
+    current = _rules_before(desired, plan)
     scopes = []
     for topic, sub in managed:
-        rules, source = current.get((topic.name, sub.name), (tuple(sub.rules or ()), CurrentSource.UNCHANGED))
-        scopes.append(Scope(topic.name, sub.name, tuple(sub.rules or ()), tuple(rules), source))
+        key = (topic.name, sub.name)
+        declared = tuple(sub.rules or ())
+        if key in new:
+            scopes.append(Scope(topic.name, sub.name, declared, (), CurrentSource.NEW))
+        elif key in current:
+            scopes.append(Scope(topic.name, sub.name, declared, current[key], source))
+        else:
+            scopes.append(Scope(topic.name, sub.name, declared, declared, CurrentSource.UNCHANGED))
     return scopes, skipped
 
 
-def _observe_live(
-    subscriptions: Sequence[tuple[str, str]], open_client: Callable[[], Any] | None
-) -> dict[tuple[str, str], tuple[tuple[Rule, ...], CurrentSource]]:
-    if open_client is None:
-        raise ImpactError(
-            "--against live needs a connection string (--connection-string or $SERVICEBUS_CONNECTION_STRING); "
-            "or compare with a plan file: --against PLAN.json"
-        )
-    with open_client() as client:
-        # A declared subscription that does not exist yet has no current rules: everything it gets is new.
-        live = observe_subscriptions(client, subscriptions, missing_ok=True)
-    return {
-        key: (live[key], CurrentSource.LIVE) if key in live else ((), CurrentSource.NEW) for key in subscriptions
-    }
-
-
-def _plan_rules(desired: DesiredState, path: str) -> dict[tuple[str, str], tuple[tuple[Rule, ...], CurrentSource]]:
-    """Current rules from a plan: the declared rules the plan leaves alone plus every ``before``."""
-    from reconciler.plan import read_plan_file
-
-    plan = read_plan_file(path)
-    out: dict[tuple[str, str], tuple[tuple[Rule, ...], CurrentSource]] = {}
+def _rules_before(desired: DesiredState, plan: Plan) -> dict[tuple[str, str], tuple[Rule, ...]]:
+    """Each planned subscription's rules before the plan: the declared rules it leaves alone plus
+    every change's ``before``."""
+    out: dict[tuple[str, str], tuple[Rule, ...]] = {}
     for sp in plan.subscriptions:
         topic = desired.topic(sp.topic)
         sub = topic.subscription(sp.subscription) if topic else None
@@ -173,7 +164,7 @@ def _plan_rules(desired: DesiredState, path: str) -> dict[tuple[str, str], tuple
         rules = [r for r in declared if r.name not in touched]
         rules += [c.before for c in sp.changes if c.before is not None]
         key = (topic.name if topic else sp.topic, sub.name if sub else sp.subscription)
-        out[key] = (tuple(rules), CurrentSource.PLAN)
+        out[key] = tuple(rules)
     return out
 
 

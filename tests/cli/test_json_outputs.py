@@ -24,6 +24,7 @@ OUTPUT_SCHEMAS = {
     "validate": "validate",
     "analyze": "analyze",  # run in tests/traffic/test_analyze.py (it needs Spark)
     "plan": "plan",
+    "impact": "traffic-report",  # run in tests/traffic/test_impact.py (it needs Spark)
     "drift": "drift",
     "apply": "apply",
     "export": "export",

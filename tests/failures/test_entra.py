@@ -101,7 +101,6 @@ def test_signing_key_must_be_long_enough(run_cli):
 
 NETWORKED = [
     ["plan"], ["apply"], ["drift"], ["export"], ["sample"], ["topics"], ["subscriptions"], ["rules", "list"],
-    ["validate"],  # --traffic --against live reads the live rules
 ]
 
 

@@ -37,6 +37,7 @@ def test_the_shipped_zip_is_enough_for_the_executor_code(python_without, tmp_pat
 
 def test_a_module_the_executors_lack_stops_the_report_in_one_line(spark, python_without, tmp_path):
     """The local session's Python workers run an interpreter without sbrules for one report."""
+    from reconciler.plan import read_plan_file
     from reconciler.traffic.executors import ExecutorError
     from reconciler.traffic.impact import impact_report
 
@@ -51,7 +52,7 @@ def test_a_module_the_executors_lack_stops_the_report_in_one_line(spark, python_
     saved, context.pythonExec = context.pythonExec, python_without()
     try:
         with pytest.raises(ExecutorError) as raised:
-            impact_report(desired, str(tmp_path / "sample"), against=str(plan))
+            impact_report(desired, read_plan_file(plan), str(tmp_path / "sample"), against=str(plan))
     finally:
         context.pythonExec = saved
     message = str(raised.value)

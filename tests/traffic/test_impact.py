@@ -19,6 +19,7 @@ from reconciler.model import (
     TypedValue,
     rule_to_doc,
 )
+from reconciler.plan import read_plan_file
 from reconciler.sql import matches
 from reconciler.traffic.failures import SampleFailure
 from reconciler.traffic.impact import ImpactError, impact_report, render_report
@@ -115,6 +116,11 @@ def _plan(path) -> str:
     return str(path)
 
 
+def _report(desired: DesiredState, dataset: str, plan_path: str | Path) -> dict:
+    """The impact of the plan saved in ``plan_path``, as `sbrules impact PLAN.json` reports it."""
+    return impact_report(desired, read_plan_file(plan_path), dataset, against=str(plan_path))
+
+
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
     directory = tmp_path_factory.mktemp("sample")
@@ -126,7 +132,7 @@ def sample(tmp_path_factory):
 
 
 def test_known_change_on_known_traffic(spark, sample, tmp_path):
-    report = impact_report(DESIRED, sample, against=_plan(tmp_path / "plan.json"))
+    report = _report(DESIRED, sample, _plan(tmp_path / "plan.json"))
     assert report["messages"] == 10
     eu, us = report["subscriptions"]
     assert (eu["subscription"], eu["current_rules"]) == ("eu", "plan")
@@ -167,7 +173,7 @@ def test_known_change_on_known_traffic(spark, sample, tmp_path):
 def test_python_fallback_rule_is_reported(spark, sample, tmp_path):
     dynamic = Rule("dyn", SqlFilter("region LIKE region"))
     desired = DesiredState((Topic("orders", (Subscription("eu", (dynamic, Rule("all", TrueFilter()))),)),))
-    report = impact_report(desired, sample, against=str(_plan(tmp_path / "plan.json")))
+    report = _report(desired, sample, _plan(tmp_path / "plan.json"))
     (eu,) = report["subscriptions"]
     dyn = eu["rules"][0]
     assert dyn["evaluation"] == "python"
@@ -176,25 +182,31 @@ def test_python_fallback_rule_is_reported(spark, sample, tmp_path):
     assert report["python_fallback_rules"][0]["rule"] == "dyn"
 
 
-def test_missing_sample_and_connection_are_user_errors(sample, tmp_path):
+def test_missing_sample_and_connection_are_user_errors(sample, tmp_path, run_cli, monkeypatch):
     with pytest.raises(SampleFailure, match="holds no Parquet files"):
-        impact_report(DESIRED, str(tmp_path), against=_plan(tmp_path / "plan.json"))
-    with pytest.raises(SampleFailure, match="holds no Parquet files"):  # the sample first, before any network
-        impact_report(DESIRED, str(tmp_path), against="live")
-    with pytest.raises(ImpactError, match="connection string"):
-        impact_report(DESIRED, sample, against="live")
+        _report(DESIRED, str(tmp_path), _plan(tmp_path / "plan.json"))
+    # The live rules are read only by the deprecated `validate --traffic --against live`.
+    monkeypatch.delenv("SERVICEBUS_CONNECTION_STRING", raising=False)
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "orders.yaml").write_text(RULES_YAML)
+    (tmp_path / "empty").mkdir()
+    code, _, stderr = run_cli("validate", rules, "--traffic", tmp_path / "empty")  # the sample first, before any network
+    assert code == 1 and "holds no Parquet files" in stderr
+    code, _, stderr = run_cli("validate", rules, "--traffic", sample)
+    assert code == 1 and "connection string" in stderr and "Traceback" not in stderr
 
 
 def test_topics_without_sampled_messages_are_skipped_not_never_matching(spark, sample, tmp_path):
     other = Topic("payments", (Subscription("ledger", (Rule("$Default", TrueFilter()),)),))
     desired = DesiredState(DESIRED.topics + (other,))
-    report = impact_report(desired, sample, against=_plan(tmp_path / "plan.json"))
+    report = _report(desired, sample, _plan(tmp_path / "plan.json"))
     assert [s["topic"] for s in report["subscriptions"]] == ["orders", "orders"]
     assert {"topic": "payments", "subscription": "ledger", "reason": "no sampled messages of this topic"} in report["skipped"]
     assert all(r["topic"] == "orders" for r in report["never_matching_rules"])
     only_other = DesiredState((other,))
     with pytest.raises(ImpactError, match="no messages of the declared topics"):
-        impact_report(only_other, sample, against=_plan(tmp_path / "plan2.json"))
+        _report(only_other, sample, _plan(tmp_path / "plan2.json"))
 
 
 def test_topics_are_counted_apart_when_they_share_a_filter(spark, tmp_path):
@@ -220,7 +232,7 @@ def test_topics_are_counted_apart_when_they_share_a_filter(spark, tmp_path):
     ]
     doc["subscriptions"] = [{**doc["subscriptions"][0], "topic": "payments", "subscription": "big"}]
     (tmp_path / "plan.json").write_text(json.dumps(doc))
-    report = impact_report(desired, str(tmp_path / "sample"), against=str(tmp_path / "plan.json"))
+    report = _report(desired, str(tmp_path / "sample"), tmp_path / "plan.json")
 
     eu, big = report["subscriptions"]
     assert report["messages"] == len(MESSAGES) + len(payments)
@@ -237,7 +249,7 @@ def test_topics_are_counted_apart_when_they_share_a_filter(spark, tmp_path):
 
 def test_report_carries_sample_range_examples_and_plan_changes(spark, sample, tmp_path):
     """What the HTML report shows beyond the counts comes from the report itself (and so the JSON)."""
-    report = impact_report(DESIRED, sample, against=_plan(tmp_path / "plan.json"))
+    report = _report(DESIRED, sample, _plan(tmp_path / "plan.json"))
     assert report["time_range"] == {"first": "2024-05-01T09:30:00.000Z", "last": "2024-05-01T10:33:00.000Z"}
     assert report["topics"] == [{"topic": "orders", "messages": 10, "unrouted": 4}]
 
@@ -285,6 +297,9 @@ def test_cli_writes_the_html_report(spark, sample, tmp_path, run_cli):
     code, stdout, stderr = run_cli("validate", rules, "--traffic", sample, "--against", plan, "--format", "html", "--out", out)
     assert code == 0, stderr
     assert f"wrote the traffic report to {out}" in stderr and "\nvalid: 1 files" in stdout
+    assert stderr.splitlines()[0] == (
+        "validate --traffic is deprecated: use `sbrules plan --traffic` or `sbrules impact PLAN.json --traffic`"
+    )
     html = out.read_text()
     assert html.startswith("<!doctype html>")
     assert "2 of 2 subscriptions change; orders/eu gains 2 and loses 1 sampled messages (4 → 5)" in html
@@ -300,3 +315,26 @@ def test_cli_writes_the_html_report(spark, sample, tmp_path, run_cli):
     unwritable = tmp_path / "plan.json" / "r.html"  # its directory cannot be created: plan.json is a file
     code, _, stderr = run_cli("validate", rules, "--traffic", sample, "--against", plan, "--format", "html", "--out", unwritable)
     assert code == 1 and "cannot write the traffic report" in stderr and "Traceback" not in stderr
+
+
+def test_impact_reads_a_saved_plan_offline(spark, sample, tmp_path, run_cli, output_schema):
+    """`sbrules impact PLAN.json` reports what validate --traffic --against PLAN.json did, in every
+    format, with no namespace and no deprecation notice."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "orders.yaml").write_text(RULES_YAML)
+    plan = _plan(tmp_path / "plan.json")
+    code, stdout, stderr = run_cli("impact", plan, rules, "--traffic", sample, "--format", "json")
+    assert code == 0, stderr
+    doc = json.loads(stdout)
+    output_schema("traffic-report").validate(doc)
+    assert doc["against"] == plan and "deprecated" not in stderr
+    eu = doc["subscriptions"][0]
+    assert (eu["current_rules"], eu["gained"], eu["lost"]) == ("plan", 2, 1)
+
+    code, stdout, _ = run_cli("impact", plan, rules, "--traffic", sample, "--format", "markdown")
+    assert code == 0 and "```mermaid" in stdout
+    code, _, stderr = run_cli("impact", plan, rules, "--traffic", sample, "--format", "html")
+    assert code == 64 and "--out" in stderr
+    code, _, stderr = run_cli("impact", tmp_path / "rules" / "orders.yaml", rules, "--traffic", sample)
+    assert code == 1 and "not a JSON plan file" in stderr and "Traceback" not in stderr

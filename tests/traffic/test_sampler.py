@@ -205,6 +205,7 @@ def test_sample_needs_a_subscription(run_cli, tmp_path):
 
 @pytest.mark.spark
 def test_end_to_end_emulator_sample_to_impact_report(spark, emulator, run_cli, tmp_path):
+    from reconciler.plan.live import plan_declared
     from reconciler.sql import matches
     from reconciler.traffic.impact import impact_report
 
@@ -219,9 +220,9 @@ def test_end_to_end_emulator_sample_to_impact_report(spark, emulator, run_cli, t
         model.Rule("big", model.SqlFilter("amount >= 80 AND region <> 'us'")),
     )
     desired = model.DesiredState((model.Topic("orders", (model.Subscription("eu", new_rules),)),))
-    report = impact_report(
-        desired, str(out), against="live", open_client=lambda: ManagementClient(emulator.connection_string)
-    )
+    with ManagementClient(emulator.connection_string) as client:
+        plan, new = plan_declared(client, desired)
+    report = impact_report(desired, plan, str(out), against="live", new=new)
     (eu,) = report["subscriptions"]
     assert eu["current_rules"] == "live" and report["messages"] == 12
     messages = [row_to_message(r) for r in pq.read_table(out).to_pylist()]
@@ -235,15 +236,58 @@ def test_end_to_end_emulator_sample_to_impact_report(spark, emulator, run_cli, t
 
 
 def test_current_rules_come_live_and_a_subscription_not_created_yet_counts_as_new(emulator):
-    from reconciler.traffic.impact import _scopes
+    from reconciler.plan.live import plan_declared
+    from reconciler.traffic.impact import CurrentSource, _scopes
 
     rule = model.Rule("all", model.TrueFilter())
     desired = model.DesiredState(
         (model.Topic("orders", (model.Subscription("eu", (rule,)), model.Subscription("planned", (rule,)))),)
     )
-    scopes, _ = _scopes(desired, "live", lambda: ManagementClient(emulator.connection_string))
+    with ManagementClient(emulator.connection_string) as client:
+        plan, new = plan_declared(client, desired)
+    scopes, _ = _scopes(desired, plan, CurrentSource.LIVE, new)
     by_name = {s.subscription: (s.current_source, s.current) for s in scopes}
     assert by_name == {"eu": ("live", ORDERS.topics[0].subscriptions[1].rules), "planned": ("new", ())}
+
+
+@pytest.mark.spark
+def test_plan_with_traffic_adds_the_impact_of_the_plan_it_read(spark, emulator, run_cli, output_schema, tmp_path):
+    """`sbrules plan --traffic`: the plan read from the namespace, then its impact; --format json is
+    the plan document with the report as its "traffic" member, and the saved plan stays a plan."""
+    _send(emulator, [_order(i, ["eu", "us", "fr"][i % 3], i * 10) for i in range(12)])
+    conn = ["--connection-string", emulator.connection_string]
+    out = tmp_path / "sample"
+    code, _, stderr = run_cli("sample", "--topic", "orders", "--subscription", "all", "--out", out, *conn)
+    assert code == 0, stderr
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "orders.yaml").write_text(
+        "topic: orders\nsubscriptions:\n  all: {}\n  eu:\n    rules:\n"
+        "      - {name: eu, correlation: {properties: {region: eu}}}\n"
+        "      - {name: big, sql: \"amount >= 80 AND region <> 'us'\"}\n"
+    )
+    saved = tmp_path / "plan.json"
+    code, stdout, stderr = run_cli("plan", rules, "--traffic", out, "--format", "json", "--out", saved, *conn)
+    assert code == 0, stderr
+    doc = json.loads(stdout)
+    output_schema("plan").validate(doc)
+    (eu,) = doc["traffic"]["subscriptions"]
+    assert (eu["current_rules"], eu["delivered_before"], eu["delivered"], eu["gained"]) == ("live", 4, 6, 2)
+    assert doc["summary"]["create"] == 1 and "traffic" not in json.loads(saved.read_text())
+
+    code, stdout, stderr = run_cli("plan", rules, "--traffic", out, *conn)
+    assert code == 0, stderr
+    assert "+ create" in stdout or "create" in stdout
+    assert "compared with the live rules" in stdout
+
+    # The same impact from the saved plan, with no namespace.
+    code, stdout, stderr = run_cli("impact", saved, rules, "--traffic", out, "--format", "json")
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    assert report["subscriptions"][0]["current_rules"] == "plan"
+    assert {k: report["subscriptions"][0][k] for k in ("delivered", "gained", "lost")} == {
+        k: eu[k] for k in ("delivered", "gained", "lost")
+    }
 
 
 def _numbered(emulator, count: int) -> None:

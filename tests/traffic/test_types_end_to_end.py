@@ -89,6 +89,7 @@ def test_route_and_report_agree_with_the_emulator_for_every_type(spark, run_cli,
     from azure.servicebus import ServiceBusClient
 
     from reconciler.emulator import Emulator
+    from reconciler.plan.live import plan_declared
     from reconciler.traffic.impact import impact_report
 
     with Emulator(STATE) as emulator:
@@ -127,9 +128,9 @@ def test_route_and_report_agree_with_the_emulator_for_every_type(spark, run_cli,
             assert routed == actual[name], name
 
         # the traffic report over the Parquet sample, against the live rules (so nothing changes)
-        report = impact_report(
-            STATE, str(out), against="live", open_client=lambda: ManagementClient(emulator.connection_string)
-        )
+        with ManagementClient(emulator.connection_string) as client:
+            plan, new = plan_declared(client, STATE)
+        report = impact_report(STATE, plan, str(out), against="live", new=new)
     by_sub = {s["subscription"]: s for s in report["subscriptions"]}
     for name in RULES:
         assert by_sub[name]["delivered"] == len(actual[name]), name

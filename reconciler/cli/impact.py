@@ -1,0 +1,101 @@
+"""``sbrules impact PLAN.json --traffic DATASET``: a saved plan's traffic impact, offline (for CI).
+
+Also the one home of writing a traffic report, which ``plan --traffic`` and the deprecated
+``validate --traffic`` share.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from reconciler.atomic_file import write_atomically
+from reconciler.cli.common import env_option, load_rules
+from reconciler.errors import InputError
+from reconciler.model import DesiredState
+from reconciler.plan import Plan, read_plan_file
+
+traffic_option = click.option(
+    "--traffic",
+    metavar="DATASET",
+    help="Parquet sample (from `sbrules sample`) to report the impact on: a local directory or a URL "
+    "Spark reads (s3a://, abfss://, gs://, hdfs://, file:///).",
+)
+spark_master_option = click.option(
+    "--spark-master", envvar="SPARK_REMOTE", help="Spark master URL (default local[*]; $SPARK_REMOTE)."
+)
+
+
+@click.command()
+@click.argument("plan_file", metavar="PLAN.json", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--traffic",
+    metavar="DATASET",
+    required=True,
+    help="Parquet sample (from `sbrules sample`): a local directory or a URL Spark reads (s3a://, abfss://, ...).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown", "html"]),
+    default="text",
+    show_default=True,
+    help="text: for a terminal; json: one document (schemas/traffic-report.schema.json); markdown: a "
+    "pull-request comment; html (with --out): a self-contained page.",
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the report to this file instead of stdout.")
+@spark_master_option
+@env_option
+def impact(
+    plan_file: Path, paths: tuple[Path, ...], traffic: str, fmt: str, out: Path | None, spark_master: str | None,
+    env: str | None,
+) -> None:
+    """What a saved plan (`sbrules plan --out PLAN.json`) does to sampled traffic, with no namespace.
+
+    The rules after the plan are the rule files' (default PATH: ./rules; with the plan's
+    environment unless --env names one); the rules before it are those the plan leaves alone and
+    every change's before side.
+    """
+    if fmt == "html" and out is None:
+        raise click.UsageError("--format html writes a page: give --out FILE.html")
+    saved = read_plan_file(plan_file)
+    rules = load_rules(paths, env if env is not None else saved.environment)
+    report = traffic_report(rules.state, saved, traffic, against=str(plan_file), spark_master=spark_master)
+    emit_report(report, fmt, out)
+
+
+def traffic_report(
+    desired: DesiredState, plan: Plan, dataset: str, *, against: str, spark_master: str | None,
+    new: frozenset[tuple[str, str]] = frozenset(),
+) -> dict[str, Any]:
+    """The impact report (Spark) of ``plan`` on the sample ``dataset``."""
+    from reconciler.traffic.impact import impact_report
+
+    return impact_report(desired, plan, dataset, against=against, spark_master=spark_master, new=new)
+
+
+def render(report: dict[str, Any], fmt: str) -> str:
+    """The report in ``fmt`` (text, json, markdown, html)."""
+    from reconciler.traffic.report import render_report
+
+    return render_report(report, fmt)
+
+
+def emit_report(report: dict[str, Any], fmt: str, out: Path | None) -> None:
+    """The report on stdout, or in ``out`` (said on stderr)."""
+    text = render(report, fmt)
+    if out is None:
+        click.echo(text)
+    else:
+        write_report(out, text)
+
+
+def write_report(out: Path, text: str) -> None:
+    try:
+        write_atomically(out, text + "\n")
+    except OSError as exc:
+        raise InputError(f"cannot write the traffic report to {out}: {exc.strerror or exc}") from None
+    click.echo(f"wrote the traffic report to {out}", err=True)
