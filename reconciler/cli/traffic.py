@@ -42,7 +42,7 @@ def sample(
     namespace: Namespace,
     fmt: str,
 ) -> None:
-    """Peek messages (without locking them) into a Parquet dataset for `validate --traffic`.
+    """Peek messages (without locking them) into a Parquet dataset for `plan --traffic`, `impact` and `analyze`.
 
     A second run continues after the last sequence number peeked from each subscription; a message
     seen through several subscriptions is stored once. With --env, --topic is the declared name.
