@@ -26,8 +26,8 @@ from reconciler.sql import ast
 from reconciler.sql.canonical import canonical
 from reconciler.sql.evaluator import MessageView
 from reconciler.sql.fallthrough import EVERYTHING, NOTHING, NotExpressible, fallthrough_filter
-from reconciler.sql.values import from_typed, kind_of
 from reconciler.sql.routing import compiled_filter, matches
+from reconciler.sql.values import from_typed, kind_of
 from tests.sql import strategies
 
 pytestmark = pytest.mark.unit
