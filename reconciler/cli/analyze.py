@@ -81,7 +81,7 @@ def _live(subscribers: list, namespace: Namespace) -> list:
 
     if not namespace.connection_string:
         raise click.UsageError("--live reads the namespace: give --connection-string or $SERVICEBUS_CONNECTION_STRING")
-    with namespace.amqp() as client:
+    with namespace.clients.amqp() as client:
         live = observe_subscriptions(client, [(s.topic, s.subscription) for s in subscribers], missing_ok=True)
     return [
         Subscriber(s.topic, s.subscription, live[(s.topic, s.subscription)], s.sampling_tap, s.fallthrough)

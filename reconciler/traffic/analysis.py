@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from reconciler.credits import FILTER_EVALUATION_CREDITS, MESSAGE_CREDITS, STANDARD_CREDITS_PER_SECOND
 from reconciler.limits import CORRELATION_FILTERS_PER_TOPIC, SQL_FILTERS_PER_TOPIC, counts_as_sql_filter
 from reconciler.model import (
     SYSTEM_PROPERTY,
@@ -39,6 +38,7 @@ from reconciler.model import (
     rule_to_doc,
 )
 from reconciler.names import name_key
+from reconciler.namespace.credits import FILTER_EVALUATION_CREDITS, MESSAGE_CREDITS, STANDARD_CREDITS_PER_SECOND
 from reconciler.sql import SqlError, ast, parse_filter, values
 from reconciler.sql.canonical import literal_text
 from reconciler.sql.static import analyse_rules, is_plain_false
