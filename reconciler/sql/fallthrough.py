@@ -99,11 +99,11 @@ def correlation_predicate(flt: CorrelationFilter, rule: Rule) -> ast.Predicate |
         elif value.type is ValueType.NULL:
             atoms.append(ast.And(ast.Exists(prop), ast.IsNull(prop)))
         else:
+            typed = f"{value.type.value} {value.value}"
             raise NotExpressible(
                 rule,
-                f"correlation property {name!r} is a {value.type.value}: Service Bus SQL has no type test and "
-                f"compares numbers after promotion, so no SQL filter matches only a {value.type.value} "
-                "as the correlation filter does",
+                f"correlation property {name!r} is {typed}, which it matches by type as well as value; "
+                f"Service Bus SQL has no type test and promotes numbers, so no SQL filter matches only {typed}",
             )
     return _chain(ast.And, atoms) if atoms else None
 
