@@ -16,7 +16,6 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Sequence
 from reconciler.diagnostics import Diagnostic, render_text
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.gc_pause import paused_gc
-from reconciler.limits import sql_text_problem
 from reconciler.model import (
     DesiredState,
     NonFiniteValueError,
@@ -270,9 +269,6 @@ def _fallthrough_rules(topic: Topic, sub: Subscription, diags: list[Diagnostic])
             return problem(exc.cause)
         owner = next(s.name for s in others if exc.rule in (s.rules or ()))
         return problem(f"rule {owner}/{exc.rule.name} cannot be expressed: {exc.cause}", exc.rule.origin or sub.origin)
-    too_long = sql_text_problem(text, "the generated filter")
-    if too_long is not None:
-        return problem(f"{too_long}; fewer or shorter filters on the other subscriptions would fit")
     return replace(sub, rules=(Rule(FALLTHROUGH_RULE_NAME, SqlFilter(text), origin=sub.origin),))
 
 

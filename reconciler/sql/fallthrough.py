@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from reconciler.limits import sql_text_problem
 from reconciler.model import (
     CORRELATION_SYS_NAMES,
     CorrelationFilter,
@@ -52,7 +53,8 @@ class NotExpressible(Exception):
 
 
 def fallthrough_filter(others: Iterable[Rule]) -> str:
-    """The SQL filter text TRUE exactly when none of ``others`` is TRUE (raises NotExpressible)."""
+    """The SQL filter text TRUE exactly when none of ``others`` is TRUE (raises NotExpressible,
+    also when the text would pass the service's length limit: it is never truncated)."""
     parts: list[ast.Predicate] = []
     for rule in others:
         flt = rule.filter
@@ -66,6 +68,9 @@ def fallthrough_filter(others: Iterable[Rule]) -> str:
     if not parts:
         return EVERYTHING
     text = canonical(ast.Not(_chain(ast.Or, parts)))
+    too_long = sql_text_problem(text, "the generated filter")
+    if too_long is not None:
+        raise NotExpressible(None, f"{too_long}; fewer or shorter filters on the other subscriptions would fit")
     try:
         parse_filter(text)
     except SqlError as exc:

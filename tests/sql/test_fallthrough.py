@@ -168,3 +168,10 @@ def test_true_and_false_filters() -> None:
     assert fallthrough_filter([Rule("f", FalseFilter())]) == EVERYTHING
     assert fallthrough_filter([Rule("f", FalseFilter()), Rule("t", TrueFilter())]) == NOTHING
     assert fallthrough_filter([Rule("e", CorrelationFilter())]) == EVERYTHING
+
+
+def test_a_filter_over_the_length_limit_is_refused_not_truncated() -> None:
+    rules = [Rule(f"r{i}", SqlFilter(f"region = 'r{i}'")) for i in range(40)]
+    with pytest.raises(NotExpressible, match="the limit is 1024") as caught:
+        fallthrough_filter(rules)
+    assert caught.value.rule is None
