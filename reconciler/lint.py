@@ -101,6 +101,8 @@ def _entity_names(topic: Topic) -> Iterator[Diagnostic]:
 def _subscription(topic: Topic, sub: Subscription) -> Iterator[Diagnostic]:
     where = f"{topic.name}/{sub.name}"
     if sub.rules is None:
+        if sub.fallthrough:
+            return  # its rule could not be generated: the loader's fallthrough error says why
         yield Diagnostic("info", "unmanaged", f"{where} has no 'rules' key: sbrules leaves its rules alone", sub.origin)
         return
     if not sub.rules:

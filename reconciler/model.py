@@ -157,6 +157,9 @@ class Subscription:
     #: the catch-all subscription ``sbrules sample`` peeks: it receives everything, so routing
     #: analysis does not count it as a receiver (it would hide every routing gap)
     sampling_tap: bool = False
+    #: sbrules owns its one rule, generated from the topic's other subscriptions so that it
+    #: receives exactly the messages no other subscription receives (reconciler.sql.fallthrough)
+    fallthrough: bool = False
     origin: Origin | None = field(default=None, compare=False, repr=False)
 
     @property

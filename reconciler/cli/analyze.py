@@ -84,7 +84,7 @@ def _live(subscribers: list, namespace: Namespace) -> list:
     with namespace.clients.amqp() as client:
         live = observe_subscriptions(client, [(s.topic, s.subscription) for s in subscribers], missing_ok=True)
     return [
-        Subscriber(s.topic, s.subscription, live[(s.topic, s.subscription)], s.sampling_tap)
+        Subscriber(s.topic, s.subscription, live[(s.topic, s.subscription)], s.sampling_tap, s.fallthrough)
         for s in subscribers
         if (s.topic, s.subscription) in live
     ]

@@ -22,6 +22,7 @@ from reconciler.model import (
     Origin,
     Rule,
     RuleFormError,
+    SqlFilter,
     Subscription,
     Topic,
     TypedValue,
@@ -32,6 +33,7 @@ from reconciler.names import name_key
 from reconciler.rulefiles import yaml_versions
 from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
 from reconciler.rulefiles.schema import FILTER_KINDS, SCHEMA_NAME, schema_diagnostics
+from reconciler.sql.fallthrough import FALLTHROUGH_RULE_NAME, NotExpressible, fallthrough_filter
 from reconciler.typed_values import read_typed_form, same_value_other_types
 
 RULE_FILE_SUFFIXES = (".yaml", ".yml")
@@ -194,6 +196,7 @@ def topic_from_doc(read: ReadFile, diags: list[Diagnostic]) -> Topic:
                 rules=rules,
                 allow_empty=sub_doc.get("allow_empty") is True,
                 sampling_tap=sub_doc.get("sampling_tap") is True,
+                fallthrough=sub_doc.get("fallthrough") is True,
                 origin=loc.key_origin(sub_path),
             )
         )
@@ -227,6 +230,46 @@ def merge(topics: Iterable[Topic], diags: list[Diagnostic]) -> DesiredState:
     return DesiredState(
         topics=tuple(replace(topic, subscriptions=tuple(declared[key].values())) for key, topic in merged.items())
     )
+
+
+def with_fallthrough_rules(state: DesiredState, diags: list[Diagnostic]) -> DesiredState:
+    """Give each fall-through subscription its one generated rule (or an error in ``diags``)."""
+    return DesiredState(
+        topics=tuple(
+            replace(topic, subscriptions=tuple(_fallthrough_rules(topic, sub, diags) for sub in topic.subscriptions))
+            for topic in state.topics
+        )
+    )
+
+
+def _fallthrough_rules(topic: Topic, sub: Subscription, diags: list[Diagnostic]) -> Subscription:
+    if not sub.fallthrough:
+        return sub
+    where = f"fall-through subscription {topic.name}/{sub.name}"
+
+    def problem(message: str, origin: Origin | None = sub.origin) -> Subscription:
+        diags.append(Diagnostic("error", "fallthrough", f"{where}: {message}", origin))
+        return replace(sub, rules=None)
+
+    if sub.rules is not None:
+        return problem("sbrules writes its one rule; remove its rules: list")
+    if sub.sampling_tap:
+        return problem("it cannot also be the sampling tap (the tap receives everything)")
+    others = [s for s in topic.subscriptions if s is not sub and not s.sampling_tap]
+    twin = next((s for s in others if s.fallthrough), None)
+    if twin is not None:
+        return problem(f"{twin.name!r} is a fall-through subscription too; a topic has at most one")
+    unknown = next((s for s in others if s.rules is None), None)
+    if unknown is not None:
+        return problem(f"subscription {unknown.name!r} declares no rules, so what it receives is unknown")
+    try:
+        text = fallthrough_filter(rule for s in others for rule in s.rules or ())
+    except NotExpressible as exc:
+        if exc.rule is None:
+            return problem(exc.cause)
+        owner = next(s.name for s in others if exc.rule in (s.rules or ()))
+        return problem(f"rule {owner}/{exc.rule.name} cannot be expressed: {exc.cause}", exc.rule.origin or sub.origin)
+    return replace(sub, rules=(Rule(FALLTHROUGH_RULE_NAME, SqlFilter(text), origin=sub.origin),))
 
 
 def _spelled(first: str, again: str) -> str:
@@ -361,7 +404,7 @@ def load(paths: Sequence[str | Path], *, exclude: Collection[Path] = (), prepare
             read = read_valid(file, diags, prepare=prepare)
             if read is not None:
                 topics.append(topic_from_doc(read, diags))
-        state = merge(topics, diags)
+        state = with_fallthrough_rules(merge(topics, diags), diags)
     return LoadResult(state=state, diagnostics=diags, files=len(files))
 
 

@@ -40,7 +40,9 @@ def topic_document(topic: Topic) -> dict[str, Any]:
     subs: dict[str, Any] = {}
     for sub in topic.subscriptions:
         entry: dict[str, Any] = {}
-        if sub.rules is not None:
+        if sub.fallthrough:
+            entry["fallthrough"] = True
+        elif sub.rules is not None:
             entry["rules"] = [rule_to_doc(rule, explicit_types=True) for rule in sub.rules]
         if sub.allow_empty:
             entry["allow_empty"] = True

@@ -15,7 +15,8 @@ from :mod:`reconciler.sql.static`. Finding codes (docs/analyze.md):
   rule is verified to match exactly the same sampled messages);
 - ``costly-like``: a LIKE pattern that starts with ``%``, or several OR'ed LIKEs on one property.
 
-A subscription marked ``sampling_tap`` receives everything, so it does not count as receiving; a
+A subscription marked ``sampling_tap`` receives everything, and a ``fallthrough`` one receives
+exactly what no other does, so neither counts as receiving; a
 subscription whose rules are unknown (not managed by the files, in an offline analysis) is named
 in its topic's ``unknown_subscriptions``: the unrouted count is then an upper bound.
 """
@@ -58,11 +59,14 @@ class Subscriber:
     subscription: str
     rules: tuple[Rule, ...] | None
     sampling_tap: bool = False
+    #: the fall-through subscription receives exactly the unrouted messages: counting it would
+    #: leave nothing unrouted
+    fallthrough: bool = False
 
     @property
     def receives(self) -> bool:
-        """Whether its deliveries count: a known rule set, and not the sampling tap."""
-        return self.rules is not None and not self.sampling_tap
+        """Whether its deliveries count: a known rule set, neither the sampling tap nor the fall-through."""
+        return self.rules is not None and not self.sampling_tap and not self.fallthrough
 
 
 @dataclass(frozen=True)
@@ -166,7 +170,9 @@ class Health:
                         **{f"by_{name}": _top(answers, name, key) for name in BREAKDOWN},
                     },
                     "not_receiving": [
-                        {"subscription": s.subscription, "reason": "sampling tap"} for s in here if s.sampling_tap
+                        {"subscription": s.subscription, "reason": "sampling tap" if s.sampling_tap else "fall-through"}
+                        for s in here
+                        if s.sampling_tap or s.fallthrough
                     ],
                     "unknown_subscriptions": [s.subscription for s in here if s.rules is None],
                     "credits": _credits(here, messages, span_seconds),

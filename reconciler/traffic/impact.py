@@ -121,7 +121,7 @@ def on_sample(
 
 def desired_subscribers(desired: DesiredState) -> list[Subscriber]:
     """Every declared subscription as routing health sees it: its declared rules (None: unmanaged)."""
-    return [Subscriber(t.name, s.name, s.rules, s.sampling_tap) for t, s in desired.subscriptions()]
+    return [Subscriber(t.name, s.name, s.rules, s.sampling_tap, s.fallthrough) for t, s in desired.subscriptions()]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,0 +1,20 @@
+"""End to end: the fall-through subscription, applied with `sbrules apply` to the emulator and fed
+by Microsoft's SDK, holds exactly the messages no other subscription receives."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.emulator import fallthrough_shop as shop
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_fallthrough_holds_exactly_the_unrouted_messages(run_cli, tmp_path):
+    with shop.empty_emulator() as emulator:
+        rules, held = shop.apply_and_publish(emulator, run_cli, tmp_path)
+        code, out, err = run_cli("plan", rules, "--detailed-exitcode", "--connection-string", emulator.connection_string)
+        assert code == 0, out + err  # the generated rule is live and unchanged
+    assert held["tap"] == set(shop.MESSAGES)
+    assert held["leftovers"] == shop.python_unrouted(rules) == shop.UNROUTED
+    assert held["leftovers"] == set(shop.MESSAGES) - held["billing"] - held["audit"]
