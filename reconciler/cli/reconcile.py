@@ -30,7 +30,6 @@ from reconciler.errors import SbrulesError
 from reconciler.lock import DEFAULT_TIMEOUT_SECONDS
 from reconciler.plan import RENDERERS, Plan, read_plan_file, render_drift_json, render_drift_text, render_json
 from reconciler.plan.live import plan_live
-from reconciler.traffic import failures
 
 if TYPE_CHECKING:
     from reconciler.amqp.client import ManagementClient
@@ -84,6 +83,8 @@ def plan(
     with collector_paused():  # the declared and live rules live until the command ends
         rules = load_rules(paths, env)
         if traffic:
+            from reconciler.traffic import failures  # pyarrow: only when a report is asked for
+
             failures.check_sample(traffic)  # a missing sample is known before any network
         namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
         with namespace_clients(namespace) as clients:
