@@ -8,6 +8,7 @@ import click
 
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import Namespace, env_option, load_rules, namespace_options
+from reconciler.cli.impact import report_options, spark_master_option
 from reconciler.errors import InputError
 
 
@@ -24,17 +25,8 @@ from reconciler.errors import InputError
     is_flag=True,
     help="Analyse the namespace's current rules of the declared subscriptions instead of the rule files' rules.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown", "html"]),
-    default="text",
-    show_default=True,
-    help="text: for a terminal; json: one document (schemas/analyze.schema.json); markdown: a pull-request "
-    "comment; html (with --out): a self-contained page.",
-)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the report to this file instead of stdout.")
-@click.option("--spark-master", envvar="SPARK_REMOTE", help="Spark master URL (default local[*]; $SPARK_REMOTE).")
+@report_options("analyze.schema.json")
+@spark_master_option
 @env_option
 @namespace_options
 def analyze(

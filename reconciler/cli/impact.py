@@ -7,7 +7,7 @@ Also the one home of writing a traffic report, which ``plan --traffic`` and the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -28,6 +28,23 @@ spark_master_option = click.option(
 )
 
 
+def report_options(schema: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--format text|json|markdown|html`` and ``--out FILE`` of a command that writes a traffic
+    report (``schema``: the file its JSON follows)."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option(
+            "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the report to this file instead of stdout."
+        )(command)
+        return click.option(
+            "--format", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text", show_default=True,
+            help=f"text: for a terminal; json: one document (schemas/{schema}); markdown: a pull-request comment; "
+            "html (with --out): a self-contained page.",
+        )(command)
+
+    return decorate
+
+
 @click.command()
 @click.argument("plan_file", metavar="PLAN.json", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
@@ -37,16 +54,7 @@ spark_master_option = click.option(
     required=True,
     help="Parquet sample (from `sbrules sample`): a local directory or a URL Spark reads (s3a://, abfss://, ...).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown", "html"]),
-    default="text",
-    show_default=True,
-    help="text: for a terminal; json: one document (schemas/traffic-report.schema.json); markdown: a "
-    "pull-request comment; html (with --out): a self-contained page.",
-)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the report to this file instead of stdout.")
+@report_options("traffic-report.schema.json")
 @spark_master_option
 @env_option
 def impact(

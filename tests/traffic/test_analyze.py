@@ -40,7 +40,7 @@ def test_the_shop_analysis_names_the_gaps_and_every_finding(spark, run_cli, monk
         {"value": "order.uk", "count": 5}, {"value": "ping", "count": 3}, {"value": "refund", "count": 2}
     ]
     assert unrouted["by_to"] == [{"value": "warehouse-uk", "count": 5}]
-    assert 1 <= len(unrouted["examples"]) <= 3 and set(unrouted["examples"]) <= set(doc["example_messages"])
+    assert len(unrouted["examples"]) in (1, 2, 3) and set(unrouted["examples"]) <= set(doc["example_messages"])
     assert topic["not_receiving"] == [{"subscription": "tap", "reason": "sampling tap"}]
     assert topic["unknown_subscriptions"] == ["legacy"]
     # 8 filters: 1 + 8 credits per message, 20 messages in 19 s.
