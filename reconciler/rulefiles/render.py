@@ -30,9 +30,9 @@ def _text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _text)
 
 
-def dump_rule_file(doc: dict[str, Any]) -> str:
-    """A rule-file document as YAML text, keys in document order."""
-    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)
+def dump_rule_file(doc: dict[str, Any], *, width: int = 120) -> str:
+    """A rule-file document (or a part of one) as YAML text, keys in document order."""
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=width)
 
 
 def topic_document(topic: Topic) -> dict[str, Any]:

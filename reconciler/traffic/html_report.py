@@ -14,16 +14,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from reconciler.model import TypedValue
+from reconciler.rulefiles.render import dump_rule_file
 from reconciler.traffic.health_report import section_html
 from reconciler.traffic.report import Movement, changed, ranked, time_span, verdict
 
-#: libyaml's emitter when PyYAML was built with it (20x the pure-Python one; same output).
-_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 #: Changed subscriptions drawn in the chart; the table below it lists every subscription.
 CHART_ROWS = 50
 
@@ -106,7 +104,7 @@ def _rule_yaml(doc: dict[str, Any] | None) -> str:
     if doc is None:
         return ""
     body = {k: v for k, v in doc.items() if k != "name"}
-    return yaml.dump(body, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100).rstrip()
+    return dump_rule_file(body, width=100).rstrip()  # multi-line SQL as a literal block: plain SQL
 
 
 def _properties(example: dict[str, Any]) -> list[tuple[str, str, str, str]]:

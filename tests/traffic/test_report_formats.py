@@ -288,3 +288,10 @@ def test_html_escapes_what_publishers_put_in_properties(report):
     first["message"]["user"]["note"] = "<script>alert(1)</script>"
     html = render_report(evil, "html")
     assert "<script" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_the_html_report_shows_multi_line_sql_as_plain_sql():
+    from reconciler.traffic.html_report import _rule_yaml
+
+    shown = _rule_yaml({"name": "paid-eu", "sql": "sys.Label = 'order.paid'\nAND region = 'eu'", "action": "SET a = 1;\nSET b = 2"})
+    assert shown == "sql: |-\n  sys.Label = 'order.paid'\n  AND region = 'eu'\naction: |-\n  SET a = 1;\n  SET b = 2"
