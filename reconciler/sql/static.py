@@ -592,15 +592,33 @@ class Facts:
         """The filter as a conjunction of modelled atoms, or None."""
         return _conjuncts(self.tree) if self.tree is not None else self._atoms
 
+    @functools.cached_property
+    def pins(self) -> dict[Key, Any]:
+        """The one value each pinned property must have for the filter to be TRUE."""
+        return {a.key: a.pin for a in self.conjuncts or () if a.pin is not _NO_PIN}
+
+    @functools.cached_property
+    def exact_pins(self) -> dict[Key, tuple[type, Any]]:
+        """A correlation filter's fields as ``(type, value)``: .NET ``Equals`` makes each TRUE for
+        that exact typed value alone, so two filters' fields can be compared by hashing."""
+        if self.tree is not None or not self._atoms:
+            return {}
+        return {a.key: (a.pin.__class__, a.pin) for a in self._atoms if a.pin is not _NO_PIN and a.pin == a.pin}
+
     def matches(self, view: MessageView) -> bool:
         """Whether the filter delivers the message (the Python evaluator decides)."""
         if self._matcher is None:
-            self._matcher = _matcher(self.filter)
+            self._matcher = _matcher(self.filter, self._atoms)
         return self._matcher(view)
 
     def first_witness(self) -> MessageView | None:
         if self._witnesses:
             return self._witnesses[0]
+        if self._search is None and self.tree is None and self._atoms and len(self.pins) == len(self._atoms):
+            view = _view(self.pins)  # a correlation filter's own values: what the search would find first
+            if view is not None and self.matches(view):
+                self._witnesses.append(view)
+                return view
         return next(iter(self.witnesses()), None)
 
     def witnesses(self) -> Iterable[MessageView]:
@@ -609,6 +627,8 @@ class Facts:
         if self._search is None:
             self._search = iter(_search(self.filter))
         for view in self._search:
+            if any(view.sys == seen.sys and view.user == seen.user for seen in self._witnesses):
+                continue  # first_witness's shortcut found it already
             self._witnesses.append(view)
             yield view
 
@@ -619,7 +639,8 @@ def _may_equal(atom: _Atom) -> bool:
 
 def _correlation_atoms(flt: CorrelationFilter) -> Iterable[_Atom]:
     for field_name, expected in flt.system_fields().items():
-        yield _Atom(("sys", CORRELATION_SYS_NAMES[field_name]), pin=expected, typed=TypedValue(ValueType.STRING, expected))
+        typed = TypedValue.of_checked(ValueType.STRING, expected)
+        yield _Atom(("sys", CORRELATION_SYS_NAMES[field_name]), pin=expected, typed=typed)
     for name, tv in flt.properties:
         pinned = tv.type not in (ValueType.DECIMAL, ValueType.URI, ValueType.BINARY)
         yield _Atom(("user", name_key(name)), typed=tv, pin=values.from_typed(tv) if pinned else _NO_PIN)
@@ -893,14 +914,15 @@ def _view(assignment: dict[Key, Any]) -> MessageView | None:
     return MessageView(sys, user)
 
 
-def _matcher(flt: Filter) -> Callable[[MessageView], bool]:
-    """Whether ``flt`` delivers a message view (the filter is one Facts.of accepted)."""
+def _matcher(flt: Filter, atoms: tuple[_Atom, ...] | None = None) -> Callable[[MessageView], bool]:
+    """Whether ``flt`` delivers a message view (the filter is one Facts.of accepted; ``atoms``: a
+    correlation filter's, when already built)."""
     if isinstance(flt, TrueFilter):
         return lambda view: True
     if isinstance(flt, FalseFilter):
         return lambda view: False
     if isinstance(flt, CorrelationFilter):
-        atoms = tuple(_correlation_atoms(flt))
+        atoms = atoms or tuple(_correlation_atoms(flt))
         return lambda view: all(
             a.true_for(view.sys.get(a.key[1]) if a.key[0] == "sys" else view.user.get(a.key[1], values.MISSING))
             for a in atoms
@@ -1120,6 +1142,7 @@ def analyse_rules(rules: Sequence[Rule]) -> list[StaticFinding]:
         if fact is not None and not is_plain_false(rule.filter) and _unsatisfiable(fact, prover):
             found[index] = StaticFinding("unsatisfiable", rule)
     plain = [i for i, fact in enumerate(facts) if fact is not None and not rules[i].has_action and i not in found]
+    pinned: _PinIndex | None = None
     by_reads: dict[frozenset[Key], list[int]] = {}
     for i in plain:
         by_reads.setdefault(facts[i].reads, []).append(i)  # type: ignore[union-attr]
@@ -1132,20 +1155,50 @@ def analyse_rules(rules: Sequence[Rule]) -> list[StaticFinding]:
             continue
         cover_index = next((a for a in trues if a != b and a not in redundant), None)
         if cover_index is None:
-            cover_index = _first_cover(b, covered, facts, by_reads, redundant, prover)
+            pinned = pinned or _PinIndex(plain, facts)
+            cover_index = _first_cover(b, covered, facts, by_reads, redundant | pinned.excluded(covered), prover)
         if cover_index is not None:
             redundant.add(b)
             found[b] = StaticFinding("redundant-rule", rules[b], rules[cover_index])
     return [found[i] for i in sorted(found)]
 
 
+class _PinIndex:
+    """The correlation filters of a subscription by the exact value of each field they set.
+
+    A correlation filter whose field ``k`` is ``v`` cannot cover a filter that is TRUE only where
+    ``k`` is some other value: indexing them settles those pairs by hashing, where asking
+    :func:`_covers` pair by pair grows with the square of the rules that read the same fields."""
+
+    def __init__(self, indices: Sequence[int], facts: Sequence[Facts | None]) -> None:
+        self.setting: dict[Key, set[int]] = {}
+        self.by_value: dict[Key, dict[tuple[type, Any], set[int]]] = {}
+        for i in indices:
+            for key, value in facts[i].exact_pins.items():  # type: ignore[union-attr]
+                self.setting.setdefault(key, set()).add(i)
+                self.by_value.setdefault(key, {}).setdefault(value, set()).add(i)
+
+    def excluded(self, covered: Facts) -> set[int]:
+        """The indexed filters that set a field ``covered`` pins to another value (never its covers)."""
+        out: set[int] = set()
+        for key, pin in covered.pins.items():
+            if key in self.setting:
+                try:
+                    same = self.by_value[key].get((pin.__class__, pin), set())
+                except TypeError:  # an unhashable value: no shortcut
+                    continue
+                out |= self.setting[key] - same
+        return out
+
+
 def _first_cover(
-    b: int, covered: Facts, facts: Sequence[Facts | None], by_reads: dict[frozenset[Key], list[int]], redundant: set[int],
+    b: int, covered: Facts, facts: Sequence[Facts | None], by_reads: dict[frozenset[Key], list[int]], skip: set[int],
     prover: _Prover,
 ) -> int | None:
-    """The first rule, in order, that covers rule ``b``, among those reading no property it does not."""
+    """The first rule, in order, that covers rule ``b``, among those reading no property it does not
+    (and not in ``skip``: reported redundant themselves, or known not to cover it)."""
     candidates = sorted(i for reads, group in by_reads.items() if reads <= covered.reads for i in group)
     for a in candidates:
-        if a != b and a not in redundant and _covers(facts[a], covered, prover):  # type: ignore[arg-type]
+        if a != b and a not in skip and _covers(facts[a], covered, prover):  # type: ignore[arg-type]
             return a
     return None

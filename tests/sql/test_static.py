@@ -325,3 +325,20 @@ def test_a_proven_cover_holds_for_every_value_of_every_type(cover: Any, covered:
         for message in _ALL_MESSAGES:
             if matches(Rule("b", covered), message).matched:
                 assert matches(Rule("a", cover), message).matched, f"{cover} does not cover {covered}: {message.to_json()}"
+
+
+@pytest.mark.unit
+def test_correlation_covers_are_found_among_many_filters_on_the_same_fields() -> None:
+    """The index that settles correlation pairs by their field values finds the same covers."""
+    def corr(subject: str, **props: int) -> CorrelationFilter:
+        return CorrelationFilter(subject=subject, properties=tuple((k, TypedValue(ValueType.INT, v)) for k, v in props.items()))
+
+    rules = [
+        Rule("narrow", corr("x", a=3)),
+        *(Rule(f"other-{i}", corr(f"y{i}", a=i)) for i in range(20)),
+        Rule("long-3", CorrelationFilter(subject="x", properties=(("a", TypedValue(ValueType.LONG, 3)),))),
+        Rule("sql-narrow", SqlFilter("sys.Label = 'x' AND b > 1")),
+        Rule("wide", CorrelationFilter(subject="x")),
+    ]
+    found = {f.rule.name: f.covered_by.name if f.covered_by else None for f in analyse_rules(rules)}
+    assert found == {"narrow": "wide", "long-3": "wide", "sql-narrow": "wide"}
