@@ -10,6 +10,7 @@ from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import Namespace, env_option, load_rules, namespace_options
 from reconciler.cli.impact import report_options, spark_master_option
 from reconciler.errors import InputError
+from reconciler.model import DesiredState
 
 
 @click.command()
@@ -23,7 +24,8 @@ from reconciler.errors import InputError
 @click.option(
     "--live",
     is_flag=True,
-    help="Analyse the namespace's current rules of the declared subscriptions instead of the rule files' rules.",
+    help="Analyse the namespace's current rules instead of the rule files' rules (the declared subscriptions, "
+    "and the other subscriptions of the declared topics).",
 )
 @report_options("analyze.schema.json")
 @spark_master_option
@@ -53,7 +55,7 @@ def analyze(
 
     subscribers = desired_subscribers(rules.state)
     if live:
-        subscribers = _live(subscribers, namespace.for_environment(rules.environment))
+        subscribers = _live(rules.state, subscribers, namespace.for_environment(rules.environment))
     doc = analyze_report(subscribers, "live" if live else "desired", traffic, spark_master)
     text = render_analysis(doc, fmt)
     if out is None:
@@ -66,17 +68,26 @@ def analyze(
     click.echo(f"wrote the routing-health report to {out}", err=True)
 
 
-def _live(subscribers: list, namespace: Namespace) -> list:
-    """The declared subscriptions with their current rules (those missing from the namespace left out)."""
+def _live(desired: DesiredState, subscribers: list, namespace: Namespace) -> list:
+    """The declared subscriptions with their current rules (those missing from the namespace left
+    out), and the subscriptions of the declared topics that no file mentions, with theirs."""
+    from reconciler.discovery import discover, undeclared_subscriptions
     from reconciler.observe import observe_subscriptions
+    from reconciler.plan.live import read_bystanders
     from reconciler.traffic.analysis import Subscriber
 
     if not namespace.connection_string:
         raise click.UsageError("--live reads the namespace: give --connection-string or $SERVICEBUS_CONNECTION_STRING")
-    with namespace.clients.amqp() as client:
+    with namespace.clients.amqp() as client, namespace.clients.rest() as rest:
         live = observe_subscriptions(client, [(s.topic, s.subscription) for s in subscribers], missing_ok=True)
-    return [
+        inventory = discover(rest, [t.name for t in desired.topics], enabled=namespace.discovery)
+        undeclared = undeclared_subscriptions(desired, inventory)
+        others = read_bystanders(client, desired, undeclared, every=True, fallback=rest)
+    if inventory.note:
+        click.echo(f"note: {inventory.note}", err=True)
+    declared = [
         Subscriber(s.topic, s.subscription, live[(s.topic, s.subscription)], s.sampling_tap, s.fallthrough)
         for s in subscribers
         if (s.topic, s.subscription) in live
     ]
+    return declared + [Subscriber(t, s, rules, False, False) for (t, s), rules in others.items()]

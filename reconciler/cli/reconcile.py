@@ -30,6 +30,7 @@ from reconciler.errors import SbrulesError
 from reconciler.lock import DEFAULT_TIMEOUT_SECONDS
 from reconciler.plan import RENDERERS, Plan, read_plan_file, render_drift_json, render_drift_text, render_json
 from reconciler.plan.live import plan_live
+from reconciler.rulefiles.loader import with_bystanders
 
 if TYPE_CHECKING:
     from reconciler.amqp.client import ManagementClient
@@ -45,10 +46,11 @@ def namespace_clients(namespace: Namespace, max_rate: float | None = None) -> It
         yield client, rest
 
 
-def current_plan(clients: Clients, rules: Rules, namespace: Namespace) -> Plan:
-    """The plan of ``rules`` against the namespace, saying which environment and namespace it is for."""
+def current_plan(clients: Clients, rules: Rules, namespace: Namespace, *, bystanders: bool = False) -> Plan:
+    """The plan of ``rules`` against the namespace, saying which environment and namespace it is for
+    (``bystanders``: with the rules of every undeclared subscription, for a traffic report)."""
     client, rest = clients
-    the_plan = plan_live(client, rest, rules.state, discovery=namespace.discovery)
+    the_plan = plan_live(client, rest, rules.state, discovery=namespace.discovery, bystanders=bystanders)
     return dataclasses.replace(the_plan, environment=rules.env_name, namespace=namespace.address)
 
 
@@ -88,12 +90,13 @@ def plan(
             failures.check_sample(traffic)  # a missing sample is known before any network
         namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
         with namespace_clients(namespace) as clients:
-            the_plan = current_plan(clients, rules, namespace)
+            the_plan = current_plan(clients, rules, namespace, bystanders=bool(traffic))
     if out:
         write_atomically(out, render_json(the_plan) + "\n")
     report = None
     if traffic:
-        report = traffic_report(rules.state, the_plan, traffic, against="live", spark_master=spark_master)
+        desired = with_bystanders(rules.state, the_plan.bystanders)  # as the plan generated fall-through rules
+        report = traffic_report(desired, the_plan, traffic, against="live", spark_master=spark_master)
     if fmt == "json" and report is not None:
         echo_json({**the_plan.to_json(), "traffic": report})
     else:
@@ -198,7 +201,7 @@ def apply(
                 on_interrupt=_finishing,
                 pacer=client.pacer,
                 lock_timeout=lock_timeout,
-                desired=None if saved else rules.state,
+                desired=None if saved else with_bystanders(rules.state, the_plan.bystanders),
             )
             report = apply_plan(client, the_plan, options)
     if fmt == "json":

@@ -11,7 +11,7 @@ says so once.
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
+from typing import Protocol, Sequence
 
 from reconciler.discovery import (
     EntityLister,
@@ -22,10 +22,12 @@ from reconciler.discovery import (
     missing_subscription,
     undeclared_subscriptions,
 )
-from reconciler.model import DesiredState
-from reconciler.observe import DEFAULT_CONCURRENCY, FallbackReader, RuleReader, observe
+from reconciler.model import DesiredState, Rule
+from reconciler.names import name_key
+from reconciler.observe import DEFAULT_CONCURRENCY, FallbackReader, RuleReader, observe, observe_subscriptions
 from reconciler.plan.compare import compute_plan
 from reconciler.plan.ops import Plan
+from reconciler.rulefiles.loader import with_bystanders
 
 REST_NOTE = (
     "{path}: rules read over the management REST API (auto-forwarding is enabled, and the service "
@@ -39,14 +41,21 @@ class RestReader(EntityLister, FallbackReader, Protocol):
 
 def plan_live(
     client: RuleReader, rest: RestReader, desired: DesiredState, *, concurrency: int = DEFAULT_CONCURRENCY,
-    discovery: bool = True,
+    discovery: bool = True, bystanders: bool = False,
 ) -> Plan:
     """The plan for ``desired`` against the namespace, with undeclared subscriptions and reading notes
-    (``discovery=False``: from the declared names only, as with a Listen-only key)."""
+    (``discovery=False``: from the declared names only, as with a Listen-only key).
+
+    The rules of undeclared subscriptions are read where they change what the plan writes (a topic
+    with a fall-through subscription, whose filter leaves their messages out too) and, with
+    ``bystanders``, everywhere (a traffic report counts what they receive)."""
     inventory: Inventory = discover(rest, [t.name for t in desired.topics], enabled=discovery)
     missing = missing_entities(desired, inventory)
     if missing:
         raise MissingEntitiesError(missing)
+    undeclared = undeclared_subscriptions(desired, inventory)
+    others = read_bystanders(client, desired, undeclared, every=bystanders, concurrency=concurrency, fallback=rest)
+    desired = with_bystanders(desired, others)
     actual = observe(client, desired, concurrency=concurrency, fallback=rest, missing_ok=True)
     absent = [
         missing_subscription(topic, sub)
@@ -59,9 +68,19 @@ def plan_live(
     notes = [REST_NOTE.format(path=f"{t}/{s}") for t, s in actual.read_over_rest]
     if inventory.note:
         notes.append(inventory.note)
-    return dataclasses.replace(
-        plan, undeclared=tuple(undeclared_subscriptions(desired, inventory)), notes=(*plan.notes, *notes)
-    )
+    return dataclasses.replace(plan, undeclared=tuple(undeclared), notes=(*plan.notes, *notes), bystanders=others)
+
+
+def read_bystanders(
+    client: RuleReader, desired: DesiredState, undeclared: Sequence[tuple[str, str]], *, every: bool,
+    concurrency: int = DEFAULT_CONCURRENCY, fallback: FallbackReader | None = None,
+) -> dict[tuple[str, str], tuple[Rule, ...]]:
+    """The live rules of the ``undeclared`` subscriptions on topics with a fall-through subscription
+    (``every``: on every topic)."""
+    with_fallthrough = {name_key(t.name) for t in desired.topics if any(s.fallthrough for s in t.subscriptions)}
+    wanted = [(t, s) for t, s in undeclared if every or name_key(t) in with_fallthrough]
+    live = observe_subscriptions(client, wanted, concurrency=concurrency, missing_ok=True, fallback=fallback)
+    return dict(live.items())
 
 
 def plan_declared(client: RuleReader, desired: DesiredState) -> tuple[Plan, frozenset[tuple[str, str]]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping
@@ -165,6 +165,10 @@ class Plan:
     environment: str | None = None
     #: The namespace read (host, and port when not the default): a saved plan applies only there.
     namespace: str | None = None
+    #: The live rules of undeclared subscriptions, where the plan read them (a topic with a
+    #: fall-through subscription, a traffic report): they receive messages too. Not saved with the
+    #: plan; a saved plan knows their names only.
+    bystanders: Mapping[tuple[str, str], tuple[Rule, ...]] = field(default_factory=dict, compare=False)
 
     def check_target(self, environment: str | None, namespace: str) -> None:
         """Refuse to apply this plan to another namespace, or for another environment, than it was made for."""

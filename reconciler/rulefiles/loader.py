@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterable, Iterator, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from reconciler.diagnostics import Diagnostic, render_text
 from reconciler.errors import ErrorCode, SbrulesError
@@ -242,34 +242,74 @@ def with_fallthrough_rules(state: DesiredState, diags: list[Diagnostic]) -> Desi
     )
 
 
+def with_bystanders(state: DesiredState, bystanders: Mapping[tuple[str, str], Sequence[Rule]]) -> DesiredState:
+    """The fall-through rules generated again now that the namespace is read: ``bystanders`` are the
+    subscriptions no file mentions, with their live rules; they receive messages too, so the
+    fall-through subscription of their topic leaves those out as well. Raises
+    :class:`RuleFileErrors` when a filter can no longer be generated."""
+    extra: dict[str, list[tuple[str, Sequence[Rule]]]] = {}
+    for (topic_name, sub_name), rules in bystanders.items():
+        extra.setdefault(name_key(topic_name), []).append((sub_name, rules))
+    diags: list[Diagnostic] = []
+    topics = []
+    for topic in state.topics:
+        more = extra.get(name_key(topic.name))
+        subs = topic.subscriptions
+        if more:
+            subs = tuple(
+                _generated(topic, sub, [*_receivers(topic, sub), *more], diags) if sub.fallthrough and sub.rules else sub
+                for sub in subs
+            )
+        topics.append(replace(topic, subscriptions=subs))
+    if diags:
+        raise RuleFileErrors(diags)
+    return DesiredState(topics=tuple(topics))
+
+
 def _fallthrough_rules(topic: Topic, sub: Subscription, diags: list[Diagnostic]) -> Subscription:
     if not sub.fallthrough:
         return sub
-    where = f"fall-through subscription {topic.name}/{sub.name}"
-
-    def problem(message: str, origin: Origin | None = sub.origin) -> Subscription:
-        diags.append(Diagnostic("error", "fallthrough", f"{where}: {message}", origin))
-        return replace(sub, rules=None)
-
     if sub.rules is not None:
-        return problem("sbrules writes its one rule; remove its rules: list")
+        return _problem(topic, sub, "sbrules writes its one rule; remove its rules: list", diags)
     if sub.sampling_tap:
-        return problem("it cannot also be the sampling tap (the tap receives everything)")
+        return _problem(topic, sub, "it cannot also be the sampling tap (the tap receives everything)", diags)
     others = [s for s in topic.subscriptions if s is not sub and not s.sampling_tap]
     twin = next((s for s in others if s.fallthrough), None)
     if twin is not None:
-        return problem(f"{twin.name!r} is a fall-through subscription too; a topic has at most one")
+        return _problem(topic, sub, f"{twin.name!r} is a fall-through subscription too; a topic has at most one", diags)
     unknown = next((s for s in others if s.rules is None), None)
     if unknown is not None:
-        return problem(f"subscription {unknown.name!r} declares no rules, so what it receives is unknown")
+        return _problem(
+            topic, sub, f"subscription {unknown.name!r} declares no rules, so what it receives is unknown", diags
+        )
+    return _generated(topic, sub, _receivers(topic, sub), diags)
+
+
+def _receivers(topic: Topic, fallthrough: Subscription) -> list[tuple[str, Sequence[Rule]]]:
+    """The other declared subscriptions whose deliveries the fall-through leaves out (not the tap)."""
+    return [(s.name, s.rules or ()) for s in topic.subscriptions if s is not fallthrough and not s.sampling_tap]
+
+
+def _generated(
+    topic: Topic, sub: Subscription, receivers: Sequence[tuple[str, Sequence[Rule]]], diags: list[Diagnostic]
+) -> Subscription:
     try:
-        text = fallthrough_filter(rule for s in others for rule in s.rules or ())
+        text = fallthrough_filter(rule for _, rules in receivers for rule in rules)
     except NotExpressible as exc:
         if exc.rule is None:
-            return problem(exc.cause)
-        owner = next(s.name for s in others if exc.rule in (s.rules or ()))
-        return problem(f"rule {owner}/{exc.rule.name} cannot be expressed: {exc.cause}", exc.rule.origin or sub.origin)
+            return _problem(topic, sub, exc.cause, diags)
+        owner = next(name for name, rules in receivers if exc.rule in rules)
+        cause = f"rule {owner}/{exc.rule.name} cannot be expressed: {exc.cause}"
+        return _problem(topic, sub, cause, diags, exc.rule.origin or sub.origin)
     return replace(sub, rules=(Rule(FALLTHROUGH_RULE_NAME, SqlFilter(text), origin=sub.origin),))
+
+
+def _problem(
+    topic: Topic, sub: Subscription, message: str, diags: list[Diagnostic], origin: Origin | None = None
+) -> Subscription:
+    where = f"fall-through subscription {topic.name}/{sub.name}"
+    diags.append(Diagnostic("error", "fallthrough", f"{where}: {message}", origin or sub.origin))
+    return replace(sub, rules=None)
 
 
 def _spelled(first: str, again: str) -> str:

@@ -89,7 +89,7 @@ def impact_report(
         scopes, unsampled = _sampled_topics_only(topics, scopes)
         skipped.extend(unsampled)
         sampled = {topic.lower() for topic in topics}
-        subscribers = [s for s in desired_subscribers(desired) if s.topic.lower() in sampled]
+        subscribers = [s for s in desired_subscribers(desired, plan) if s.topic.lower() in sampled]
         return _evaluate(frame, scopes, types, lambda found: Health(subscribers, "desired", dict(found)))
 
     report = on_sample(dataset, spark_master, None if messages is None else messages * len(filters), evaluate)
@@ -119,9 +119,14 @@ def on_sample(
         return evaluate(frame, types, topics)
 
 
-def desired_subscribers(desired: DesiredState) -> list[Subscriber]:
-    """Every declared subscription as routing health sees it: its declared rules (None: unmanaged)."""
-    return [Subscriber(t.name, s.name, s.rules, s.sampling_tap, s.fallthrough) for t, s in desired.subscriptions()]
+def desired_subscribers(desired: DesiredState, plan: Plan | None = None) -> list[Subscriber]:
+    """Every declared subscription as routing health sees it: its declared rules (None: unmanaged);
+    and, from a plan, the subscriptions no file mentions: with the live rules the plan read, or
+    unknown (a saved plan keeps their names only)."""
+    out = [Subscriber(t.name, s.name, s.rules, s.sampling_tap, s.fallthrough) for t, s in desired.subscriptions()]
+    if plan is not None:
+        out += [Subscriber(t, s, plan.bystanders.get((t, s)), False, False) for t, s in plan.undeclared]
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

@@ -51,15 +51,22 @@ UNROUTED = {"us", "bare", "null-region", "upper-eu", "plain-refund", "refund-no-
 RunCli = Callable[..., tuple[int, str, str]]
 
 
-def empty_emulator() -> Emulator:
-    """An emulator with the topic and its four subscriptions, each with the service's $Default rule."""
-    subs = tuple(model.Subscription(name) for name in SUBSCRIPTIONS)
+#: A subscription no rule file mentions, made by hand in the namespace: it receives messages too.
+BYSTANDER = model.Subscription("legacy", rules=(model.Rule("us", model.SqlFilter("region = 'us'")),))
+
+
+def empty_emulator(*extra: model.Subscription) -> Emulator:
+    """An emulator with the topic and its four subscriptions, each with the service's $Default rule
+    (and the ``extra`` subscriptions, with their rules)."""
+    subs = tuple(model.Subscription(name) for name in SUBSCRIPTIONS) + extra
     return Emulator(model.DesiredState(topics=(model.Topic("orders", subs),)))
 
 
-def apply_and_publish(emulator: Emulator, run_cli: RunCli, directory: Path) -> tuple[Path, dict[str, set[str]]]:
+def apply_and_publish(
+    emulator: Emulator, run_cli: RunCli, directory: Path, subscriptions: tuple[str, ...] = SUBSCRIPTIONS
+) -> tuple[Path, dict[str, set[str]]]:
     """Write the rule file, `sbrules apply` it, publish MESSAGES with the SDK; the rule file and the
-    message ids each subscription holds (peeked, so they stay)."""
+    message ids each of ``subscriptions`` holds (peeked, so they stay)."""
     rules = directory / "orders.yaml"
     rules.write_text(textwrap.dedent(RULES).lstrip())
     code, out, err = run_cli("apply", rules, "--auto-approve", "--connection-string", emulator.connection_string)
@@ -73,7 +80,7 @@ def apply_and_publish(emulator: Emulator, run_cli: RunCli, directory: Path) -> t
                 ]
             )
         held = {}
-        for name in SUBSCRIPTIONS:
+        for name in subscriptions:
             with client.get_subscription_receiver("orders", name) as receiver:
                 held[name] = {str(m.message_id) for m in receiver.peek_messages(max_message_count=100)}
     return rules, held

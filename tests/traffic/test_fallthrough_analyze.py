@@ -34,3 +34,30 @@ def test_analyze_counts_what_the_fallthrough_holds(spark, run_cli, tmp_path, out
     assert topic["not_receiving"] == [
         {"subscription": "tap", "reason": "sampling tap"}, {"subscription": "leftovers", "reason": "fall-through"}
     ]
+
+
+def test_analyze_live_and_plan_traffic_count_a_subscription_no_file_mentions(spark, run_cli, tmp_path):
+    with shop.empty_emulator(shop.BYSTANDER) as emulator:
+        subscriptions = (*shop.SUBSCRIPTIONS, shop.BYSTANDER.name)
+        rules, held = shop.apply_and_publish(emulator, run_cli, tmp_path, subscriptions)
+        sample = tmp_path / "sample"
+        namespace = ("--connection-string", emulator.connection_string)
+        code, out, err = run_cli("sample", "--topic", "orders", "--subscription", "tap", "--out", sample, *namespace)
+        assert code == 0, out + err
+        code, out, err = run_cli("analyze", rules, "--traffic", sample, "--live", "--format", "json", *namespace)
+        assert code == 0, err
+        (live,) = json.loads(out)["topics"]
+        saved = tmp_path / "plan.json"
+        code, out, err = run_cli("plan", rules, "--traffic", sample, "--format", "json", "--out", saved, *namespace)
+        assert code == 0, err
+        (planned,) = json.loads(out)["traffic"]["routing_health"]["topics"]
+    code, out, err = run_cli("analyze", rules, "--traffic", sample, "--format", "json")  # offline: legacy unseen
+    (offline,) = json.loads(out)["topics"]
+    code, out, err = run_cli("impact", saved, rules, "--traffic", sample, "--format", "json")
+    assert code == 0, err
+    (from_saved,) = json.loads(out)["routing_health"]["topics"]  # a saved plan keeps the name, not the rules
+    assert from_saved["unknown_subscriptions"] == ["legacy"]
+    assert held["leftovers"] == shop.UNROUTED - held["legacy"]
+    assert live["unrouted"]["count"] == planned["unrouted"]["count"] == len(held["leftovers"])
+    assert offline["unrouted"]["count"] == len(shop.UNROUTED)
+    assert live["unknown_subscriptions"] == planned["unknown_subscriptions"] == []
