@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import sys
 from typing import TYPE_CHECKING
 
+from reconciler import progress
 from reconciler.traffic import failures
 
 if TYPE_CHECKING:
@@ -106,6 +108,7 @@ def spark_session(
 
     builder = SparkSession.builder.appName(app_name)
     if kind is MasterKind.CONNECT:
+        progress.phase(f"connecting to Spark ({shown_master(target)})")
         builder = builder.remote(target)
     else:
         builder = (
@@ -117,6 +120,7 @@ def spark_session(
         from pyspark import SparkContext
 
         starts_jvm = SparkContext._active_spark_context is None
+        progress.phase(f"{'starting' if starts_jvm else 'using'} Spark ({shown_master(target)})")
         if kind is MasterKind.LOCAL and starts_jvm:
             memory = local_driver_memory()
             if memory:
@@ -143,6 +147,15 @@ def spark_session(
 
         ship(session)
     return session
+
+
+def shown_master(master: str) -> str:
+    """A master URL as progress shows it: without user information, and a Spark Connect URL without
+    its parameters (a token among them)."""
+    shown = re.sub(r"(?<=://)[^/@]*@", "", master)
+    if master_kind(shown) is MasterKind.CONNECT:
+        shown = "sc://" + shown.removeprefix("sc://").split("/", 1)[0]
+    return shown
 
 
 def is_connect(session: "SparkSession") -> bool:
