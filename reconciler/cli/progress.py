@@ -91,8 +91,8 @@ class LiveLine(logging.Handler):
         try:
             width = os.get_terminal_size(self.stream.fileno()).columns
         except (OSError, ValueError):
-            width = 80
-        return _CLEAR + text[: max(width - 1, 10)]
+            width = 0
+        return _CLEAR + text[: max(width or 80, 20) - 1]  # a terminal that does not know its width says 0
 
     def _write(self, text: str) -> None:
         try:
