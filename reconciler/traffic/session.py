@@ -103,12 +103,12 @@ def spark_session(
     target = master or os.environ.get("SPARK_REMOTE") or DEFAULT_MASTER
     kind = master_kind(target)
     prepare_environment(kind)
+    progress.phase(_starting(kind, target))
     failures.check_spark(target)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     if kind is MasterKind.CONNECT:
-        progress.phase(f"connecting to Spark ({shown_master(target)})")
         builder = builder.remote(target)
     else:
         builder = (
@@ -120,7 +120,6 @@ def spark_session(
         from pyspark import SparkContext
 
         starts_jvm = SparkContext._active_spark_context is None
-        progress.phase(f"{'starting' if starts_jvm else 'using'} Spark ({shown_master(target)})")
         if kind is MasterKind.LOCAL and starts_jvm:
             memory = local_driver_memory()
             if memory:
@@ -147,6 +146,15 @@ def spark_session(
 
         ship(session)
     return session
+
+
+def _starting(kind: MasterKind, target: str) -> str:
+    """The progress phase of getting a session: connecting to a server, starting a driver, or using the running one."""
+    if kind is MasterKind.CONNECT:
+        return f"connecting to Spark ({shown_master(target)})"
+    from pyspark import SparkContext
+
+    return f"{'starting' if SparkContext._active_spark_context is None else 'using'} Spark ({shown_master(target)})"
 
 
 def shown_master(master: str) -> str:

@@ -126,3 +126,15 @@ def test_progress_names_the_spark_master_without_its_secrets(master, shown):
     from reconciler.traffic.session import shown_master
 
     assert shown_master(master) == shown
+
+
+def test_with_v_progress_is_a_log_line_among_the_others():
+    from reconciler.cli import configure_logging
+
+    logger = logging.getLogger("reconciler.progress")
+    try:
+        configure_logging(True)
+        assert not [h for h in logger.handlers if isinstance(h, PlainLines | LiveLine)]
+        assert logger.propagate and logger.isEnabledFor(logging.INFO)
+    finally:
+        configure_logging(False)
