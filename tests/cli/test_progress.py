@@ -131,10 +131,13 @@ def test_progress_names_the_spark_master_without_its_secrets(master, shown):
 def test_with_v_progress_is_a_log_line_among_the_others():
     from reconciler.cli import configure_logging
 
-    logger = logging.getLogger("reconciler.progress")
+    logger, root = logging.getLogger("reconciler.progress"), logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     try:
         configure_logging(True)
         assert not [h for h in logger.handlers if isinstance(h, PlainLines | LiveLine)]
         assert logger.propagate and logger.isEnabledFor(logging.INFO)
     finally:
+        root.handlers[:] = handlers  # -v's stderr handler must not outlive the test
+        root.setLevel(level)
         configure_logging(False)
