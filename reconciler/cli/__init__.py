@@ -76,20 +76,18 @@ def configure_logging(verbose: bool) -> None:
             logging.getLogger(noisy).setLevel(logging.INFO)
     elif not root.handlers:
         root.addHandler(logging.NullHandler())
-    # What a person waiting should hear (retries that last), with or without -v: on stderr, as is.
+    # What a person waiting should hear (retries that last, a traffic report's phases), with or
+    # without -v: on stderr, as plain lines or a terminal's live line (reconciler.cli.progress).
+    from reconciler.cli.progress import LiveLine, PlainLines, stderr_handler
+
     progress = logging.getLogger("reconciler.progress")
-    for handler in [h for h in progress.handlers if isinstance(h, _Stderr)]:
+    progress.setLevel(logging.INFO)
+    for handler in [h for h in progress.handlers if isinstance(h, PlainLines | LiveLine)]:
         progress.removeHandler(handler)
+        handler.close()
     if not verbose:  # with -v the root handler shows it, among the rest
-        progress.addHandler(_Stderr())
+        progress.addHandler(stderr_handler())
     progress.propagate = verbose
-
-
-class _Stderr(logging.Handler):
-    """A log line on the stderr of the moment (click's, so that a test capturing it sees it)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        click.echo(record.getMessage(), err=True)
 
 
 def main(argv: list[str] | None = None) -> None:

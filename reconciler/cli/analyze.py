@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from reconciler import progress
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import Namespace, env_option, load_rules, namespace_options
 from reconciler.cli.impact import report_options, spark_master_option
@@ -56,8 +57,10 @@ def analyze(
     subscribers = desired_subscribers(rules.state)
     if live:
         subscribers = _live(rules.state, subscribers, namespace.for_environment(rules.environment))
-    doc = analyze_report(subscribers, "live" if live else "desired", traffic, spark_master)
-    text = render_analysis(doc, fmt)
+    with progress.task():
+        doc = analyze_report(subscribers, "live" if live else "desired", traffic, spark_master)
+        progress.phase("writing the report")
+        text = render_analysis(doc, fmt)
     if out is None:
         click.echo(text)
         return

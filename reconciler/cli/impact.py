@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import click
 
+from reconciler import progress
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import env_option, load_rules
 from reconciler.errors import InputError
@@ -71,8 +72,10 @@ def impact(
         raise click.UsageError("--format html writes a page: give --out FILE.html")
     saved = read_plan_file(plan_file)
     rules = load_rules(paths, env if env is not None else saved.environment)
-    report = traffic_report(rules.state, saved, traffic, against=str(plan_file), spark_master=spark_master)
-    emit_report(report, fmt, out)
+    with progress.task():
+        report = traffic_report(rules.state, saved, traffic, against=str(plan_file), spark_master=spark_master)
+        text = render(report, fmt)
+    emit_report(text, out)
 
 
 def traffic_report(
@@ -86,15 +89,15 @@ def traffic_report(
 
 
 def render(report: dict[str, Any], fmt: str) -> str:
-    """The report in ``fmt`` (text, json, markdown, html)."""
+    """The report in ``fmt`` (text, json, markdown, html): a traffic task's last phase."""
     from reconciler.traffic.report import render_report
 
+    progress.phase("writing the report")
     return render_report(report, fmt)
 
 
-def emit_report(report: dict[str, Any], fmt: str, out: Path | None) -> None:
-    """The report on stdout, or in ``out`` (said on stderr)."""
-    text = render(report, fmt)
+def emit_report(text: str, out: Path | None) -> None:
+    """The rendered report on stdout, or in ``out`` (said on stderr)."""
     if out is None:
         click.echo(text)
     else:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import click
 
+from reconciler import progress
 from reconciler.apply import ApplyOptions, ApplyReport, ReplaceStrategy, apply_plan, render_report, report_to_json
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import (
@@ -93,17 +94,19 @@ def plan(
             the_plan = current_plan(clients, rules, namespace, bystanders=bool(traffic))
     if out:
         write_atomically(out, render_json(the_plan) + "\n")
-    report = None
+    report = text = None
     if traffic:
         desired = with_bystanders(rules.state, the_plan.bystanders)  # as the plan generated fall-through rules
-        report = traffic_report(desired, the_plan, traffic, against="live", spark_master=spark_master)
+        with progress.task():
+            report = traffic_report(desired, the_plan, traffic, against="live", spark_master=spark_master)
+            text = None if fmt == "json" else render(report, fmt)
     if fmt == "json" and report is not None:
         echo_json({**the_plan.to_json(), "traffic": report})
     else:
         click.echo(RENDERERS[fmt](the_plan))
-        if report is not None:
+        if text is not None:
             click.echo("")
-            click.echo(render(report, fmt))
+            click.echo(text)
     if out and fmt == "text":
         click.echo(f"Saved the plan to {out}; apply it with `sbrules apply {out}`.", err=True)
     if detailed_exitcode and the_plan.drifted(strict):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from reconciler import diagnostics as diag
+from reconciler import progress
 from reconciler.cli import output
 from reconciler.cli.common import AUTH_ENV, CONNECTION_ENV, Namespace, collector_paused, env_option
 from reconciler.cli.impact import render, spark_master_option, traffic_option, traffic_report, write_report
@@ -152,19 +153,22 @@ def validate(
     environment = source.project.environment(env) if source.project is not None and env is not None else None
     if fmt == "json" and traffic:
         # Not computed for invalid rule files (null says so); with --out it goes to that file.
-        report = None
+        report = text = None
         if not tally["error"]:
-            report = _traffic_report(result.state, traffic, against, spark_master, environment)
+            with progress.task():
+                report = _traffic_report(result.state, traffic, against, spark_master, environment)
+                text = None if out is None else render(report, "json")
         if out is None:
             doc["traffic"] = report
-        elif report is not None:
-            write_report(out, render(report, "json"))
+        elif text is not None:
+            write_report(out, text)
         echo_json(doc)
     if tally["error"]:
         raise SystemExit(ExitCode.ERROR)
     if traffic and fmt != "json":
-        report = _traffic_report(result.state, traffic, against, spark_master, environment)
-        text = render(report, "text" if fmt == "github" else fmt)
+        with progress.task():
+            report = _traffic_report(result.state, traffic, against, spark_master, environment)
+            text = render(report, "text" if fmt == "github" else fmt)
         if out is None:
             click.echo(text)
         else:

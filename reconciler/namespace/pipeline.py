@@ -35,10 +35,9 @@ from reconciler.namespace.errors import (
 )
 from reconciler.namespace.pacing import Pacer
 from reconciler.namespace.retry import RetryPolicy
+from reconciler.progress import log as progress
 
 log = logging.getLogger("reconciler.amqp")
-#: What a person waiting on a command should hear while it waits (the CLI prints it on stderr).
-progress = logging.getLogger("reconciler.progress")
 #: A run of retries is told on ``progress`` once it has lasted this long.
 QUIET_SECONDS = 1.0
 

@@ -447,7 +447,8 @@ def analyze_report(
         return _evaluate(frame, [], types, lambda found: Health(kept, source, dict(found)))
 
     filters = {rule.filter for s in subscribers for rule in s.rules or ()}
-    report = on_sample(dataset, spark_master, None if messages is None else messages * max(len(filters), 1), evaluate)
+    evaluations = None if messages is None else messages * max(len(filters), 1)
+    report = on_sample(dataset, spark_master, evaluations, evaluate, messages=messages)
     health = report["routing_health"]
     return {
         "format_version": 1,

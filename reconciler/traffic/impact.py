@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Callable
 
+from reconciler import progress
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import DesiredState, Filter, Rule
 from reconciler.plan import Plan, PlanError, plan_subscription
@@ -92,7 +93,7 @@ def impact_report(
         subscribers = [s for s in desired_subscribers(desired, plan) if s.topic.lower() in sampled]
         return _evaluate(frame, scopes, types, lambda found: Health(subscribers, "desired", dict(found)))
 
-    report = on_sample(dataset, spark_master, None if messages is None else messages * len(filters), evaluate)
+    report = on_sample(dataset, spark_master, None if messages is None else messages * len(filters), evaluate, messages=messages)
     report.update(dataset=str(dataset), against=against, skipped=skipped)
     return report
 
@@ -102,15 +103,19 @@ def on_sample(
     spark_master: str | None,
     evaluations: int | None,
     evaluate: Callable[[Any, PropertyTypes, frozenset[str]], dict[str, Any]],
+    *,
+    messages: int | None = None,
 ) -> dict[str, Any]:
-    """``evaluate(frame, property types, topics)`` on the sample ``dataset`` read by a Spark session
-    sized for ``evaluations`` filter evaluations (None: unknown); Spark's failures become one line."""
+    """``evaluate(frame, property types, topics)`` on the sample ``dataset`` (of ``messages``, when
+    known) read by a Spark session sized for ``evaluations`` filter evaluations (None: unknown);
+    Spark's failures become one line. Its phases are told on ``reconciler.progress``."""
     from reconciler.traffic.executors import start_local_workers
     from reconciler.traffic.session import spark_session
 
-    with failures.translated(dataset):
+    with progress.task(), failures.translated(dataset):
         spark = spark_session(spark_master, evaluations=evaluations)
         start_local_workers(spark)
+        progress.phase("reading the sample" if messages is None else f"reading {messages:,} messages")
         frame = spark.read.parquet(for_spark(dataset))
         missing = [name for name in SCHEMA.names if name not in frame.columns]
         if missing:  # a sample given by URL, which check_sample could not open
@@ -239,6 +244,8 @@ def _evaluate(
     outcomes: list[tuple[Any, Any]] = []
     evaluated = [rule for scope in scopes for rule in scope.desired + scope.current]
     evaluated += [Rule("routing-health", flt) for flt in extra]
+    topic_names = sorted({s.topic.lower() for s in scopes} | set(health.topics() if health is not None else ()))
+    progress.phase(f"evaluating {_count(len({r.filter for r in evaluated}), 'filter')} over {_count(len(topic_names), 'topic')}")
     for rule in evaluated:
         if rule.filter in filters:
             continue
@@ -249,7 +256,6 @@ def _evaluate(
             fallback[len(outcomes) - 1] = columns.fallback
 
     frame = cells.with_tests(frame)
-    topic_names = sorted({s.topic.lower() for s in scopes} | set(health.topics() if health is not None else ()))
     message_id = F.coalesce(F.col("message_id"), F.concat(F.lit("seq:"), F.col("sequence_number").cast("string")))
     topic_of = F.lower(F.col("topic"))
     frame = frame.where(topic_of.isin(*topic_names))
@@ -264,9 +270,14 @@ def _evaluate(
     if health is not None:
         report["routing_health"] = health.shape(answers, filters, _bucket(answers, pending), _span_seconds(answers))
     shown = [name for name in SCHEMA.names if name in frame.columns]
+    progress.phase("finding the example messages")
     found = resolve(frame, message_id, set().union(*(hashes for _, hashes in pending)), shown)
     fill_examples(report, pending, found)
     return report
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def _bucket(answers: Answers, pending: list[tuple[list[str], set[int]]]) -> Callable[..., list[str]]:

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import sys
 from typing import TYPE_CHECKING
 
+from reconciler import progress
 from reconciler.traffic import failures
 
 if TYPE_CHECKING:
@@ -101,6 +103,7 @@ def spark_session(
     target = master or os.environ.get("SPARK_REMOTE") or DEFAULT_MASTER
     kind = master_kind(target)
     prepare_environment(kind)
+    progress.phase(_starting(kind, target))
     failures.check_spark(target)
     from pyspark.sql import SparkSession
 
@@ -143,6 +146,24 @@ def spark_session(
 
         ship(session)
     return session
+
+
+def _starting(kind: MasterKind, target: str) -> str:
+    """The progress phase of getting a session: connecting to a server, starting a driver, or using the running one."""
+    if kind is MasterKind.CONNECT:
+        return f"connecting to Spark ({shown_master(target)})"
+    from pyspark import SparkContext
+
+    return f"{'starting' if SparkContext._active_spark_context is None else 'using'} Spark ({shown_master(target)})"
+
+
+def shown_master(master: str) -> str:
+    """A master URL as progress shows it: without user information, and a Spark Connect URL without
+    its parameters (a token among them)."""
+    shown = re.sub(r"(?<=://)[^/@]*@", "", master)
+    if master_kind(shown) is MasterKind.CONNECT:
+        shown = "sc://" + shown.removeprefix("sc://").split("/", 1)[0]
+    return shown
 
 
 def is_connect(session: "SparkSession") -> bool:
