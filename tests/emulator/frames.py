@@ -11,9 +11,10 @@ from __future__ import annotations
 import random
 import socket
 import struct
+import uuid
 from typing import Any
 
-from proton import Described, ubyte, uint, ulong
+from proton import UNDESCRIBED, Array, Data, Described, symbol, timestamp, ubyte, uint, ulong
 
 from reconciler import model
 from reconciler.amqp import codec
@@ -239,6 +240,31 @@ def add_rule(name: str, sql: str, action: str | None = None) -> tuple[str, Any]:
     return "com.microsoft:add-rule", codec.encode_add_rule_body(rule)
 
 
+def disposition(delivery_id: int, state: Any) -> bytes:
+    """The client (a receiver) settling a delivery it was sent."""
+    return encoded(DISPOSITION, [True, uint(delivery_id), uint(delivery_id), True, state])
+
+
+def receive(entity: str, source_filter: dict[Any, Any] | None = None) -> bytes:
+    """Publish four messages of one session to ``entity``, receive them peek-lock (the server's deliveries 1-4: the
+    put-token answer was 0) and settle each a different way."""
+    properties = ["m", None, None, None, None, None, None, None, None, None, "session-1"]  # group-id: the session
+    message = encode_value(Described(ulong(0x73), properties)) + encode_value_section("hello")
+    source = Described(ulong(0x28), [entity, None, None, None, None, None, None, source_filter])
+    rejected = Described(ulong(0x25), [Described(ulong(0x1D), [symbol("amqp:rejected"), "no", {"DeadLetterReason": "why"}])])
+    return (
+        start() + put_token(entity.split("/")[0]) + attach("pub", 2, True, "pub", entity.split("/")[0])
+        + b"".join(transfer(2, n, message) for n in range(1, 5))
+        + encoded(ATTACH, ["sub", uint(3), True, ubyte(0), ubyte(1), source, Described(ulong(0x29), ["sub"])])
+        + flow(3, 10)
+        + disposition(1, Described(ulong(0x24), []))
+        + disposition(2, rejected)
+        + disposition(3, Described(ulong(0x26), []))
+        + disposition(4, Described(ulong(0x27), [True, True, {symbol("x"): 1}]))
+        + finish(4)
+    )
+
+
 def seeds() -> dict[str, bytes]:
     """Valid sessions that reach each part of the server: the fuzzers start from these and the corpus."""
     subscription = "orders/Subscriptions/all"
@@ -257,6 +283,22 @@ def seeds() -> dict[str, bytes]:
             ("com.microsoft:peek-message", {"from-sequence-number": 0, "message-count": 5}),
             ("com.microsoft:get-message-sessions", {"skip": 0, "top": 10}),
         ]),
+        "queue-operations": management("work", [
+            ("com.microsoft:schedule-message", {"messages": [{"message": message, "message-id": "s-1"}]}),
+            ("com.microsoft:peek-message", {"from-sequence-number": 0, "message-count": 5}),
+            ("com.microsoft:cancel-scheduled-message", {"sequence-numbers": Array(UNDESCRIBED, Data.LONG, 1)}),
+            ("com.microsoft:receive-by-sequence-number", {"sequence-numbers": Array(UNDESCRIBED, Data.LONG, 1)}),
+            ("com.microsoft:renew-lock", {"lock-tokens": Array(UNDESCRIBED, Data.UUID, uuid.UUID(int=1))}),
+            ("com.microsoft:update-disposition", {
+                "lock-tokens": Array(UNDESCRIBED, Data.UUID, uuid.UUID(int=1)), "disposition-status": "completed",
+            }),
+            ("com.microsoft:batch-delete-messages", {"message-count": 10, "enqueued-time-utc": timestamp(2**40)}),
+            ("com.microsoft:set-session-state", {"session-id": "s", "session-state": b"state"}),
+            ("com.microsoft:get-session-state", {"session-id": "s"}),
+            ("com.microsoft:renew-session-lock", {"session-id": "s"}),
+        ]),
+        "receive-and-settle": receive("work"),
+        "receive-session": receive("orders/Subscriptions/sessions", {symbol("com.microsoft:session-filter"): None}),
         "publish-and-receive": start() + put_token("orders") + attach("pub", 2, True, "pub", "orders")
         + transfer(2, 1, message) + attach("sub", 3, False, subscription, "sub") + flow(3, 10) + finish(4),
     }
