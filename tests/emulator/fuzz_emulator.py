@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import shlex
 import sys
 from pathlib import Path
 
@@ -50,9 +51,11 @@ def main(argv: list[str]) -> None:
     logging.getLogger().addHandler(logging.NullHandler())
     logging.getLogger("proton").setLevel(logging.CRITICAL)
     corpus = next((arg for arg in argv[1:] if not arg.startswith("-")), None)
-    if corpus is not None:
+    if corpus is not None and not any(arg.startswith("-merge") for arg in argv):
         seed(Path(corpus))
-    atheris.Setup(argv, test_one_input)
+    # libFuzzer runs argv[0] through the shell for -merge=1: it must be this module, not its file.
+    command = f"{shlex.quote(sys.executable)} -m tests.emulator.fuzz_emulator"
+    atheris.Setup([command, *argv[1:]], test_one_input)
     atheris.Fuzz()
 
 
