@@ -1,9 +1,11 @@
-"""Raw AMQP 1.0 client bytes for fuzzing the emulator: frames built by hand, fields chosen at random.
+"""Raw AMQP 1.0 client bytes for fuzzing the emulator, frames built by hand.
 
-A session is the SASL ANONYMOUS exchange, the AMQP header, open and begin (each of which may itself be
-mangled), then performatives (attach, flow, transfer, disposition, detach, end, close) whose fields
-are random AMQP values: strings and symbols that are not UTF-8, wrong types, huge sizes, nested lists.
-``mutate`` then flips, cuts, repeats or splices bytes, so the frame layer is exercised too.
+- ``session``: a random session (the SASL ANONYMOUS exchange, the AMQP header, open and begin, then
+  performatives whose fields are random AMQP values: strings that are not UTF-8, wrong types, huge
+  sizes, nested lists), which ``mutate`` then flips, cuts, repeats or splices bytes of.
+- ``seeds``: valid sessions (put-token, management requests, publishing, receiving and settling)
+  that reach each part of the server; the coverage-guided fuzzer starts from them.
+- ``errors``: the error conditions in what the emulator wrote back.
 """
 
 from __future__ import annotations
