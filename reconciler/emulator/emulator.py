@@ -32,7 +32,7 @@ from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
 from reconciler.emulator.frontdoor import FrontDoor
 from reconciler.emulator.namespace import LOCK_DURATION, Namespace, parse_address
-from reconciler.emulator.server import LoopGuard, ServerHandler
+from reconciler.emulator.server import ServerHandler, serving_container
 from reconciler.emulator.throttling import CreditMeter
 from reconciler.errors import SbrulesError
 from reconciler.extras import require
@@ -214,9 +214,7 @@ class Emulator:
         if not is_loopback(self.host):
             log.warning("emulator: listening on non-loopback %s without TLS, with a development key", self.host)
         quiet.install()
-        container = reactor.container(LoopGuard(self.handler, self.handler.failed))
-        container.global_handler = LoopGuard(container.global_handler, self.handler.failed)
-        container.container_id = "sbrules-emulator"
+        container = serving_container(self.handler)
         injector = reactor.Injector()
         container.selectable(injector)
         self._injector = injector

@@ -46,17 +46,24 @@ Address = tuple
 
 
 def adopt_amqp(container: Container, sock: socket.socket, address: Address) -> None:
-    """Serve an accepted socket as an AMQP server connection (on proton's loop thread).
+    """Serve an accepted socket as an AMQP server connection (on proton's loop thread)."""
+    attach_socket(container, server_transport(container, address), sock)
+
+
+def server_transport(container: Container, address: Address) -> proton.Transport:
+    """A new server connection on ``container``'s loop, bound to a transport with no socket yet.
 
     The same steps as proton's own ``Acceptor`` takes for a socket it accepted itself; a connection
-    with an ``_acceptor`` is one proton's I/O handler must not try to connect out.
+    with an ``_acceptor`` is one proton's I/O handler must not try to connect out. Until a socket is
+    attached, the transport's bytes are whatever its owner pushes (the in-process fuzzer does that).
     """
     connection = container.connection()
     connection._acceptor = adopt_amqp
     connection.url = proton.Url(host=address[0], port=address[1])
     transport = proton.Transport(proton.Transport.SERVER)
+    transport._selectable = None
     transport.bind(connection)
-    attach_socket(container, transport, sock)
+    return transport
 
 
 class FrontDoor:

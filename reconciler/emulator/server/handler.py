@@ -25,7 +25,9 @@ from typing import Any, Callable
 import proton
 from proton import Condition, Link, symbol
 from proton.handlers import IncomingMessageHandler, MessagingHandler
+from proton.reactor import Container
 
+from reconciler.amqp import reactor
 from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.types import DecodeError
 from reconciler.emulator.auth import TokenValidator
@@ -116,6 +118,15 @@ class LoopGuard:
 
         setattr(self, method, dispatch)  # made once per event type
         return dispatch
+
+
+def serving_container(handler: "ServerHandler") -> Container:
+    """The proton loop ``handler`` serves on: the handler tree and proton's own I/O handler, each behind
+    a ``LoopGuard`` reporting to ``handler.failed``."""
+    loop = reactor.container(LoopGuard(handler, handler.failed))
+    loop.global_handler = LoopGuard(loop.global_handler, handler.failed)
+    loop.container_id = "sbrules-emulator"
+    return loop
 
 
 def _refuse_undecodable(event: proton.Event) -> None:
@@ -314,7 +325,10 @@ class ServerHandler(MessagingHandler):
         link.target.copy(link.remote_target)
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = link.remote_rcv_settle_mode
-        state = self.connections.get(link.connection) or ConnectionState(self.token_clock)
+        state = self.connections.get(link.connection)
+        if state is None:  # AMQP 2.4.1: open comes first; a link without it would be held forever
+            close_connection(link.connection, "amqp:illegal-state", "a link was attached on a connection that is not open")
+            return
         try:
             role = self._open_incoming(link, state) if link.is_receiver else self._open_outgoing(link, state)
         except OperationError as exc:
