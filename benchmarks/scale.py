@@ -10,8 +10,9 @@ Each command runs as ``python -m reconciler`` in a child process, as a user runs
 and peak RSS (``ru_maxrss`` from ``wait4``) are reported. ``plan`` and ``drift`` run against
 ``sbrules emulator`` in its own process, seeded with the same files, so they find no changes.
 ``validate`` runs twice: as a user runs it (with the static proofs, bounded by ``--static-budget``)
-and with ``--static-budget 0`` (the checks every other command needs too). The baseline is PyYAML's C loader (``yaml.load(..., CSafeLoader)``) reading the same files, in a child
-process too, in the same run. Times are the best of ``--repeat`` runs (each clock on its own),
+and with ``--static-budget 0`` (the checks every other command needs too). The baseline is PyYAML's
+C loader (``yaml.load(..., CSafeLoader)``) reading the same files, in a child process too, in the
+same run. Times are the best of ``--repeat`` runs (each clock on its own),
 peak RSS the largest.
 
     python benchmarks/scale.py [--rules 10000 100000] [--repeat 2] [--skip-network]

@@ -58,6 +58,12 @@ class SbrulesError(Exception):
     code: ClassVar[ErrorCode] = ErrorCode.FAILED
 
 
+class UsageError(SbrulesError):
+    """The command line names nothing to work on (no PATH, and no ./rules or sbrules.yaml here)."""
+
+    code = ErrorCode.USAGE
+
+
 class InputError(SbrulesError):
     """A file or value given to a command (other than rule files) cannot be used."""
 

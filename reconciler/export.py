@@ -17,6 +17,7 @@ from reconciler.discovery import EntityLister, discover_namespace
 from reconciler.errors import SbrulesError
 from reconciler.limits import is_lock_rule_name
 from reconciler.model import Rule, rule_to_doc
+from reconciler.namespace.errors import NotFoundError
 from reconciler.observe import FallbackReader, RuleReader, observe_subscriptions
 from reconciler.plan import is_temp_rule_name
 from reconciler.rulefiles.render import dump_rule_file as dump_yaml
@@ -106,7 +107,7 @@ def discovered_targets(rest: EntityLister, topic: str | None = None) -> dict[str
     targets: dict[str, list[str]] = {}
     for name, subs in inventory.topics.items():
         if subs is None:
-            raise SbrulesError(f"topic {name!r} does not exist in the namespace")
+            raise NotFoundError(f"topic {name!r} does not exist in the namespace")
         targets[name] = [s.name for s in subs]
     return targets
 

@@ -404,12 +404,9 @@ def load_rules(
     from reconciler import diagnostics
     from reconciler.lint import lint
     from reconciler.rulefiles import RuleFileErrors
-    from reconciler.rulefiles.environment import DEFAULT_RULES, locate
     from reconciler.rulefiles.environment import load_rules as load_environment
-    from reconciler.rulefiles.project import find_project
+    from reconciler.rulefiles.environment import locate
 
-    if not paths and not DEFAULT_RULES.is_dir() and find_project(Path.cwd()) is None:
-        raise click.UsageError("no PATH given and no ./rules directory here")
     source = locate(paths)
     result = load_environment(source, env)
     findings = [*result.diagnostics, *(lint(result.state) if lint_errors else ())]
@@ -425,11 +422,11 @@ def project_environment(env: str | None) -> "Environment | None":
     (for commands that read no rule files: apply PLAN.json, export, sample)."""
     if env is None:
         return None
-    from reconciler.errors import InputError
+    from reconciler.errors import UsageError
     from reconciler.rulefiles.environment import DEFAULT_RULES
     from reconciler.rulefiles.project import find_project, read_project
 
     file = find_project(DEFAULT_RULES if DEFAULT_RULES.is_dir() else Path.cwd())
     if file is None:
-        raise InputError(f"--env {env}: no sbrules.yaml in ./rules, here or above, so there are no environments")
+        raise UsageError(f"--env {env}: no sbrules.yaml in ./rules, here or above, so there are no environments")
     return read_project(file).environment(env)

@@ -19,8 +19,7 @@ from reconciler.errors import InputError
 from reconciler.lint import STATIC_BUDGET_SECONDS, lint
 from reconciler.model import DesiredState
 from reconciler.rulefiles import LoadResult
-from reconciler.rulefiles.environment import DEFAULT_RULES, RuleSource, load_every_environment, load_rules, locate
-from reconciler.rulefiles.project import find_project
+from reconciler.rulefiles.environment import RuleSource, load_every_environment, load_rules, locate
 
 if TYPE_CHECKING:
     from reconciler.rulefiles.project import Environment
@@ -100,8 +99,6 @@ def validate(
         raise click.UsageError("--out writes the traffic report: give --traffic DATASET")
     if traffic:
         click.echo(DEPRECATED, err=True)
-    if not paths and not DEFAULT_RULES.is_dir() and find_project(Path.cwd()) is None:
-        raise click.UsageError("no PATH given and no ./rules directory here")
     source = locate(paths)
     named: set[Path] = set()
     if source.project is not None and paths and all(Path(p).is_file() for p in paths):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from reconciler.diagnostics import Diagnostic
-from reconciler.errors import InputError
+from reconciler.errors import UsageError
 from reconciler.model import DesiredState
 from reconciler.names import name_key
 from reconciler.rulefiles.loader import LoadResult, RuleFileErrors, load, read_valid, rule_files
@@ -43,7 +43,7 @@ def locate(paths: Sequence[Path]) -> RuleSource:
         return RuleSource((DEFAULT_RULES,), read_project(file) if file else None)
     file = find_project(Path.cwd())
     if file is None:
-        raise InputError("no PATH given and no ./rules directory here")
+        raise UsageError("no PATH given and no ./rules directory here")
     return RuleSource((file.parent,), read_project(file))
 
 
@@ -53,11 +53,11 @@ def load_rules(source: RuleSource, env: str | None) -> LoadResult:
     if project is None:
         if env is not None:
             where = ", ".join(map(str, source.paths))
-            raise InputError(f"--env {env}: no sbrules.yaml in {where} or its parents, so there are no environments")
+            raise UsageError(f"--env {env}: no sbrules.yaml in {where} or its parents, so there are no environments")
         return load(source.paths)
     if env is None:
         names = ", ".join(project.environments)
-        raise InputError(f"{project.file.name} defines environments ({names}): name one with --env NAME")
+        raise UsageError(f"{project.file.name} defines environments ({names}): name one with --env NAME")
     return render(project, project.environment(env), source.paths)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from reconciler.diagnostics import Diagnostic
-from reconciler.errors import InputError
+from reconciler.errors import UsageError
 from reconciler.model import NonFiniteValueError, Origin, TypedValue, TypedValueError
 from reconciler.names import name_key, same_name
 from reconciler.rulefiles.loader import RuleFileErrors, display_path, read_valid
@@ -95,7 +95,7 @@ class Project:
         env = self.environments.get(name)
         if env is None:
             known = ", ".join(self.environments)
-            raise InputError(f"environment {name!r} is not defined in {display_path(self.file)} (defined: {known})")
+            raise UsageError(f"environment {name!r} is not defined in {display_path(self.file)} (defined: {known})")
         return env
 
     def not_base_files(self) -> set[Path]:

@@ -11,6 +11,7 @@ import pytest
 
 from reconciler.cli import cli
 from reconciler.errors import ExitCode
+from reconciler.plan import Plan, render_json
 
 
 def _invocations() -> list[list[str]]:
@@ -56,6 +57,41 @@ def test_no_path_and_no_rules_directory_is_a_usage_error(command, run_cli, tmp_p
     code, _, err = run_cli(command, *(["--env", "dev"] if command == "render" else []))
     assert code == ExitCode.USAGE, err
     assert "Traceback" not in err
+
+
+@pytest.mark.unit
+def test_render_without_env_and_without_rules_is_a_usage_error(run_cli, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("render")
+    assert code == ExitCode.USAGE and "no PATH given" in err, err
+
+
+def _takes_env(argv: list[str]) -> bool:
+    command: click.Command = cli
+    for name in argv:
+        command = command.get_command(click.Context(command), name)  # type: ignore[attr-defined]
+    return any(p.name == "env" for p in command.params)
+
+
+#: What each command needs besides --env to get as far as reading it.
+_REQUIRED = {
+    "analyze": ["--traffic", "sample"], "export": ["--all"], "impact": ["plan.json", "--traffic", "sample"],
+    "route": ["--message", "message.json"], "rules list": ["--topic", "t", "--subscription", "s"],
+    "sample": ["--topic", "t", "--subscription", "s", "--out", "o"], "send": ["--topic", "t", "--message", "message.json"],
+    "subscriptions": ["--topic", "t"], "unlock": ["--all"],
+}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("argv", [argv for argv in INVOCATIONS if _takes_env(argv)], ids=" ".join)
+def test_an_env_that_names_no_environment_is_a_usage_error(argv, run_cli, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sbrules.yaml").write_text("environments:\n  dev:\n    connection_string_env: DEV_CS\n")
+    (tmp_path / "plan.json").write_text(render_json(Plan()))
+    (tmp_path / "message.json").write_text("{}")
+    code, _, err = run_cli(*argv, *_REQUIRED.get(" ".join(argv), ()), "--env", "nope")
+    assert code == ExitCode.USAGE, err
+    assert "'nope' is not defined" in err, err
 
 
 @pytest.mark.unit

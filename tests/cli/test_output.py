@@ -170,6 +170,11 @@ def test_a_wrong_key_is_an_auth_error_and_a_missing_subscription_not_found(drift
     error = error_doc(output_schema, code, out, err, "not-found")
     assert "nope" in error["message"] and drifted.key not in out + err
 
+    for command in (("export", "--topic", "nope"), ("subscriptions", "--topic", "nope")):
+        code, out, err = run_cli(*command, "--format", "json", "--connection-string", drifted.connection_string)
+        error = error_doc(output_schema, code, out, err, "not-found")
+        assert "'nope' does not exist" in error["message"]
+
 
 @pytest.mark.unit
 def test_a_bug_is_internal_with_a_redacted_traceback(run_cli, output_schema, monkeypatch, tmp_path):
