@@ -250,7 +250,10 @@ class Plan:
             notes = tuple(doc.get("notes", ()))
             environment, namespace = doc.get("environment"), doc.get("namespace")
         except (KeyError, TypeError, ValueError) as exc:
-            raise PlanError(f"malformed plan file: {type(exc).__name__}: {exc}") from None
+            from reconciler.rulefiles.schema import first_violation
+
+            cause = first_violation("plan.schema.json", doc) or f"{type(exc).__name__}: {exc}"
+            raise PlanError(f"malformed plan file: {cause}") from None
         if by_subscription:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")

@@ -48,6 +48,17 @@ def _validator(name: str) -> jsonschema.protocols.Validator:
     return cls(schema, registry=registry)
 
 
+def first_violation(name: str, doc: Any) -> str | None:
+    """The violation of schema ``name`` deepest in ``doc`` (the most specific: a wrong field
+    rather than the document around it), as ``where: what``; None when the document is valid."""
+    errors = sorted(_validator(name).iter_errors(doc), key=lambda e: (-len(e.absolute_path), e.message))
+    if not errors:
+        return None
+    error = errors[0]
+    where = "/".join(str(p) for p in error.absolute_path) or "the document"
+    return f"{where}: {error.message}"
+
+
 #: The keys of which a rule has exactly one: the rule-file schema's ``oneOf`` on a rule.
 FILTER_KINDS = ("sql", "correlation", "filter")
 

@@ -50,11 +50,16 @@ class Substitution:
         return document.rule_file(doc), frozenset(document.unusable)
 
     def suggestion(self, name: str) -> str:
-        """``; did you mean 'x'?`` for an undefined name close to a defined variable's, else nothing."""
+        """``; did you mean 'x'?`` for an undefined name close to a defined variable's, else nothing.
+        The variable suggested counts as used: the misspelt reference was meant for it, and an
+        ``unused-variable`` warning about it would only repeat the error."""
         if name in self.variables:
             return ""
         close = difflib.get_close_matches(name, list(self.variables), n=1, cutoff=0.6)
-        return f"; did you mean {close[0]!r}?" if close else ""
+        if not close:
+            return ""
+        self.used.add(close[0])
+        return f"; did you mean {close[0]!r}?"
 
 
 class _Document:

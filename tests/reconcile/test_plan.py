@@ -245,6 +245,9 @@ def test_schema_rejects_a_broken_plan(kit):
         Plan.from_json({"format_version": 99})
     with pytest.raises(PlanError, match="malformed plan file"):
         Plan.from_json(doc)
+    wrong_type = {**json.loads(render_json(_sample_plan(kit))), "changes": 5}
+    with pytest.raises(PlanError, match=r"malformed plan file: changes: 5 is not of type 'array'$"):
+        Plan.from_json(wrong_type)  # the field named, not the Python exception it caused
     doc = json.loads(render_json(_sample_plan(kit)))
     doc["subscriptions"] = []
     with pytest.raises(PlanError, match="does not list"):

@@ -28,6 +28,7 @@ def test_a_misspelt_variable_is_one_error_with_did_you_mean(tmp_path, run_cli):
     assert code == 1
     errors = [line for line in out.splitlines() if "error[" in line]
     assert len(errors) == 1 and errors[0].endswith("error[variable]: undefined variable 'regoin'; did you mean 'region'?"), out
+    assert "unused-variable" not in out  # the variable suggested is the one the reference was meant for
 
 
 def test_a_key_pasted_where_a_variable_name_belongs_is_redacted(tmp_path, run_cli):
