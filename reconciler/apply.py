@@ -197,6 +197,7 @@ def report_to_json(report: ApplyReport) -> dict[str, Any]:
         "subscriptions": [
             {
                 "topic": r.plan.topic,
+                **({"declared_topic": r.plan.declared_topic} if r.plan.declared_topic else {}),
                 "subscription": r.plan.subscription,
                 "status": r.status.value,
                 "applied": [change(c) for c in r.applied],
@@ -219,16 +220,16 @@ def render_report(report: ApplyReport) -> str:
         if result.status is ApplyStatus.UNCHANGED:
             continue
         if result.status is ApplyStatus.ALREADY_APPLIED:
-            lines.append(f"{sp.path}: already in the planned state, nothing to do")
+            lines.append(f"{sp.shown_path}: already in the planned state, nothing to do")
             continue
         head = {
-            ApplyStatus.APPLIED: f"{sp.path}: applied {len(result.applied)} change(s)",
-            ApplyStatus.FAILED: f"{sp.path}: FAILED — {result.error}",
-            ApplyStatus.STALE: f"{sp.path}: REFUSED — {result.error}",
-            ApplyStatus.NOT_STARTED: f"{sp.path}: not started ({result.error})",
-            ApplyStatus.INTERRUPTED: f"{sp.path}: INTERRUPTED after {len(result.applied)} change(s) ({result.error})",
-            ApplyStatus.LOCKED: f"{sp.path}: {result.error}; nothing was changed",
-            ApplyStatus.UNKNOWN: f"{sp.path}: UNKNOWN after {len(result.applied)} change(s) — {result.error}",
+            ApplyStatus.APPLIED: f"{sp.shown_path}: applied {len(result.applied)} change(s)",
+            ApplyStatus.FAILED: f"{sp.shown_path}: FAILED — {result.error}",
+            ApplyStatus.STALE: f"{sp.shown_path}: REFUSED — {result.error}",
+            ApplyStatus.NOT_STARTED: f"{sp.shown_path}: not started ({result.error})",
+            ApplyStatus.INTERRUPTED: f"{sp.shown_path}: INTERRUPTED after {len(result.applied)} change(s) ({result.error})",
+            ApplyStatus.LOCKED: f"{sp.shown_path}: {result.error}; nothing was changed",
+            ApplyStatus.UNKNOWN: f"{sp.shown_path}: UNKNOWN after {len(result.applied)} change(s) — {result.error}",
         }[result.status]
         lines.append(head)
         if result.replanned:

@@ -178,6 +178,8 @@ class Topic:
     name: str
     subscriptions: tuple[Subscription, ...] = ()
     origin: Origin | None = field(default=None, compare=False, repr=False)
+    #: The name the rule files declare, where an environment renames the topic to ``name``.
+    declared: str | None = field(default=None, compare=False)
 
     def subscription(self, name: str) -> Subscription | None:
         for sub in self.subscriptions:

@@ -51,3 +51,15 @@ def name_key(name: str) -> str:
 def same_name(a: str, b: str) -> bool:
     """Whether the service takes ``a`` and ``b`` for the same name."""
     return a == b or name_key(a) == name_key(b)
+
+
+def shown_topic(declared: str, actual: str | None = None) -> str:
+    """A topic as the rule files declare it, with the namespace's name beside it where an
+    environment renames it: every command shows a renamed topic this one way."""
+    return declared if actual is None or actual == declared else f"{declared} ({actual} in the namespace)"
+
+
+def shown_path(declared: str, subscription: str, actual: str | None = None) -> str:
+    """``topic/subscription`` as declared, with the namespace's topic name beside it when renamed."""
+    path = f"{declared}/{subscription}"
+    return path if actual is None or actual == declared else f"{path} ({actual} in the namespace)"

@@ -8,7 +8,7 @@ import click
 
 from reconciler.cli.common import Namespace, env_option, format_option, namespace_options, project_environment
 from reconciler.cli.output import echo_json
-from reconciler.names import name_key
+from reconciler.names import name_key, shown_topic
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> str:
@@ -40,22 +40,19 @@ def topics(fmt: str, env: str | None, namespace: Namespace) -> None:
     with namespace.clients.rest() as rest:
         inventory = discover_namespace(rest)
     found = []
+    rows = []
     for actual, subs in sorted(inventory.topics.items(), key=lambda kv: name_key(kv[0])):
         declared = environment.declared_topic(actual) if environment is not None else actual
         entry: dict[str, object] = {"name": declared, "subscriptions": len(subs or ())}
         if declared != actual:
             entry["namespace_name"] = actual
         found.append(entry)
+        rows.append([shown_topic(declared, actual), str(len(subs or ()))])
     if fmt == "json":
         echo_json({"format_version": 1, "topics": found})
     else:
         click.echo(_table(f"{len(found)} topic(s)", ["topic", "subscriptions"],
-                          [[_shown(t["name"], t.get("namespace_name")), str(t["subscriptions"])] for t in found]), nl=False)
-
-
-def _shown(declared: object, actual: object) -> str:
-    """A topic as a person reads it: its declared name, and the namespace's beside it when renamed."""
-    return f"{declared} (in the namespace: {actual})" if actual else str(declared)
+                          rows), nl=False)
 
 
 @click.command()
@@ -74,7 +71,7 @@ def subscriptions(topic: str, fmt: str, env: str | None, namespace: Namespace) -
     with namespace.clients.rest() as rest:
         subs = discover_namespace(rest, [actual]).topics[actual]
     if subs is None:
-        raise NotFoundError(f"topic {_shown(topic, actual if actual != topic else None)!r} does not exist in the namespace")
+        raise NotFoundError(f"topic {shown_topic(topic, actual)!r} does not exist in the namespace")
     if fmt == "json":
         doc = {"format_version": 1, "topic": topic, **({"namespace_topic": actual} if actual != topic else {}),
                "subscriptions": [
@@ -85,6 +82,6 @@ def subscriptions(topic: str, fmt: str, env: str | None, namespace: Namespace) -
         echo_json(doc)
     else:
         rows = [[s.name, s.forward_to or "", "yes" if s.requires_session else "no", s.status] for s in subs]
-        title = _shown(topic, actual if actual != topic else None)
+        title = shown_topic(topic, actual)
         click.echo(_table(f"{title}: {len(subs)} subscription(s)", ["subscription", "forwards to", "sessions", "status"],
                           rows), nl=False)

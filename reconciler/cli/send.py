@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from reconciler.cli.common import MESSAGE_HELP, Namespace, env_option, namespace_options, project_environment, read_message
+from reconciler.names import shown_topic
 
 #: The most messages one send may publish (test traffic, not a load generator).
 MAX_COUNT = 10_000
@@ -33,7 +34,7 @@ def send(topic: str, message_file: Any, count: int, env: str | None, namespace: 
     with namespace.clients.amqp() as client:
         failures = [error for error in client.send_messages(actual, [message] * count) if error is not None]
     sent = count - len(failures)
-    where = topic if actual == topic else f"{topic} ({actual} in the namespace)"
+    where = shown_topic(topic, actual)
     click.echo(f"sent {sent} of {count} message(s) to {where}", err=bool(failures))
     if failures:
         raise failures[0]

@@ -15,7 +15,7 @@ from reconciler.cli.common import MESSAGE_HELP, env_option, format_option, load_
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import InputError
 from reconciler.model import DEFAULT_RULE_NAME, DesiredState, Message, Rule, TrueFilter
-from reconciler.names import same_name
+from reconciler.names import same_name, shown_path
 from reconciler.sql import Outcome, SqlError, canonical_action, canonical_filter, route_rules
 
 
@@ -137,9 +137,7 @@ def _print_text(deliveries: list[dict[str, Any]], unmanaged: set[tuple[str, str]
         console.print("no subscriptions declared")
         return
     for delivery in deliveries:
-        where = escape(f"{delivery['topic']}/{delivery['subscription']}")
-        if "namespace_topic" in delivery:
-            where += escape(f" ({delivery['namespace_topic']} in the namespace)")
+        where = escape(shown_path(delivery["topic"], delivery["subscription"], delivery.get("namespace_topic")))
         copies = len(delivery["copies"])
         if delivery["delivered"]:
             verdict = f"[bold green]delivered[/] ({copies} cop{'y' if copies == 1 else 'ies'})"

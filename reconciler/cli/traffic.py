@@ -13,6 +13,7 @@ from reconciler.cli.common import (
     project_environment,
 )
 from reconciler.cli.output import ExitCode, echo_json
+from reconciler.names import shown_path
 
 
 @click.command()
@@ -51,6 +52,7 @@ def sample(
         raise click.UsageError("name at least one --subscription (a catch-all subscription sees all traffic)")
     environment = project_environment(env)
     namespace = namespace.for_environment(environment)
+    declared = topic
     if environment is not None:
         topic = environment.actual_topic(topic)
     from reconciler.traffic.sampler import pages_in_flight
@@ -69,7 +71,7 @@ def sample(
     else:
         for s in stats.subscriptions:
             click.echo(
-                f"{s.topic}/{s.subscription}: peeked {s.peeked} from sequence {s.start_sequence}, "
+                f"{shown_path(declared, s.subscription, s.topic)}: peeked {s.peeked} from sequence {s.start_sequence}, "
                 f"stored {s.written}, {s.duplicates} already stored"
             )
         click.echo(f"{stats.written} new messages in {stats.dataset} ({len(stats.files)} files)")

@@ -9,6 +9,7 @@ import click
 from reconciler.cli.common import Namespace, env_option, namespace_options, project_environment
 from reconciler.cli.reconcile import confirm, namespace_clients
 from reconciler.lock import LockRule, find_locks
+from reconciler.names import shown_path
 from reconciler.namespace.errors import NotFoundError
 
 
@@ -38,12 +39,19 @@ def unlock(subscriptions: tuple[str, ...], every: bool, approved: bool, env: str
 
     if every == bool(subscriptions):
         raise click.UsageError("name TOPIC/SUBSCRIPTION... or give --all")
-    namespace = namespace.for_environment(project_environment(env))
+    environment = project_environment(env)
+    namespace = namespace.for_environment(environment)
+    actual = environment.actual_topic if environment is not None else str  # TOPIC as the rule files declare it
+    declared = environment.declared_topic if environment is not None else str
+
+    def shown(topic: str, sub: str) -> str:
+        return shown_path(declared(topic), sub, topic)
+
     with namespace_clients(namespace) as (client, rest):
         if every:
             targets = [(topic, sub) for topic, subs in discovered_targets(rest).items() for sub in subs]
         else:
-            targets = [_target(text) for text in subscriptions]
+            targets = [(actual(topic), sub) for topic, sub in map(_target, subscriptions)]
         live = observe_subscriptions(client, targets, fallback=rest)
         found: list[tuple[str, str, LockRule]] = [
             (topic, sub, lock) for topic, sub in targets for lock in find_locks(live[(topic, sub)])
@@ -54,7 +62,7 @@ def unlock(subscriptions: tuple[str, ...], every: bool, approved: bool, env: str
         now = time.time()
         for topic, sub, lock in found:
             still = "" if lock.expired(now) else " — still held: removing it lets another apply write alongside it"
-            click.echo(f"{topic}/{sub}: {lock.describe(now)} ({lock.name}){still}")
+            click.echo(f"{shown(topic, sub)}: {lock.describe(now)} ({lock.name}){still}")
         confirm(
             approved, f"Remove {len(found)} lock(s)?",
             refused="refusing to unlock without confirmation: input is not a terminal. Pass --yes",
@@ -63,6 +71,6 @@ def unlock(subscriptions: tuple[str, ...], every: bool, approved: bool, env: str
         for topic, sub, lock in found:
             try:
                 client.remove_rule(topic, sub, lock.name)
-                click.echo(f"removed {topic}/{sub} {lock.name}")
+                click.echo(f"removed {shown(topic, sub)} {lock.name}")
             except NotFoundError:
-                click.echo(f"{topic}/{sub} {lock.name}: already gone (released or taken over meanwhile)")
+                click.echo(f"{shown(topic, sub)} {lock.name}: already gone (released or taken over meanwhile)")

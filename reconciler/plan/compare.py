@@ -7,6 +7,7 @@ field → replace, with one reason per differing field.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import time
 from typing import Sequence
@@ -44,12 +45,14 @@ def compute_plan(desired: DesiredState, actual: ActualState, *, now: float | Non
             raise PlanError(f"no live state was read for {topic.name}/{sub.name}")
         notes += lock_notes(f"{topic.name}/{sub.name}", live, now)
         plan = plan_subscription(topic.name, sub.name, sub.rules or (), live, allow_empty=sub.allow_empty)
+        if topic.declared is not None:
+            plan = dataclasses.replace(plan, declared_topic=topic.declared)
         subs.append(plan)
         for change in plan.changes:
             if change.kind is ChangeKind.REPLACE and (
                 (change.after and change.after.has_action) or (change.before and change.before.has_action)
             ):
-                replaced_with_action.append(f"{plan.path}: rule {change.rule!r}")
+                replaced_with_action.append(f"{plan.shown_path}: rule {change.rule!r}")
     warnings = []
     if replaced_with_action:
         warnings.append(

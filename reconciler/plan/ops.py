@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.limits import RULE_NAME, TEMP_RULE_SUFFIX
 from reconciler.model import Rule, rule_from_doc, rule_to_doc
+from reconciler.names import shown_path
 
 #: Version 2 names a change's kind ``change``; version 1 called it ``action``, the word a rule's SQL
 #: action uses. Apply still reads version 1 plans.
@@ -126,10 +127,18 @@ class SubscriptionPlan:
     rules_after: int
     allow_empty: bool = False
     changes: tuple[Change, ...] = ()
+    #: The topic as the rule files declare it, where the environment renames it to ``topic``.
+    declared_topic: str | None = None
 
     @property
     def path(self) -> str:
+        """The namespace's ``topic/subscription`` (what ``unlock`` and the journal take)."""
         return f"{self.topic}/{self.subscription}"
+
+    @property
+    def shown_path(self) -> str:
+        """The path as a person reads it: declared, the namespace's topic name beside a renamed one."""
+        return shown_path(self.declared_topic or self.topic, self.subscription, self.topic)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -140,6 +149,7 @@ class SubscriptionPlan:
             "unchanged": self.unchanged,
             "rules_after": self.rules_after,
             "allow_empty": self.allow_empty,
+            **({"declared_topic": self.declared_topic} if self.declared_topic else {}),
         }
 
 
@@ -241,6 +251,7 @@ class Plan:
                     rules_after=entry["rules_after"],
                     allow_empty=entry.get("allow_empty", False),
                     changes=tuple(by_subscription.pop((entry["topic"], entry["subscription"]), ())),
+                    declared_topic=entry.get("declared_topic"),
                 )
                 for entry in doc["subscriptions"]
             ]

@@ -45,7 +45,7 @@ def render_text(plan: Plan) -> str:
     for sp in plan.subscriptions:
         if not sp.changes:
             continue
-        lines.append(f"subscription {sp.path}  ({sp.unchanged} unchanged)")
+        lines.append(f"subscription {sp.shown_path}  ({sp.unchanged} unchanged)")
         for change in sp.changes:
             lines.append(f"  {_SYMBOL[change.kind]} {change.kind} rule {change.rule!r}")
             for reason in change.reasons:
@@ -88,7 +88,7 @@ def render_markdown(plan: Plan) -> str:
     for sp in plan.subscriptions:
         if not sp.changes:
             continue
-        out.append(f"<details open><summary><code>{sp.path}</code> — {len(sp.changes)} change(s)</summary>")
+        out.append(f"<details open><summary><code>{sp.shown_path}</code> — {len(sp.changes)} change(s)</summary>")
         out.append("")
         out.append("```diff")
         for change in sp.changes:
@@ -124,13 +124,13 @@ def render_drift_text(plan: Plan, strict: bool = False) -> str:
     """One line per drifted rule (with the reasons of a modification) and undeclared subscription,
     then a verdict (undeclared subscriptions count as drift only when ``strict``)."""
     lines = _target_lines(plan)
-    for change in plan.changes:
-        detail = "; ".join(change.reasons) if change.kind is ChangeKind.REPLACE else ""
-        lines.append(
-            f"drift {change.topic}/{change.subscription} rule {change.rule!r}: {DriftKind.of(change.kind)}"
-            + (f" ({detail})" if detail else "")
-        )
-        lines += [f"    {line}" for line in change.diff]
+    for sp in plan.subscriptions:
+        for change in sp.changes:
+            detail = "; ".join(change.reasons) if change.kind is ChangeKind.REPLACE else ""
+            lines.append(
+                f"drift {sp.shown_path} rule {change.rule!r}: {DriftKind.of(change.kind)}" + (f" ({detail})" if detail else "")
+            )
+            lines += [f"    {line}" for line in change.diff]
     lines += _undeclared_lines(plan)
     lines += [f"note: {note}" for note in plan.notes]
     n = len(plan.subscriptions)

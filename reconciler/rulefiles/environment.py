@@ -110,7 +110,7 @@ def _rename(state: DesiredState, env: Environment, diags: list[Diagnostic]) -> D
     declared_as: dict[str, str] = {}
     for topic in state.topics:
         to = renamed.get(name_key(topic.name))
-        actual = replace(topic, name=to.actual) if to else topic
+        actual = replace(topic, name=to.actual, declared=topic.name) if to else topic
         first = declared_as.get(name_key(actual.name))
         if first is not None:
             diags.append(

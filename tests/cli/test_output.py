@@ -70,13 +70,17 @@ def _all_error_classes() -> list[type[SbrulesError]]:
 
 
 def test_every_error_class_carries_a_code_a_user_can_be_told():
-    """The code lives on the class; the CLI's own codes (usage, interrupted, internal) are not an
-    error class's to claim."""
+    """The code lives on the class; the CLI's own codes (interrupted, internal) are not an error
+    class's to claim, and usage only ``UsageError``'s: the library's one way to say that the
+    command line names nothing to work on (a wrong --env, no rules), below the CLI that owns click."""
+    from reconciler.errors import UsageError
+
     classes = _all_error_classes()
     assert len(classes) > 20
     for cls in classes:
         assert isinstance(cls.code, ErrorCode), cls
-        assert cls.code not in (ErrorCode.USAGE, ErrorCode.INTERRUPTED, ErrorCode.INTERNAL), cls
+        assert cls.code not in (ErrorCode.INTERRUPTED, ErrorCode.INTERNAL), cls
+        assert cls.code is not ErrorCode.USAGE or cls is UsageError, cls
         assert classify(cls.__new__(cls)).code is cls.code
 
 

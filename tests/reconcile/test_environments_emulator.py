@@ -117,7 +117,9 @@ def test_each_environment_plans_applies_and_drifts_against_its_own_namespace(
     outputs.append(out + err)
     assert code == 0, err
     assert out.startswith(f"environment prod: namespace {_address(prod)}")
-    assert "orders-v2/prod-only" in out and "'tenant'" not in out
+    assert "subscription orders/prod-only (orders-v2 in the namespace)" in out and "'tenant'" not in out
+    saved = json.loads(prod_file.read_text())
+    assert {(s["topic"], s.get("declared_topic")) for s in saved["subscriptions"]} >= {("orders-v2", "orders")}
 
     # a saved plan is tied to its namespace and environment
     code, _, err = run_cli("apply", prod_file, "--env", "dev")
@@ -141,7 +143,9 @@ def test_each_environment_plans_applies_and_drifts_against_its_own_namespace(
         output_schema("drift").validate(report)
         assert code == 0 and report["in_sync"] and report["environment"] == env
         assert report["namespace"] == _address(emulator)
-    # export and route speak the declared topic names; the namespace has the renamed one
+    # unlock, export and route speak the declared topic names; the namespace has the renamed one
+    code, out, err = run_cli("unlock", "orders/prod-only", "--env", "prod", "--yes")
+    assert code == 0 and "No locks in 1 subscription(s)." in out, err
     code, out, err = run_cli("export", "--env", "prod", "--topic", "payments")
     assert code == 0, err
     assert out.count("topic: payments\n") == 1 and "payments-v2" not in out
@@ -172,6 +176,9 @@ def test_rendered_files_plan_exactly_as_the_environment(project, namespaces, run
     assert code == 0, err
     from_files = json.loads(out)
     assert from_files["environment"] is None and with_env["environment"] == "prod"
+    # the rendered files name the namespace's topics; only the plan with --env knows the declared ones
+    declared = {s.pop("declared_topic", None) for s in with_env["subscriptions"]}
+    assert declared == {"orders", "payments"}
     assert with_env["changes"] and {**from_files, "environment": "prod"} == with_env
 
 
@@ -220,7 +227,7 @@ def test_topics_subscriptions_and_rules_list_take_env_and_the_declared_names(pro
     output_schema("topics").validate(json.loads(out))
     assert {"name": "orders", "namespace_name": "orders-v2", "subscriptions": 2} in json.loads(out)["topics"]
     code, out, err = run_cli("topics", "--env", "prod")
-    assert code == 0 and "orders (in the namespace: orders-v2)" in out, err
+    assert code == 0 and "orders (orders-v2 in the namespace)" in out, err
 
     code, out, err = run_cli("subscriptions", "--env", "prod", "--topic", "orders", "--format", "json")
     assert code == 0, err
