@@ -11,6 +11,7 @@ merges. docs/names.md has the evidence for each rule below.
 from __future__ import annotations
 
 import functools
+import sys
 
 #: .NET's ordinal casing table leaves these two as they are, although Unicode upper-cases them to
 #: ASCII 'I' and 'S' (it "disables Turkish-I behavior on ordinal operations").
@@ -46,6 +47,24 @@ def name_key(name: str) -> str:
     if name.isascii():
         return name.lower()
     return "".join(ch.lower() if ch.isascii() else simple_upper(ch) for ch in name)
+
+
+@functools.cache
+def key_translation() -> tuple[str, str]:
+    """:func:`name_key` as a one-to-one character translation (from, to): for an engine that cannot
+    call Python per row, such as Spark's ``translate`` on a property name computed in a filter.
+    Every mapping is one character to one character, so translating the name gives its key."""
+    fold = simple_upper.__wrapped__  # type: ignore[attr-defined]  # uncached: a million characters
+    source, target = [], []
+    for code in range(sys.maxunicode + 1):
+        if 0xD800 <= code <= 0xDFFF:
+            continue  # surrogates: never a character of a decoded name
+        char = chr(code)
+        key = char.lower() if char.isascii() else fold(char)
+        if key != char:
+            source.append(char)
+            target.append(key)
+    return "".join(source), "".join(target)
 
 
 def same_name(a: str, b: str) -> bool:

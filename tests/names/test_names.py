@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.names import name_key, same_name, simple_upper
+from reconciler.names import key_translation, name_key, same_name, simple_upper
 
 DATA = Path(__file__).parent / "data" / "multi_char_upper.tsv"
 #: .NET's ordinal casing table keeps these (dotnet/runtime, pal_casing.c: InitOrdinalCasingPage).
@@ -125,3 +125,15 @@ def test_the_key_is_the_reference_equivalence(data):
 @pytest.mark.unit
 def test_ascii_names_keep_their_lower_case_keys():
     assert name_key("Orders-EU_1.x") == "orders-eu_1.x"
+
+
+@pytest.mark.slow
+def test_the_translation_table_gives_every_characters_key():
+    """Spark folds a computed property name with ``translate``: character by character, the key."""
+    source, target = key_translation()
+    table = dict(zip(source, target))
+    assert len(source) == len(target) == len(table)
+    for code in range(sys.maxunicode + 1):
+        if not 0xD800 <= code <= 0xDFFF:
+            char = chr(code)
+            assert table.get(char, char) == name_key(char), hex(code)

@@ -161,3 +161,25 @@ def test_generated_filters_agree_with_python_evaluator(interpreted, frame_of, fi
                 how = "type-pruned" if n % 2 else "any type"
                 mismatches.append(f"{text!r} ({how}) on {message.to_json()}: python {want}, spark {got}")
     assert not mismatches, f"{len(mismatches)} mismatches:\n" + "\n".join(mismatches[:15])
+
+
+def test_a_computed_property_name_is_folded_as_the_service_folds_names(interpreted, frame_of):
+    """``property(expr)`` finds a property whatever the case of its name, by the service's rules
+    (.NET's simple upper-casing), not Spark's ``lower``: 'GRÖßE' is 'Größe', the Kelvin sign is not 'k'."""
+    from pyspark.sql import functions as F
+
+    from reconciler.traffic.spark import PropertyCells, to_spark
+
+    def message(name: str, label: str) -> Message:
+        return Message(sys={"Label": TypedValue("string", label)}, user={name: TypedValue("long", 1)})
+
+    batch = [message("Größe", "GRÖßE"), message("Größe", "größe"), message("\u212a", "k"), message("\u212a", "\u212a")]
+    text = "property(sys.Label) = 1"  # the name is computed per message: folded in Spark, not in Python
+    frame, cells = PropertyCells.over(frame_of(batch), set(), None)
+    pred, err = to_spark(parse_filter(text), None)
+    rows = cells.with_tests(frame).select("idx", pred.alias("v"), err.alias("e")).collect()
+    got = {row["idx"]: "error" if row["e"] is not None else {True: "true", False: "false", None: "unknown"}[row["v"]]
+           for row in rows}
+    want = {i: matches(Rule("r", SqlFilter(text)), m).label for i, m in enumerate(batch)}
+    assert want == {0: "true", 1: "true", 2: "unknown", 3: "true"}
+    assert got == want

@@ -17,7 +17,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from reconciler.model import SYSTEM_PROPERTIES
-from reconciler.names import name_key
+from reconciler.names import key_translation, name_key
 from reconciler.traffic.rows import PROPS, SYS_COLUMNS, VALUE_FIELD
 from reconciler.traffic.spark.algebra import MISSING_TAG, STRINGS, USER_TAGS, Untranslatable, Val, first_error, only_when
 
@@ -167,7 +167,8 @@ def dynamic_property(name: Val, cells: Cells | None = None) -> Val:
         if not tags <= USER_TAGS:
             others = ", ".join(sorted(tags - USER_TAGS))
             raise Untranslatable(f"property() may read {others} values, which have no Spark translation")
-    found = _lookup(F.lower(name.s) if name.s is not None else F.lit(None).cast("string"))
+    folded = F.translate(name.s, *key_translation()) if name.s is not None else F.lit(None).cast("string")
+    found = _lookup(folded)
     bad = name.is_(USER_TAGS - STRINGS)
     err = only_when(bad, F.concat(F.lit("property() needs a string, got "), name.tag_col()))
     return Val(tags, found.tag, found.s, found.l, found.d, found.b, first_error(name.err, err), depth=1)
