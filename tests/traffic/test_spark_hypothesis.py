@@ -166,7 +166,6 @@ def test_generated_filters_agree_with_python_evaluator(interpreted, frame_of, fi
 def test_a_computed_property_name_is_folded_as_the_service_folds_names(interpreted, frame_of):
     """``property(expr)`` finds a property whatever the case of its name, by the service's rules
     (.NET's simple upper-casing), not Spark's ``lower``: 'GRÖßE' is 'Größe', the Kelvin sign is not 'k'."""
-    from pyspark.sql import functions as F
 
     from reconciler.traffic.spark import PropertyCells, to_spark
 
