@@ -8,7 +8,7 @@ import click
 
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import Namespace, env_option, load_rules, namespace_options
-from reconciler.cli.impact import report_options, spark_master_option
+from reconciler.cli.impact import declared_names, report_options, spark_master_option
 from reconciler.errors import InputError
 
 
@@ -47,14 +47,16 @@ def analyze(
     if fmt == "html" and out is None:
         raise click.UsageError("--format html writes a page: give --out FILE.html")
     rules = load_rules(paths, env)
-    from reconciler.traffic.analysis import analyze_report
+    from reconciler.traffic.analyze import analyze_report
     from reconciler.traffic.health_report import render_analysis
     from reconciler.traffic.impact import desired_subscribers
 
     subscribers = desired_subscribers(rules.state)
     if live:
         subscribers = _live(subscribers, namespace.for_environment(rules.environment))
-    doc = analyze_report(subscribers, "live" if live else "desired", traffic, spark_master)
+    doc = analyze_report(
+        subscribers, "live" if live else "desired", traffic, spark_master, declared_names(rules.environment)
+    )
     text = render_analysis(doc, fmt)
     if out is None:
         click.echo(text)

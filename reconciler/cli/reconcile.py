@@ -93,9 +93,11 @@ def plan(
         write_atomically(out, render_json(the_plan) + "\n")
     report = None
     if traffic:
-        report = traffic_report(rules.state, the_plan, traffic, against="live", spark_master=spark_master)
+        report = traffic_report(
+            rules.state, the_plan, traffic, against="live", spark_master=spark_master, environment=rules.environment
+        )
     if fmt == "json" and report is not None:
-        echo_json({**the_plan.to_json(), "traffic": report})
+        echo_json({**the_plan.to_json(), "traffic": report.to_json()})
     else:
         click.echo(RENDERERS[fmt](the_plan))
         if report is not None:

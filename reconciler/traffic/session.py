@@ -144,7 +144,3 @@ def spark_session(
         ship(session)
     return session
 
-
-def is_connect(session: "SparkSession") -> bool:
-    """Whether ``session`` is a Spark Connect client: its plans travel as nested protobuf."""
-    return type(session).__module__.startswith("pyspark.sql.connect")
