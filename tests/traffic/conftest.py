@@ -217,10 +217,7 @@ def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: in
         matched=masks(lambda g: g[0]),
         errors=masks(lambda g: g[1]),
         count=np.array([g[2] for g in groups], dtype=np.int64),
-        low=np.arange(n, dtype=np.int64) * 3,
-        high=np.arange(n, dtype=np.int64) * 3 + 1,
-        pick=np.arange(n, dtype=np.int64) * 3 + 2,
-        pick_order=np.zeros(n, dtype=np.int64),
+        hashes=np.arange(3 * n, dtype=np.int64).reshape(n, 3),
         first=start + np.arange(n, dtype=np.int64) * minute,
         last=start + np.arange(n, dtype=np.int64) * minute + 90 * minute,
     )
