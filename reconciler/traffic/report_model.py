@@ -169,11 +169,6 @@ class SubscriptionImpact:
         return f"{self.topic}/{self.subscription}"
 
     @property
-    def title(self) -> str:
-        """The path, with the namespace's name of a renamed topic."""
-        return f"{self.path} ({self.namespace_topic}/{self.subscription} in the namespace)" if self.namespace_topic else self.path
-
-    @property
     def kept(self) -> int:
         """Delivered both before and after the change."""
         return self.delivered_before - self.lost

@@ -39,7 +39,8 @@ def render_text(report: ImpactReport) -> str:
     lines.append(f"Unrouted (no reported subscription takes them): {report.unrouted:,}{for_example(report.unrouted_examples)}")
     for sub in report.subscriptions:
         lines.append("")
-        lines.append(f"{sub.title} (current rules: {sub.current_rules})")
+        renamed = f"{sub.namespace_topic} in the namespace; " if sub.namespace_topic else ""
+        lines.append(f"{sub.path} ({renamed}current rules: {sub.current_rules})")
         width = max((len(r.name) for r in sub.rules), default=4)
         for rule in sub.rules:
             note = "  never matches" if rule.matched == 0 else ""
