@@ -247,7 +247,8 @@ def analyze_benchmark(path: str, rule_count: int, master: str) -> dict:
         return _evaluate(spark.read.parquet(path), plan)
 
     def with_health():
-        found.update(_evaluate(spark.read.parquet(path), plan, None, lambda types: Health(subscribers, "desired", dict(types))))
+        health = lambda types: Health(subscribers, "desired", dict(types))  # noqa: E731
+        found.update(_evaluate(spark.read.parquet(path), plan, None, health).to_json())
 
     report_first_s, report_s = timed(report)
     health_first_s, health_s = timed(with_health)
@@ -452,7 +453,7 @@ def report_s(spark: Any, path: str, rule_list: list[Rule], warm: bool = True) ->
     report: dict = {}
 
     def run() -> None:
-        report.update(_evaluate(spark.read.parquet(os.path.abspath(path)), plan))
+        report.update(_evaluate(spark.read.parquet(os.path.abspath(path)), plan).to_json())
 
     if warm:
         return timed(run)[1], report

@@ -54,7 +54,7 @@ def key_translation() -> tuple[str, str]:
     """:func:`name_key` as a one-to-one character translation (from, to): for an engine that cannot
     call Python per row, such as Spark's ``translate`` on a property name computed in a filter.
     Every mapping is one character to one character, so translating the name gives its key."""
-    fold = simple_upper.__wrapped__  # type: ignore[attr-defined]  # uncached: a million characters
+    fold = simple_upper.__wrapped__  # uncached: a million characters
     source, target = [], []
     for code in range(sys.maxunicode + 1):
         if 0xD800 <= code <= 0xDFFF:

@@ -9,7 +9,7 @@ import click
 from reconciler import progress
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import Namespace, env_option, load_rules, namespace_options
-from reconciler.cli.impact import report_options, spark_master_option
+from reconciler.cli.impact import declared_names, report_options, spark_master_option
 from reconciler.errors import InputError
 from reconciler.model import DesiredState
 
@@ -50,7 +50,7 @@ def analyze(
     if fmt == "html" and out is None:
         raise click.UsageError("--format html writes a page: give --out FILE.html")
     rules = load_rules(paths, env)
-    from reconciler.traffic.analysis import analyze_report
+    from reconciler.traffic.analyze import analyze_report
     from reconciler.traffic.health_report import render_analysis
     from reconciler.traffic.impact import desired_subscribers
 
@@ -58,7 +58,9 @@ def analyze(
     if live:
         subscribers = _live(rules.state, subscribers, namespace.for_environment(rules.environment))
     with progress.task():
-        doc = analyze_report(subscribers, "live" if live else "desired", traffic, spark_master)
+        doc = analyze_report(
+            subscribers, "live" if live else "desired", traffic, spark_master, declared_names(rules.environment)
+        )
         progress.phase("writing the report")
         text = render_analysis(doc, fmt)
     if out is None:

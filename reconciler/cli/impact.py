@@ -7,7 +7,7 @@ Also the one home of writing a traffic report, which ``plan --traffic`` and the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -17,6 +17,10 @@ from reconciler.cli.common import env_option, load_rules
 from reconciler.errors import InputError
 from reconciler.model import DesiredState
 from reconciler.plan import Plan, read_plan_file
+
+if TYPE_CHECKING:
+    from reconciler.rulefiles.project import Environment
+    from reconciler.traffic.report_model import ImpactReport
 
 traffic_option = click.option(
     "--traffic",
@@ -73,24 +77,36 @@ def impact(
     saved = read_plan_file(plan_file)
     rules = load_rules(paths, env if env is not None else saved.environment)
     with progress.task():
-        report = traffic_report(rules.state, saved, traffic, against=str(plan_file), spark_master=spark_master)
+        report = traffic_report(
+            rules.state, saved, traffic, against=str(plan_file), spark_master=spark_master, environment=rules.environment
+        )
         text = render(report, fmt)
     emit_report(text, out)
 
 
 def traffic_report(
     desired: DesiredState, plan: Plan, dataset: str, *, against: str, spark_master: str | None,
-    new: frozenset[tuple[str, str]] = frozenset(),
-) -> dict[str, Any]:
-    """The impact report (Spark) of ``plan`` on the sample ``dataset``."""
+    new: frozenset[tuple[str, str]] = frozenset(), environment: "Environment | None" = None,
+) -> "ImpactReport":
+    """The impact report (Spark) of ``plan`` on the sample ``dataset``, its topics named as the rule
+    files declare them in ``environment``."""
     from reconciler.traffic.impact import impact_report
 
-    return impact_report(desired, plan, dataset, against=against, spark_master=spark_master, new=new)
+    return impact_report(
+        desired, plan, dataset, against=against, spark_master=spark_master, new=new, declared=declared_names(environment)
+    )
 
 
-def render(report: dict[str, Any], fmt: str) -> str:
+def declared_names(environment: "Environment | None") -> Callable[[str], str]:
+    """A topic's declared name from its name in the namespace (``environment`` may rename topics)."""
+    if environment is None:
+        return lambda topic: topic
+    return environment.declared_topic
+
+
+def render(report: "ImpactReport", fmt: str) -> str:
     """The report in ``fmt`` (text, json, markdown, html): a traffic task's last phase."""
-    from reconciler.traffic.report import render_report
+    from reconciler.traffic.render import render_report
 
     progress.phase("writing the report")
     return render_report(report, fmt)

@@ -98,10 +98,12 @@ def plan(
     if traffic:
         desired = with_bystanders(rules.state, the_plan.bystanders)  # as the plan generated fall-through rules
         with progress.task():
-            report = traffic_report(desired, the_plan, traffic, against="live", spark_master=spark_master)
+            report = traffic_report(
+                desired, the_plan, traffic, against="live", spark_master=spark_master, environment=rules.environment
+            )
             text = None if fmt == "json" else render(report, fmt)
     if fmt == "json" and report is not None:
-        echo_json({**the_plan.to_json(), "traffic": report})
+        echo_json({**the_plan.to_json(), "traffic": report.to_json()})
     else:
         click.echo(RENDERERS[fmt](the_plan))
         if text is not None:

@@ -23,6 +23,7 @@ from reconciler.rulefiles.environment import RuleSource, load_every_environment,
 
 if TYPE_CHECKING:
     from reconciler.rulefiles.project import Environment
+    from reconciler.traffic.report_model import ImpactReport
 
 
 DEPRECATED = (
@@ -156,7 +157,7 @@ def validate(
                 report = _traffic_report(result.state, traffic, against, spark_master, environment)
                 text = None if out is None else render(report, "json")
         if out is None:
-            doc["traffic"] = report
+            doc["traffic"] = None if report is None else report.to_json()
         elif text is not None:
             write_report(out, text)
         echo_json(doc)
@@ -224,7 +225,7 @@ def _findings(results: dict[str | None, LoadResult], static_budget: float) -> li
 
 def _traffic_report(
     state: DesiredState, dataset: str, against: str, spark_master: str | None, environment: "Environment | None"
-) -> dict:
+) -> "ImpactReport":
     """The impact report (Spark), computed only once the rule files are known to be valid: against a
     plan file, or against the namespace of ``environment`` or $SERVICEBUS_CONNECTION_STRING."""
     from reconciler.plan import read_plan_file
@@ -232,7 +233,9 @@ def _traffic_report(
     from reconciler.traffic import failures
 
     if against != "live":
-        return traffic_report(state, read_plan_file(against), dataset, against=against, spark_master=spark_master)
+        return traffic_report(
+            state, read_plan_file(against), dataset, against=against, spark_master=spark_master, environment=environment
+        )
     failures.check_sample(dataset)  # a missing sample is known before any network
     namespace = Namespace(os.environ.get(CONNECTION_ENV), os.environ.get(AUTH_ENV) or "sas")
     namespace = namespace.for_environment(environment)
@@ -243,4 +246,4 @@ def _traffic_report(
         )
     with namespace.clients.amqp() as client:
         plan, new = plan_declared(client, state)
-    return traffic_report(state, plan, dataset, against="live", spark_master=spark_master, new=new)
+    return traffic_report(state, plan, dataset, against="live", spark_master=spark_master, new=new, environment=environment)

@@ -93,7 +93,8 @@ def run_traffic_step(
     """Publish, sample the catch-all subscriptions into Parquet, print the impact against live rules
     and write it as an HTML report (kept after the demo; its path is printed)."""
     from reconciler.plan.live import plan_declared
-    from reconciler.traffic.impact import impact_report, render_report
+    from reconciler.traffic.impact import impact_report
+    from reconciler.traffic.render import render_report
     from reconciler.traffic.sampler import sample
 
     catch_alls = catch_all_subscriptions(live)

@@ -42,6 +42,18 @@ from reconciler.namespace.credits import FILTER_EVALUATION_CREDITS, MESSAGE_CRED
 from reconciler.sql import SqlError, ast, parse_filter, values
 from reconciler.sql.canonical import literal_text
 from reconciler.sql.static import analyse_rules, is_plain_false
+from reconciler.traffic.report_model import (
+    Credits,
+    Finding,
+    Group,
+    Naming,
+    Quota,
+    RoutingHealth,
+    TopicHealth,
+    Unrouted,
+    as_declared,
+    named,
+)
 from reconciler.traffic.tally import Answers, Question
 
 CODES = ("never-matched", "redundant-rule", "unsatisfiable", "correlation-candidate", "costly-like")
@@ -147,9 +159,15 @@ class Health:
     # -- the section -----------------------------------------------------------------------------
 
     def shape(
-        self, answers: Answers, filters: dict[Filter, int], bucket: Callable[..., list[str]], span_seconds: float | None
-    ) -> dict[str, Any]:
-        """The routing-health section (example id lists are filled later through ``bucket``)."""
+        self,
+        answers: Answers,
+        filters: dict[Filter, int],
+        examples: Callable[..., tuple[str, ...]],
+        span_seconds: float | None,
+        declared: Naming = as_declared,
+    ) -> RoutingHealth:
+        """The routing-health section, its example ids from ``examples`` and its topics named by
+        ``declared`` (see :func:`reconciler.traffic.impact.shape`)."""
         total = answers.total(Question())
         receiving = self.receiving(filters)
         names = {s.topic.lower(): s.topic for s in reversed(self.subscribers)}
@@ -159,40 +177,42 @@ class Health:
             unrouted_question = Question(key, unmatched=receiving[key], examples=True)
             unrouted = answers.total(unrouted_question)
             here = [s for s in self.subscribers if s.topic.lower() == key]
+            name, namespace_topic = named(names[key], declared)
             topics.append(
-                {
-                    "topic": names[key],
-                    "messages": messages,
-                    "unrouted": {
-                        "count": unrouted,
-                        "share": _share(unrouted, messages),
-                        "examples": bucket(unrouted_question) if unrouted else [],
-                        **{f"by_{name}": _top(answers, name, key) for name in BREAKDOWN},
-                    },
-                    "not_receiving": [
-                        {"subscription": s.subscription, "reason": "sampling tap" if s.sampling_tap else "fall-through"}
+                TopicHealth(
+                    topic=name,
+                    messages=messages,
+                    unrouted=Unrouted(
+                        unrouted,
+                        _share(unrouted, messages),
+                        examples(unrouted_question) if unrouted else (),
+                        {kind: _top(answers, kind, key) for kind in BREAKDOWN},
+                    ),
+                    not_receiving=tuple(
+                        (s.subscription, "sampling tap" if s.sampling_tap else "fall-through")
                         for s in here
                         if s.sampling_tap or s.fallthrough
-                    ],
-                    "unknown_subscriptions": [s.subscription for s in here if s.rules is None],
-                    "credits": _credits(here, messages, span_seconds),
-                    "quota": _quota(here),
-                }
+                    ),
+                    unknown_subscriptions=tuple(s.subscription for s in here if s.rules is None),
+                    credits=_credits(here, messages, span_seconds),
+                    quota=_quota(here),
+                    namespace_topic=namespace_topic,
+                )
             )
-        findings = self._findings(answers, filters, bucket, total, span_seconds)
-        return {"source": self.source, "messages": total, "topics": topics, "findings": findings}
+        findings = self._findings(answers, filters, examples, total, span_seconds, declared)
+        return RoutingHealth(self.source, total, tuple(topics), tuple(findings))
 
     def _findings(
-        self, answers: Answers, filters: dict[Filter, int], bucket: Callable[..., list[str]], total: int,
-        span_seconds: float | None,
-    ) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+        self, answers: Answers, filters: dict[Filter, int], examples: Callable[..., tuple[str, ...]], total: int,
+        span_seconds: float | None, declared: Naming,
+    ) -> list[Finding]:
+        out: list[Finding] = []
         span = "an unknown time span" if span_seconds is None else f"{span_seconds:,.0f} s"
         for s in self.subscribers:
             rules = s.rules or ()
             static = {id(f.rule): f for f in analyse_rules(rules)}
             for rule in rules:
-                where = {"topic": s.topic, "subscription": s.subscription, "rule": rule.name}
+                where = {"topic": declared(s.topic), "subscription": s.subscription, "rule": rule.name}
                 matched = answers.total(Question(s.topic.lower(), matched=frozenset({filters[rule.filter]})))
                 found = static.get(id(rule))
                 if found is not None and found.code == "unsatisfiable":
@@ -216,7 +236,7 @@ class Health:
                                             "on the sample, not proven)", {"kind": "traffic", "matched": matched}))
                 out += _costly_like(where, rule)
         for c in self.candidates:
-            where = {"topic": c.subscriber.topic, "subscription": c.subscriber.subscription, "rule": c.rule.name}
+            where = {"topic": declared(c.subscriber.topic), "subscription": c.subscriber.subscription, "rule": c.rule.name}
             if c.suggested is None:
                 out.append(_finding("correlation-candidate", "info", where, f"could be a correlation filter, but {c.reason}",
                                     {"kind": "traffic", "suggested": None}))
@@ -228,53 +248,48 @@ class Health:
                 message = (f"the correlation filter its equalities spell matches {differ:,} sampled messages differently "
                            "(correlation filters compare types strictly): not suggested")
                 evidence = {"kind": "traffic", "suggested": suggested, "verified": False,
-                            "examples": bucket(only_sql, only_suggested)}
+                            "examples": list(examples(only_sql, only_suggested))}
             else:
                 message = ("can be the cheaper correlation filter suggested here, which matches exactly the same "
                            "sampled messages")
                 evidence = {"kind": "traffic", "suggested": suggested, "verified": True, "examples": []}
             out.append(_finding("correlation-candidate", "info", where, message, evidence))
         order = {code: i for i, code in enumerate(CODES)}
-        return sorted(out, key=lambda f: (f["topic"].lower(), f["subscription"] or "", f["rule"] or "", order[f["code"]]))
+        return sorted(out, key=lambda f: (f.topic.lower(), f.subscription or "", f.rule or "", order[f.code]))
 
 
-def _finding(code: str, severity: str, where: dict[str, Any], message: str, evidence: dict[str, Any]) -> dict[str, Any]:
-    return {"code": code, "severity": severity, **where, "message": message, "evidence": evidence}
+def _finding(code: str, severity: str, where: dict[str, Any], message: str, evidence: dict[str, Any]) -> Finding:
+    return Finding(code, severity, where["topic"], where["subscription"], where["rule"], message, evidence)
 
 
 def _share(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
 
-def _top(answers: Answers, name: str, topic: str) -> list[dict[str, Any]]:
+def _top(answers: Answers, name: str, topic: str) -> tuple[Group, ...]:
     counts = [(value, count) for (kind, t, value), count in answers.breakdown.items() if kind == name and t == topic]
     counts.sort(key=lambda vc: (-vc[1], vc[0]))
-    return [{"value": value, "count": count} for value, count in counts[:TOP_GROUPS]]
+    return tuple(Group(value, count) for value, count in counts[:TOP_GROUPS])
 
 
-def _credits(here: list[Subscriber], messages: int, span_seconds: float | None) -> dict[str, Any]:
+def _credits(here: list[Subscriber], messages: int, span_seconds: float | None) -> Credits:
     """Credits a sent message costs on a Standard namespace: the send plus one per filter evaluated."""
     filters = sum(len(s.rules or ()) for s in here)
     per_message = MESSAGE_CREDITS + FILTER_EVALUATION_CREDITS * filters
     rate = None if not span_seconds else messages / span_seconds * per_message
-    return {
-        "per_message": per_message,
-        "filters": filters,
-        "exact": all(s.rules is not None for s in here),
-        "estimated_per_second": None if rate is None else round(rate, 2),
-        "share_of_namespace": None if rate is None else round(rate / STANDARD_CREDITS_PER_SECOND, 4),
-    }
+    return Credits(
+        per_message=per_message,
+        filters=filters,
+        exact=all(s.rules is not None for s in here),
+        estimated_per_second=None if rate is None else round(rate, 2),
+        share_of_namespace=None if rate is None else round(rate / STANDARD_CREDITS_PER_SECOND, 4),
+    )
 
 
-def _quota(here: list[Subscriber]) -> dict[str, int]:
+def _quota(here: list[Subscriber]) -> Quota:
     rules = [r for s in here for r in s.rules or ()]
     sql = sum(1 for r in rules if counts_as_sql_filter(r.filter))
-    return {
-        "sql_filters": sql,
-        "sql_limit": SQL_FILTERS_PER_TOPIC.value,
-        "correlation_filters": len(rules) - sql,
-        "correlation_limit": CORRELATION_FILTERS_PER_TOPIC.value,
-    }
+    return Quota(sql, SQL_FILTERS_PER_TOPIC.value, len(rules) - sql, CORRELATION_FILTERS_PER_TOPIC.value)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -291,7 +306,7 @@ def _tree(rule: Rule) -> ast.Predicate | None:
         return None
 
 
-def _costly_like(where: dict[str, Any], rule: Rule) -> list[dict[str, Any]]:
+def _costly_like(where: dict[str, Any], rule: Rule) -> list[Finding]:
     tree = _tree(rule)
     if tree is None:
         return []
@@ -420,44 +435,3 @@ def _typed(literal: ast.Literal, types: list[str]) -> TypedValue | None:
             return typed if values.equals(values.from_typed(typed), values.from_typed(
                 TypedValue(literal.type, literal.value))) else None
     return None
-
-
-# ------------------------------------------------------------------------------------------------
-# sbrules analyze
-# ------------------------------------------------------------------------------------------------
-
-
-def analyze_report(
-    subscribers: Sequence[Subscriber], source: str, dataset: str, spark_master: str | None = None
-) -> dict[str, Any]:
-    """The routing-health document of ``subscribers`` over the sample ``dataset`` (one Spark pass)."""
-    from reconciler.traffic import failures
-    from reconciler.traffic.impact import ImpactError, _evaluate, on_sample
-
-    messages = failures.check_sample(dataset)
-    skipped: list[str] = []
-
-    def evaluate(frame: Any, types: Any, topics: frozenset[str]) -> dict[str, Any]:
-        sampled = {topic.lower() for topic in topics}
-        kept = [s for s in subscribers if s.topic.lower() in sampled]
-        skipped.extend(sorted({s.topic for s in subscribers if s.topic.lower() not in sampled}))
-        if not kept:
-            declared = ", ".join(sorted({s.topic for s in subscribers}))
-            raise ImpactError(f"the sample holds no messages of the declared topics ({declared}); sample them first")
-        return _evaluate(frame, [], types, lambda found: Health(kept, source, dict(found)))
-
-    filters = {rule.filter for s in subscribers for rule in s.rules or ()}
-    evaluations = None if messages is None else messages * max(len(filters), 1)
-    report = on_sample(dataset, spark_master, evaluations, evaluate, messages=messages)
-    health = report["routing_health"]
-    return {
-        "format_version": 1,
-        "dataset": str(dataset),
-        "source": source,
-        "messages": report["messages"],
-        "time_range": report["time_range"],
-        "topics": health["topics"],
-        "findings": health["findings"],
-        "skipped_topics": skipped,
-        "example_messages": report["example_messages"],
-    }

@@ -47,12 +47,16 @@ class ExecutorError(SbrulesError):
     """The executors cannot run the report's Python code."""
 
 
+def is_connect(session: Any) -> bool:
+    """Whether ``session`` is a Spark Connect client: its plans travel as nested protobuf, and
+    sbrules reaches its executors as an artifact."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
 def ship(session: Any) -> None:
     """Make sbrules importable on ``session``'s executors (once per session)."""
     if session in _shipped:
         return
-    from reconciler.traffic.session import is_connect
-
     archive = str(_archive())
     if is_connect(session):
         session.addArtifacts(archive, pyfile=True)
@@ -107,8 +111,6 @@ def start_local_workers(session: Any) -> None:
     the footers and translates the filters, and the report's fold then finds the workers started:
     PySpark reuses them. Local sessions only: a cluster's executors come and go on their own terms.
     """
-    from reconciler.traffic.session import is_connect
-
     if is_connect(session) or not session.sparkContext.master.startswith("local"):
         return
     from reconciler.traffic.tally import start_worker

@@ -1,164 +1,143 @@
 """Render routing health: the ``sbrules analyze`` document, and the "Routing health" section of the
-traffic impact report (both made by :mod:`reconciler.traffic.analysis`).
+traffic impact report (both :mod:`reconciler.traffic.report_model` values).
 
 ``text`` for a terminal, ``markdown`` for a pull-request comment, ``html`` for one self-contained
 file, ``json`` for machines (the document itself). The section renderers take the part both
-documents share: ``topics`` and ``findings``.
+documents share: a :class:`~reconciler.traffic.report_model.RoutingHealth`.
 """
 
 from __future__ import annotations
 
 import html
 import json
-from typing import Any
+
+from reconciler.traffic.report_model import Analysis, Credits, Group, Quota, RoutingHealth
 
 FORMATS = ("text", "json", "markdown", "html")
 
 
-def render_analysis(doc: dict[str, Any], fmt: str = "text") -> str:
+def render_analysis(doc: Analysis, fmt: str = "text") -> str:
     """The ``sbrules analyze`` document in ``fmt``."""
     if fmt == "json":
-        return json.dumps(doc, indent=2, sort_keys=True)
+        return json.dumps(doc.to_json(), indent=2, sort_keys=True)
     if fmt == "markdown":
-        return "\n".join([f"## Routing health ({doc['source']} rules)", "", _sample_line(doc), "", section_markdown(doc)])
+        return "\n".join(
+            [f"## Routing health ({doc.health.source} rules)", "", doc.sample_line, "", section_markdown(doc.health)]
+        )
     if fmt == "text":
-        return "\n".join([f"Routing health of the {doc['source']} rules", _sample_line(doc), "", section_text(doc)])
+        return "\n".join([f"Routing health of the {doc.health.source} rules", doc.sample_line, "", section_text(doc.health)])
     if fmt == "html":
         return _page(doc)
     raise ValueError(f"unknown format {fmt!r} ({', '.join(FORMATS)})")
-
-
-def _sample_line(doc: dict[str, Any]) -> str:
-    span = doc.get("time_range") or {}
-    line = f"Sample {doc['dataset']}: {doc['messages']:,} messages"
-    if span.get("first") and span.get("last"):
-        line += f" enqueued {span['first']} to {span['last']}"
-    skipped = doc.get("skipped_topics") or []
-    if skipped:
-        line += f"; no sampled messages of {', '.join(skipped)}"
-    return line
 
 
 def _percent(share: float) -> str:
     return f"{share * 100:.1f}%"
 
 
-def _groups(groups: list[dict[str, Any]]) -> str:
-    return ", ".join(f"{g['value']!r} {g['count']:,}" for g in groups) or "none set"
+def _groups(groups: tuple[Group, ...]) -> str:
+    return ", ".join(f"{g.value!r} {g.count:,}" for g in groups) or "none set"
 
 
-def _credits(credits: dict[str, Any]) -> str:
-    text = f"{credits['per_message']} credits per message sent (1 + {credits['filters']} filters)"
-    if not credits["exact"]:
+def _credits(credits: Credits) -> str:
+    text = f"{credits.per_message} credits per message sent (1 + {credits.filters} filters)"
+    if not credits.exact:
         text += ", more for the unknown subscriptions' filters"
-    if credits["estimated_per_second"] is not None:
+    if credits.estimated_per_second is not None and credits.share_of_namespace is not None:
         text += (
-            f"; about {credits['estimated_per_second']:,} credits/s at the sampled rate, "
-            f"{_percent(credits['share_of_namespace'])} of a Standard namespace's 1,000/s"
+            f"; about {credits.estimated_per_second:,} credits/s at the sampled rate, "
+            f"{_percent(credits.share_of_namespace)} of a Standard namespace's 1,000/s"
         )
     return text
 
 
-def _quota(quota: dict[str, Any]) -> str:
+def _quota(quota: Quota) -> str:
     return (
-        f"{quota['sql_filters']:,} of {quota['sql_limit']:,} SQL filters, "
-        f"{quota['correlation_filters']:,} of {quota['correlation_limit']:,} correlation filters"
+        f"{quota.sql_filters:,} of {quota.sql_limit:,} SQL filters, "
+        f"{quota.correlation_filters:,} of {quota.correlation_limit:,} correlation filters"
     )
 
 
-def _where(finding: dict[str, Any]) -> str:
-    return "/".join(part for part in (finding["topic"], finding["subscription"], finding["rule"]) if part)
-
-
-def _suggestion(finding: dict[str, Any]) -> str | None:
-    suggested = finding["evidence"].get("suggested")
-    if not suggested or not finding["evidence"].get("verified"):
-        return None
-    return json.dumps(suggested, sort_keys=False)
-
-
-def section_text(section: dict[str, Any]) -> str:
+def section_text(section: RoutingHealth) -> str:
     """Per topic: unrouted messages, credits and quota; then the findings, one a line."""
     lines: list[str] = []
-    for topic in section["topics"]:
-        unrouted = topic["unrouted"]
-        lines.append(f"{topic['topic']}: {topic['messages']:,} sampled messages")
+    for topic in section.topics:
+        unrouted = topic.unrouted
+        lines.append(f"{topic.title}: {topic.messages:,} sampled messages")
         lines.append(
-            f"  unrouted: {unrouted['count']:,} ({_percent(unrouted['share'])}) reach no subscription"
-            + (f", e.g. {', '.join(unrouted['examples'])}" if unrouted["examples"] else "")
+            f"  unrouted: {unrouted.count:,} ({_percent(unrouted.share)}) reach no subscription"
+            + (f", e.g. {', '.join(unrouted.examples)}" if unrouted.examples else "")
         )
-        if unrouted["count"]:
-            lines.append(f"    by sys.Label: {_groups(unrouted['by_label'])}")
-            lines.append(f"    by sys.To: {_groups(unrouted['by_to'])}")
-        for entry in topic["not_receiving"]:
-            lines.append(f"  not counted as receiving: {entry['subscription']} ({entry['reason']})")
-        if topic["unknown_subscriptions"]:
+        if unrouted.count:
+            lines.append(f"    by sys.Label: {_groups(unrouted.by.get('label', ()))}")
+            lines.append(f"    by sys.To: {_groups(unrouted.by.get('to', ()))}")
+        for subscription, reason in topic.not_receiving:
+            lines.append(f"  not counted as receiving: {subscription} ({reason})")
+        if topic.unknown_subscriptions:
             lines.append(
-                f"  unknown rules (not managed by the files): {', '.join(topic['unknown_subscriptions'])}; "
+                f"  unknown rules (not managed by the files): {', '.join(topic.unknown_subscriptions)}; "
                 "they may receive some of the unrouted messages"
             )
-        lines.append(f"  credits: {_credits(topic['credits'])}")
-        lines.append(f"  quota: {_quota(topic['quota'])}")
-    findings = section["findings"]
+        lines.append(f"  credits: {_credits(topic.credits)}")
+        lines.append(f"  quota: {_quota(topic.quota)}")
+    findings = section.findings
     lines.append("")
     lines.append(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}" + (":" if findings else ""))
     for finding in findings:
-        lines.append(f"  {finding['severity']}[{finding['code']}] {_where(finding)}: {finding['message']}")
-        suggestion = _suggestion(finding)
-        if suggestion:
-            lines.append(f"    suggested rule: {suggestion}")
+        lines.append(f"  {finding.severity}[{finding.code}] {finding.where}: {finding.message}")
+        if finding.suggestion:
+            lines.append(f"    suggested rule: {finding.suggestion}")
     return "\n".join(lines)
 
 
-def section_markdown(section: dict[str, Any]) -> str:
+def section_markdown(section: RoutingHealth) -> str:
     """A table of the topics and a list of the findings (a pull-request comment's section)."""
     lines = [
         "| Topic | Messages | Unrouted | Top sys.Label of unrouted | Credits / message | SQL filters | Correlation filters |",
         "|---|---:|---:|---|---:|---:|---:|",
     ]
-    for topic in section["topics"]:
-        unrouted, quota = topic["unrouted"], topic["quota"]
+    for topic in section.topics:
+        unrouted, quota = topic.unrouted, topic.quota
+        shown = f"`{topic.topic}`" + (f" (`{topic.namespace_topic}` in the namespace)" if topic.namespace_topic else "")
         lines.append(
-            f"| `{topic['topic']}` | {topic['messages']:,} | {unrouted['count']:,} ({_percent(unrouted['share'])}) "
-            f"| {_groups(unrouted['by_label'][:3]) if unrouted['count'] else ''} | {topic['credits']['per_message']} "
-            f"| {quota['sql_filters']:,} / {quota['sql_limit']:,} "
-            f"| {quota['correlation_filters']:,} / {quota['correlation_limit']:,} |"
+            f"| {shown} | {topic.messages:,} | {unrouted.count:,} ({_percent(unrouted.share)}) "
+            f"| {_groups(unrouted.by.get('label', ())[:3]) if unrouted.count else ''} | {topic.credits.per_message} "
+            f"| {quota.sql_filters:,} / {quota.sql_limit:,} "
+            f"| {quota.correlation_filters:,} / {quota.correlation_limit:,} |"
         )
-    unknown = [f"`{t['topic']}/{s}`" for t in section["topics"] for s in t["unknown_subscriptions"]]
+    unknown = [f"`{t.topic}/{s}`" for t in section.topics for s in t.unknown_subscriptions]
     if unknown:
         lines += ["", f"Rules unknown (not managed by the files): {', '.join(unknown)}."]
     lines.append("")
-    if not section["findings"]:
+    if not section.findings:
         lines.append("No findings.")
-    for finding in section["findings"]:
-        lines.append(f"- **{finding['code']}** `{_where(finding)}`: {finding['message']}")
-        suggestion = _suggestion(finding)
-        if suggestion:
-            lines.append(f"  suggested rule: `{suggestion}`")
+    for finding in section.findings:
+        lines.append(f"- **{finding.code}** `{finding.where}`: {finding.message}")
+        if finding.suggestion:
+            lines.append(f"  suggested rule: `{finding.suggestion}`")
     return "\n".join(lines)
 
 
-def section_html(section: dict[str, Any]) -> str:
+def section_html(section: RoutingHealth) -> str:
     """The section as an HTML fragment (escaped)."""
     e = html.escape
     rows = []
-    for topic in section["topics"]:
-        unrouted = topic["unrouted"]
+    for topic in section.topics:
+        unrouted = topic.unrouted
         rows.append(
             "<tr>"
-            f"<td>{e(topic['topic'])}</td><td>{topic['messages']:,}</td>"
-            f"<td>{unrouted['count']:,} ({_percent(unrouted['share'])})</td>"
-            f"<td>{e(_groups(unrouted['by_label']))}</td><td>{e(_groups(unrouted['by_to']))}</td>"
-            f"<td>{e(', '.join(unrouted['examples']))}</td>"
-            f"<td>{e(_credits(topic['credits']))}</td><td>{e(_quota(topic['quota']))}</td>"
+            f"<td>{e(topic.title)}</td><td>{topic.messages:,}</td>"
+            f"<td>{unrouted.count:,} ({_percent(unrouted.share)})</td>"
+            f"<td>{e(_groups(unrouted.by.get('label', ())))}</td><td>{e(_groups(unrouted.by.get('to', ())))}</td>"
+            f"<td>{e(', '.join(unrouted.examples))}</td>"
+            f"<td>{e(_credits(topic.credits))}</td><td>{e(_quota(topic.quota))}</td>"
             "</tr>"
         )
     items = []
-    for finding in section["findings"]:
-        suggestion = _suggestion(finding)
-        extra = f"<br><code>{e(suggestion)}</code>" if suggestion else ""
+    for finding in section.findings:
+        extra = f"<br><code>{e(finding.suggestion)}</code>" if finding.suggestion else ""
         items.append(
-            f"<li><strong>{e(finding['code'])}</strong> <code>{e(_where(finding))}</code>: {e(finding['message'])}{extra}</li>"
+            f"<li><strong>{e(finding.code)}</strong> <code>{e(finding.where)}</code>: {e(finding.message)}{extra}</li>"
         )
     return (
         "<section id=\"routing-health\"><h2>Routing health</h2>"
@@ -171,14 +150,14 @@ def section_html(section: dict[str, Any]) -> str:
     )
 
 
-def _page(doc: dict[str, Any]) -> str:
+def _page(doc: Analysis) -> str:
     e = html.escape
     return (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>Routing health: {e(doc['dataset'])}</title>"
+        f"<title>Routing health: {e(doc.dataset)}</title>"
         "<style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}</style></head><body>"
-        f"<h1>Routing health of the {e(doc['source'])} rules</h1><p>{e(_sample_line(doc))}</p>"
-        + section_html(doc)
+        f"<h1>Routing health of the {e(doc.health.source)} rules</h1><p>{e(doc.sample_line)}</p>"
+        + section_html(doc.health)
         + "</body></html>"
     )

@@ -12,15 +12,14 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from reconciler.model import TypedValue
+from reconciler.model import Rule, rule_to_doc
 from reconciler.rulefiles.render import dump_rule_file
 from reconciler.traffic.health_report import section_html
-from reconciler.traffic.report import Movement, changed, ranked, time_span, verdict
+from reconciler.traffic.report_model import ExampleMessage, ImpactReport, SubscriptionImpact
 
 #: Changed subscriptions drawn in the chart; the table below it lists every subscription.
 CHART_ROWS = 50
@@ -65,23 +64,21 @@ class Chart:
     height: int
     plot_left: int
     plot_bottom: float
-    not_drawn: tuple[Movement, ...]
+    not_drawn: tuple[SubscriptionImpact, ...]
 
 
-def render_html(report: dict[str, Any]) -> str:
+def render_html(report: ImpactReport) -> str:
     """The whole report as one HTML document."""
-    subs = ranked(report)
-    anchors = {(s["topic"], s["subscription"]): f"sub-{i}" for i, s in enumerate(subs, 1)}
+    subs = report.ranked()
+    anchors = {(s.topic, s.subscription): f"sub-{i}" for i, s in enumerate(subs, 1)}
     template = _environment().get_template("report.html.j2")
     return template.render(
         report=report,
-        verdict=verdict(report),
-        span=time_span(report),
         subscriptions=subs,
         anchors=anchors,
-        chart=_chart(changed(report), anchors),
-        unchanged=sum(1 for s in subs if not (s["gained"] or s["lost"])),
-        routing_health=Markup(section_html(report["routing_health"])) if report.get("routing_health") else None,
+        chart=_chart(report.changed(), anchors),
+        unchanged=sum(1 for s in subs if not s.changes_traffic),
+        routing_health=Markup(section_html(report.routing_health)) if report.routing_health is not None else None,
     )
 
 
@@ -99,28 +96,29 @@ def _environment() -> Environment:
     return env
 
 
-def _rule_yaml(doc: dict[str, Any] | None) -> str:
-    """A rule document as it reads in a rule file (without its name, shown beside it)."""
-    if doc is None:
+def _rule_yaml(rule: Rule | None) -> str:
+    """A rule as it reads in a rule file (without its name, shown beside it)."""
+    if rule is None:
         return ""
-    body = {k: v for k, v in doc.items() if k != "name"}
+    body = {k: v for k, v in rule_to_doc(rule).items() if k != "name"}
     return dump_rule_file(body, width=100).rstrip()  # multi-line SQL as a literal block: plain SQL
 
 
-def _properties(example: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def _properties(example: ExampleMessage) -> list[tuple[str, str, str, str]]:
     """(kind, name, type, value) rows of an example message's system and application properties."""
     rows = []
-    for kind, key in (("system", "sys"), ("application", "user")):
-        for name, raw in example["message"][key].items():
+    for kind, properties in (("system", example.message.sys), ("application", example.message.user)):
+        for name, value in properties.items():
+            raw = value.to_typed_form()
             inner = next(iter(raw.values())) if isinstance(raw, dict) else raw
             text = inner if isinstance(inner, str) else json.dumps(inner)
-            rows.append((kind, name, TypedValue.from_typed_form(raw).type.value, text))
+            rows.append((kind, name, value.type.value, text))
     return rows
 
 
-def _chart(moves: list[Movement], anchors: dict[tuple[str, str], str]) -> Chart:
+def _chart(moves: list[SubscriptionImpact], anchors: dict[tuple[str, str], str]) -> Chart:
     shown = moves[:CHART_ROWS]
-    top = max((max(m.before, m.after) for m in shown), default=1) or 1
+    top = max((max(m.delivered_before, m.delivered) for m in shown), default=1) or 1
     step = _tick_step(top)
     scale = PLOT_WIDTH / (step * math.ceil(top / step))
     rows = []
@@ -134,9 +132,8 @@ def _chart(moves: list[Movement], anchors: dict[tuple[str, str], str]) -> Chart:
             Bar(m.path, "after", "gained", m.gained, LABEL_WIDTH + kept, y + BAR_HEIGHT + 2, m.gained * scale),
         )
         change = " ".join(part for part in (f"+{m.gained:,}" if m.gained else "", f"−{m.lost:,}" if m.lost else "") if part)
-        rows.append(
-            ChartRow(m.path, anchors[(m.topic, m.subscription)], y, f"{m.before:,} before", f"{m.after:,} after ({change})", bars)
-        )
+        before, after = f"{m.delivered_before:,} before", f"{m.delivered:,} after ({change})"
+        rows.append(ChartRow(m.path, anchors[(m.topic, m.subscription)], y, before, after, bars))
     ticks = []
     value = 0
     while value * scale <= PLOT_WIDTH + 0.01:

@@ -9,29 +9,46 @@ delivered, gained and lost versus today and the messages whose filter evaluation
 (dead-letter candidates); per rule, its matches and errors; and across each topic, the messages no
 subscription takes. A few example messages, with their properties, come with every gained / lost /
 error bucket, and every subscription lists the rule changes behind its numbers, each with the
-traffic its old and new filter match. The report is one JSON-able dict that every format renders.
+traffic its old and new filter match. The report is an
+:class:`~reconciler.traffic.report_model.ImpactReport`, which every format renders
+(:mod:`reconciler.traffic.render`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Callable
 
 from reconciler import progress
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import DesiredState, Filter, Rule
-from reconciler.plan import Plan, PlanError, plan_subscription
+from reconciler.plan import Change, Plan, PlanError, plan_subscription
 from reconciler.traffic import failures
 from reconciler.traffic.analysis import BREAKDOWN, Health, Subscriber
 from reconciler.traffic.footers import OutdatedSample, PropertyTypes, property_types, sample_facts
 from reconciler.traffic.location import for_spark
-from reconciler.traffic.report import render_report
+from reconciler.traffic.report_model import (
+    ChangeTraffic,
+    ExampleMessage,
+    Examples,
+    ImpactReport,
+    Naming,
+    Outcome,
+    RuleRef,
+    RuleTraffic,
+    Skipped,
+    SubscriptionImpact,
+    TimeRange,
+    TopicTraffic,
+    as_declared,
+    named,
+)
 from reconciler.traffic.rows import SCHEMA, row_to_message
 from reconciler.traffic.tally import Answers, Question, resolve, tally
 
-__all__ = ["ImpactError", "impact_report", "render_report"]
+__all__ = ["ImpactError", "impact_report"]
 
 
 class ImpactError(SbrulesError):
@@ -70,12 +87,13 @@ def impact_report(
     against: str,
     spark_master: str | None = None,
     new: frozenset[tuple[str, str]] = frozenset(),
-) -> dict[str, Any]:
-    """Evaluate the declared rules and the rules before ``plan`` on the sample ``dataset``; the
-    report as a JSON-able dict.
+    declared: Naming = as_declared,
+) -> ImpactReport:
+    """Evaluate the declared rules and the rules before ``plan`` on the sample ``dataset``.
 
     ``against`` says where the plan came from ("live": just read from the namespace; else the plan
-    file's path); ``new`` names the planned subscriptions that do not exist yet.
+    file's path); ``new`` names the planned subscriptions that do not exist yet; ``declared`` gives
+    the declared name of a topic the environment renames (the report shows those).
     """
     # Before the JVM starts: a missing or broken sample is known in milliseconds.
     messages = failures.check_sample(dataset)
@@ -85,27 +103,28 @@ def impact_report(
         raise ImpactError("no managed subscription (with a rules: list) in the rule files to report on")
     filters = {rule.filter for scope in scopes for rule in scope.desired + scope.current}
 
-    def evaluate(frame: Any, types: PropertyTypes, topics: frozenset[str]) -> dict[str, Any]:
+    def evaluate(frame: Any, types: PropertyTypes, topics: frozenset[str]) -> ImpactReport:
         nonlocal scopes
         scopes, unsampled = _sampled_topics_only(topics, scopes)
         skipped.extend(unsampled)
         sampled = {topic.lower() for topic in topics}
         subscribers = [s for s in desired_subscribers(desired, plan) if s.topic.lower() in sampled]
-        return _evaluate(frame, scopes, types, lambda found: Health(subscribers, "desired", dict(found)))
+        return _evaluate(frame, scopes, types, lambda found: Health(subscribers, "desired", dict(found)), declared)
 
-    report = on_sample(dataset, spark_master, None if messages is None else messages * len(filters), evaluate, messages=messages)
-    report.update(dataset=str(dataset), against=against, skipped=skipped)
-    return report
+    evaluations = None if messages is None else messages * len(filters)
+    report = on_sample(dataset, spark_master, evaluations, evaluate, messages=messages)
+    named = tuple(replace(s, topic=declared(s.topic)) for s in skipped)
+    return replace(report, dataset=str(dataset), against=against, skipped=named)
 
 
 def on_sample(
     dataset: str,
     spark_master: str | None,
     evaluations: int | None,
-    evaluate: Callable[[Any, PropertyTypes, frozenset[str]], dict[str, Any]],
+    evaluate: Callable[[Any, PropertyTypes, frozenset[str]], ImpactReport],
     *,
     messages: int | None = None,
-) -> dict[str, Any]:
+) -> ImpactReport:
     """``evaluate(frame, property types, topics)`` on the sample ``dataset`` (of ``messages``, when
     known) read by a Spark session sized for ``evaluations`` filter evaluations (None: unknown);
     Spark's failures become one line. Its phases are told on ``reconciler.progress``."""
@@ -141,13 +160,9 @@ def desired_subscribers(desired: DesiredState, plan: Plan | None = None) -> list
 
 def _scopes(
     desired: DesiredState, plan: Plan, source: CurrentSource, new: frozenset[tuple[str, str]]
-) -> tuple[list[Scope], list[dict]]:
+) -> tuple[list[Scope], list[Skipped]]:
     managed = [(t, s) for t, s in desired.subscriptions() if s.managed]
-    skipped = [
-        {"topic": t.name, "subscription": s.name, "reason": "unmanaged (no rules: list)"}
-        for t, s in desired.subscriptions()
-        if not s.managed
-    ]
+    skipped = [Skipped(t.name, s.name, "unmanaged (no rules: list)") for t, s in desired.subscriptions() if not s.managed]
     current = _rules_before(desired, plan)
     scopes = []
     for topic, sub in managed:
@@ -189,7 +204,7 @@ def _sample_facts(frame: Any) -> tuple[PropertyTypes, frozenset[str]]:
         ) from None
 
 
-def _sampled_topics_only(topics: frozenset[str], scopes: list[Scope]) -> tuple[list[Scope], list[dict]]:
+def _sampled_topics_only(topics: frozenset[str], scopes: list[Scope]) -> tuple[list[Scope], list[Skipped]]:
     """Keep subscriptions whose topic has sampled messages: with no traffic, "never matches" would mislead."""
     sampled = {topic.lower() for topic in topics}
     kept = [s for s in scopes if s.topic.lower() in sampled]
@@ -197,9 +212,7 @@ def _sampled_topics_only(topics: frozenset[str], scopes: list[Scope]) -> tuple[l
         declared = ", ".join(sorted({s.topic for s in scopes}))
         raise ImpactError(f"the sample holds no messages of the declared topics ({declared}); sample them first")
     skipped = [
-        {"topic": s.topic, "subscription": s.subscription, "reason": "no sampled messages of this topic"}
-        for s in scopes
-        if s.topic.lower() not in sampled
+        Skipped(s.topic, s.subscription, "no sampled messages of this topic") for s in scopes if s.topic.lower() not in sampled
     ]
     return kept, skipped
 
@@ -214,14 +227,14 @@ def _evaluate(
     scopes: list[Scope],
     types: PropertyTypes | None = None,
     health_for: Callable[[PropertyTypes], Health] | None = None,
-) -> dict[str, Any]:
+    declared: Naming = as_declared,
+) -> ImpactReport:
     """The report's Spark job over ``frame``; ``types`` as :func:`_sample_facts` found them (None: read
     them here). ``health_for`` makes the routing-health questions, answered by the same pass
-    (the report's ``routing_health``)."""
+    (the report's ``routing_health``); ``declared`` names topics as the rule files do."""
     from pyspark.sql import functions as F
 
-    from reconciler.traffic.executors import executor_imports
-    from reconciler.traffic.session import is_connect
+    from reconciler.traffic.executors import executor_imports, is_connect
     from reconciler.traffic.spark import PropertyCells, property_names, rule_columns
     from reconciler.traffic.spark.depth import CONNECT_MAX_NESTING
     from reconciler.traffic.tally import OUTCOME_NESTING
@@ -266,49 +279,44 @@ def _evaluate(
         answers = tally(
             frame, topic_of, message_id, outcomes, list(dict.fromkeys(asked)), F.col("enqueued_time"), unrouted, breakdown
         )
-    report, pending = shape(answers, scopes, filters, fallback)
-    if health is not None:
-        report["routing_health"] = health.shape(answers, filters, _bucket(answers, pending), _span_seconds(answers))
     shown = [name for name in SCHEMA.names if name in frame.columns]
     progress.phase("finding the example messages")
-    found = resolve(frame, message_id, set().union(*(hashes for _, hashes in pending)), shown)
-    fill_examples(report, pending, found)
-    return report
+    hashes = set().union(*(answers.examples(question) for question in asked if question.examples))
+    examples = ExampleIds(answers, resolve(frame, message_id, hashes, shown), declared)
+    report = shape(answers, scopes, filters, fallback, examples, declared)
+    section = None if health is None else health.shape(answers, filters, examples, _span_seconds(answers), declared)
+    return replace(report, routing_health=section, example_messages=examples.messages())
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
-def _bucket(answers: Answers, pending: list[tuple[list[str], set[int]]]) -> Callable[..., list[str]]:
-    """A function giving an example list to fill for some questions (see :func:`fill_examples`)."""
+class ExampleIds:
+    """The example ids of some questions (sorted), from the example messages found by their id
+    hash (:func:`reconciler.traffic.tally.resolve`); the messages of the ids it gave are the
+    report's ``example_messages``."""
 
-    def bucket(*asked: Question) -> list[str]:
-        out: list[str] = []
-        pending.append((out, answers.examples(*asked)))
-        return out
+    def __init__(self, answers: Answers, found: dict[int, tuple[str, dict[str, Any]]], declared: Naming = as_declared):
+        self._answers, self._found, self._declared = answers, found, declared
+        self._shown: dict[str, dict[str, Any]] = {}
 
-    return bucket
+    def __call__(self, *asked: Question) -> tuple[str, ...]:
+        rows = dict(self._found[h] for h in self._answers.examples(*asked) if h in self._found)
+        self._shown.update(rows)
+        return tuple(sorted(rows))
+
+    def messages(self) -> dict[str, ExampleMessage]:
+        return {ident: self._example(row) for ident, row in sorted(self._shown.items())}
+
+    def _example(self, row: dict[str, Any]) -> ExampleMessage:
+        topic = row.get("topic")
+        return ExampleMessage(None if topic is None else self._declared(topic), row.get("body_size"), row_to_message(row))
 
 
 def _span_seconds(answers: Answers) -> float | None:
     first, last = answers.time_range()
     return None if first is None or last is None or last <= first else (last - first) / 1e6
-
-
-def fill_examples(
-    report: dict[str, Any], pending: list[tuple[list[str], set[int]]], found: dict[int, tuple[str, dict[str, Any]]]
-) -> None:
-    """Put the example ids in their lists and the example messages (sample rows) in the report."""
-    for target, hashes in pending:
-        target[:] = sorted({found[h][0] for h in hashes if h in found})
-    report["example_messages"] = {ident: _example(row) for ident, row in sorted(found.values(), key=lambda f: f[0])}
-
-
-def _example(row: dict[str, Any]) -> dict[str, Any]:
-    """An example message as the report shows it: its topic, body size and properties, the latter
-    in the message JSON shape (``{"sys", "user"}``) that ``sbrules route --message`` reads."""
-    return {"topic": row.get("topic"), "body_size": row.get("body_size"), "message": row_to_message(row).to_json()}
 
 
 def questions(scopes: list[Scope], filters: dict[Filter, int]) -> list[Question]:
@@ -356,80 +364,88 @@ def _topic_questions(scopes: list[Scope], filters: dict[Filter, int]) -> dict[st
 
 
 def shape(
-    answers: Answers, scopes: list[Scope], filters: dict[Filter, int], fallback: dict[int, str]
-) -> tuple[dict[str, Any], list[tuple[list[str], set[int]]]]:
-    """The report from the answers to :func:`questions` (no Spark needed past :func:`tally`);
-    example lists come back empty, paired with the id hashes that fill them (:func:`fill_examples`)."""
-    pending: list[tuple[list[str], set[int]]] = []
+    answers: Answers,
+    scopes: list[Scope],
+    filters: dict[Filter, int],
+    fallback: dict[int, str],
+    examples: Callable[..., tuple[str, ...]],
+    declared: Naming = as_declared,
+) -> ImpactReport:
+    """The report from the answers to :func:`questions` (no Spark needed past :func:`tally`), its
+    example ids from ``examples`` (an :class:`ExampleIds`); ``example_messages`` are left to the caller."""
 
-    def bucket(*asked: Question) -> list[str]:
-        out: list[str] = []
-        pending.append((out, answers.examples(*asked)))
-        return out
-
-    def outcome(scope: Scope, rule: Rule) -> dict[str, int]:
+    def outcome(scope: Scope, rule: Rule) -> Outcome:
         matched, failed = _rule_questions(scope.topic, filters[rule.filter])
-        return {"matched": answers.total(matched), "errors": answers.total(failed)}
+        return Outcome(answers.total(matched), answers.total(failed))
+
+    def traffic(scope: Scope, rule: Rule | None) -> Outcome | None:
+        return None if rule is None else outcome(scope, rule)
 
     subs = []
-    never, python_rules = [], []
+    never: list[RuleRef] = []
+    python_rules: list[RuleRef] = []
     for scope in scopes:
+        topic, namespace_topic = named(scope.topic, declared)
         asked = _subscription_questions(scope, filters)
         rules = []
         for rule in scope.desired:
             index = filters[rule.filter]
-            entry = {"name": rule.name, **outcome(scope, rule), "evaluation": "python" if index in fallback else "native"}
-            rules.append(entry)
-            where = {"topic": scope.topic, "subscription": scope.subscription, "rule": rule.name}
-            if entry["matched"] == 0:
-                never.append(where)
+            counted = outcome(scope, rule)
+            rules.append(RuleTraffic(rule.name, counted.matched, counted.errors, python=index in fallback))
+            if counted.matched == 0:
+                never.append(RuleRef(topic, scope.subscription, rule.name))
             if index in fallback:
-                python_rules.append({**where, "reason": fallback[index]})
+                python_rules.append(RuleRef(topic, scope.subscription, rule.name, fallback[index]))
+        total = {name: answers.total(question) for name, question in asked.items()}
         subs.append(
-            {
-                "topic": scope.topic,
-                "subscription": scope.subscription,
-                "current_rules": scope.current_source,
-                **{name: answers.total(question) for name, question in asked.items()},
-                "examples": {name: bucket(asked[name]) for name in ("gained", "lost", "errors")},
-                "rules": rules,
-                "changes": [
-                    {
-                        **change.to_json(),
-                        "traffic": {
-                            "before": None if change.before is None else outcome(scope, change.before),
-                            "after": None if change.after is None else outcome(scope, change.after),
-                        },
-                    }
-                    for change in _changes(scope)
-                ],
-            }
+            SubscriptionImpact(
+                topic=topic,
+                subscription=scope.subscription,
+                current_rules=str(scope.current_source),
+                delivered=total["delivered"],
+                delivered_before=total["delivered_before"],
+                gained=total["gained"],
+                lost=total["lost"],
+                errors=total["errors"],
+                examples=Examples(examples(asked["gained"]), examples(asked["lost"]), examples(asked["errors"])),
+                rules=tuple(rules),
+                changes=tuple(
+                    ChangeTraffic(change, traffic(scope, change.before), traffic(scope, change.after))
+                    for change in _changes(scope, topic)
+                ),
+                namespace_topic=namespace_topic,
+            )
         )
     names = {s.topic.lower(): s.topic for s in reversed(scopes)}
     per_topic = _topic_questions(scopes, filters)
     unrouted = [unrouted for _, unrouted in per_topic.values()]
     first, last = answers.time_range()
-    report = {
-        "messages": answers.total(EVERY_MESSAGE),
-        "time_range": {"first": _iso(first), "last": _iso(last)},
-        "topics": [
-            {"topic": names[key], "messages": answers.total(messages), "unrouted": answers.total(unrouted_here)}
+    return ImpactReport(
+        messages=answers.total(EVERY_MESSAGE),
+        time_range=TimeRange(_iso(first), _iso(last)),
+        topics=tuple(
+            _topic_traffic(names[key], declared, answers.total(messages), answers.total(unrouted_here))
             for key, (messages, unrouted_here) in sorted(per_topic.items())
-        ],
-        "unrouted": sum(answers.total(question) for question in unrouted),
-        "unrouted_examples": bucket(*unrouted),
-        "subscriptions": subs,
-        "never_matching_rules": never,
-        "python_fallback_rules": python_rules,
-    }
-    return report, pending
+        ),
+        unrouted=sum(answers.total(question) for question in unrouted),
+        unrouted_examples=examples(*unrouted),
+        subscriptions=tuple(subs),
+        never_matching_rules=tuple(never),
+        python_fallback_rules=tuple(python_rules),
+        example_messages={},
+    )
 
 
-def _changes(scope: Scope) -> tuple[Any, ...]:
+def _topic_traffic(topic: str, declared: Naming, messages: int, unrouted: int) -> TopicTraffic:
+    name, namespace_topic = named(topic, declared)
+    return TopicTraffic(name, messages, unrouted, namespace_topic)
+
+
+def _changes(scope: Scope, topic: str) -> tuple[Change, ...]:
     """The rule changes that turn the current rules into the declared ones, as the plan states them
-    (computed from the same two rule sets the traffic numbers compare)."""
+    (computed from the same two rule sets the traffic numbers compare), under the ``topic`` name shown."""
     try:
-        plan = plan_subscription(scope.topic, scope.subscription, scope.desired, scope.current, allow_empty=True)
+        plan = plan_subscription(topic, scope.subscription, scope.desired, scope.current, allow_empty=True)
     except PlanError as exc:
         raise ImpactError(str(exc)) from None
     return plan.changes

@@ -15,20 +15,20 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from reconciler.traffic.report import Movement
+from reconciler.traffic.report_model import SubscriptionImpact
 
 LOST, GAINED, KEPT = "#cf222e", "#1a7f37", "#8c959f"
 LABEL_WIDTH = 48
 
 
-def movement_chart(moves: Sequence[Movement], rows: int) -> list[str]:
+def movement_chart(moves: Sequence[SubscriptionImpact], rows: int) -> list[str]:
     """The fenced Mermaid block for the first ``rows`` movements (the largest first)."""
     shown = list(moves[:rows])
     labels = _unique([label for m in shown for label in _labels(m)])
-    before = [v for m in shown for v in (m.before, 0)]
-    after = [v for m in shown for v in (0, m.after)]
+    before = [v for m in shown for v in (m.delivered_before, 0)]
+    after = [v for m in shown for v in (0, m.delivered)]
     kept = [v for m in shown for v in (m.kept, m.kept)]
-    top = max(max(m.before, m.after) for m in shown)
+    top = max(max(m.delivered_before, m.delivered) for m in shown)
     init = {
         "xyChart": {"width": 900, "height": max(240, 40 * len(shown) + 110)},
         "themeVariables": {"xyChart": {"plotColorPalette": f"{LOST}, {GAINED}, {KEPT}"}},
@@ -50,10 +50,10 @@ def movement_chart(moves: Sequence[Movement], rows: int) -> list[str]:
     ]
 
 
-def _labels(m: Movement) -> tuple[str, str]:
+def _labels(m: SubscriptionImpact) -> tuple[str, str]:
     name = _fit(m.path.replace('"', "'"))
     change = " / ".join(part for part in (f"+{m.gained:,}" if m.gained else "", f"-{m.lost:,}" if m.lost else "") if part)
-    return f"{name} before: {m.before:,}", f"{name} after: {m.after:,} ({change})"
+    return f"{name} before: {m.delivered_before:,}", f"{name} after: {m.delivered:,} ({change})"
 
 
 def _fit(name: str) -> str:

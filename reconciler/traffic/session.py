@@ -165,7 +165,3 @@ def shown_master(master: str) -> str:
         shown = "sc://" + shown.removeprefix("sc://").split("/", 1)[0]
     return shown
 
-
-def is_connect(session: "SparkSession") -> bool:
-    """Whether ``session`` is a Spark Connect client: its plans travel as nested protobuf."""
-    return type(session).__module__.startswith("pyspark.sql.connect")

@@ -6,7 +6,7 @@ aggregate hundreds of columns wide: Spark then gives up whole-stage code generat
 generated methods grow too large for the JIT. Instead each message gets one bit per filter in a
 *matched* and an *error* mask (63 filters per long), and grouping by (topic, masks) leaves one row
 per distinct outcome combination. Example message ids are picked by hash inside the same aggregate
-(fixed-width values keep it a hash aggregate), as are the first and last enqueued times; a second
+(the three smallest id hashes of each group), as are the first and last enqueued times; a second
 query fetches the few example messages by those hashes.
 
 The groups never come to the driver: their number grows with the sample and the rules (82,553 at
@@ -37,6 +37,31 @@ OUTCOME_NESTING = 3 + math.ceil(math.log2(BITS))
 FOLD_CHUNK = 200_000
 _HIGHEST = np.iinfo(np.int64).max
 _LOWEST = np.iinfo(np.int64).min
+#: Example messages kept per question: the distinct ids with the smallest hashes (int64 max pads).
+EXAMPLES = 3
+
+
+def smallest(values: np.ndarray) -> np.ndarray:
+    """The :data:`EXAMPLES` smallest distinct ``values`` (int64 max where fewer), ascending."""
+    out = np.full(EXAMPLES, _HIGHEST, dtype=np.int64)
+    for i in range(EXAMPLES):
+        if not values.size:
+            break
+        out[i] = values.min()
+        values = values[values > out[i]]
+    return out
+
+
+def smallest_per_row(values: np.ndarray) -> np.ndarray:
+    """:func:`smallest` of each row of a (rows, n) array, for short rows (merging a few answers)."""
+    ordered = np.sort(values, axis=1)
+    repeated = np.zeros(ordered.shape, dtype=bool)
+    repeated[:, 1:] = ordered[:, 1:] == ordered[:, :-1]
+    ordered[repeated] = _HIGHEST
+    out = np.sort(ordered, axis=1)[:, :EXAMPLES]
+    if out.shape[1] < EXAMPLES:
+        out = np.hstack([out, np.full((len(out), EXAMPLES - out.shape[1]), _HIGHEST, dtype=np.int64)])
+    return out
 
 
 @dataclass(frozen=True)
@@ -47,10 +72,7 @@ class Tally:
     matched: np.ndarray  # (groups, words) int64
     errors: np.ndarray  # (groups, words) int64
     count: np.ndarray
-    low: np.ndarray  # smallest id hash in the group
-    high: np.ndarray  # largest id hash in the group
-    pick: np.ndarray  # id hash of the member with the smallest second hash
-    pick_order: np.ndarray  # that second hash
+    hashes: np.ndarray  # (groups, EXAMPLES) int64: the group's smallest id hashes, int64 max pads
     first: np.ndarray  # earliest enqueued time in the group, µs since the epoch (int64 max: none known)
     last: np.ndarray  # latest enqueued time in the group (int64 min: none known)
     #: (groups, breakdown columns) objects: a group's value of each breakdown column where the group
@@ -74,10 +96,7 @@ class Tally:
             matched=np.stack([column(f"m{w}") for w in range(words)], axis=1).reshape(-1, words),
             errors=np.stack([column(f"e{w}") for w in range(words)], axis=1).reshape(-1, words),
             count=column("count"),
-            low=column("low"),
-            high=column("high"),
-            pick=column("pick"),
-            pick_order=column("pick_order"),
+            hashes=_padded(table.column("hashes")),
             first=column("first", _HIGHEST),
             last=column("last", _LOWEST),
             breakdown=_objects([table.column(f"b_{name}").to_pylist() for name in breakdown], table.num_rows),
@@ -93,6 +112,22 @@ class Tally:
         for word, bits in words.items():
             out |= (masks[:, word] & np.int64(bits)) != 0
         return out
+
+
+def _padded(lists: Any) -> np.ndarray:
+    """A column of lists of at most :data:`EXAMPLES` hashes as a (rows, EXAMPLES) array, int64 max padding."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks() if lists.num_chunks else pa.array([], pa.list_(pa.int64()))
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    out = np.full((len(lengths), EXAMPLES), _HIGHEST, dtype=np.int64)
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    starts = np.cumsum(lengths) - lengths
+    columns = np.arange(len(rows)) - np.repeat(starts, lengths)
+    out[rows, columns] = pc.list_flatten(lists).to_numpy(zero_copy_only=False)
+    return out
 
 
 def _objects(columns: list[list[Any]], rows: int) -> np.ndarray:
@@ -130,17 +165,14 @@ class Question:
 
 @dataclass
 class Answers:
-    """Per question: the messages counted and, for questions with examples, the smallest and the
-    largest id hash and the hash of the member with the smallest second hash (``pick``, ties to
-    the smaller hash): a spread of examples that needs no sort and merges in any order. Besides,
-    the earliest and latest enqueued time of every group (µs; int64 max / min when none is known)."""
+    """Per question: the messages counted and, for questions with examples, the three smallest
+    distinct id hashes of its messages (``hashes``, int64 max where fewer), which merge in any
+    order: so three example messages whenever three distinct ids are there. Besides, the earliest
+    and latest enqueued time of every group (µs; int64 max / min when none is known)."""
 
     questions: Sequence[Question]
     count: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-    pick_order: np.ndarray
-    pick: np.ndarray
+    hashes: np.ndarray  # (questions, EXAMPLES) int64
     first: int = _HIGHEST
     last: int = _LOWEST
     #: unrouted messages counted by (breakdown name, topic, value): the producers behind a routing gap
@@ -154,8 +186,7 @@ class Answers:
     def none(cls, questions: Sequence[Question]) -> "Answers":
         """The answers of no groups at all."""
         n = len(questions)
-        highest, lowest = np.full(n, _HIGHEST, dtype=np.int64), np.full(n, _LOWEST, dtype=np.int64)
-        return cls(questions, np.zeros(n, dtype=np.int64), highest, lowest, highest.copy(), highest.copy())
+        return cls(questions, np.zeros(n, dtype=np.int64), np.full((n, EXAMPLES), _HIGHEST, dtype=np.int64))
 
     @classmethod
     def of(cls, questions: Sequence[Question], groups: Tally, breakdown: Sequence[str] = ()) -> "Answers":
@@ -178,24 +209,15 @@ class Answers:
             selected = question.select(groups, in_topic[question.topic])
             out.count[i] = groups.count[selected].sum()
             if question.examples and out.count[i]:
-                out.low[i], out.high[i] = groups.low[selected].min(), groups.high[selected].max()
-                order = groups.pick_order[selected].min()
-                out.pick_order[i] = order
-                out.pick[i] = groups.pick[selected & (groups.pick_order == order)].min()
+                out.hashes[i] = smallest(groups.hashes[selected].ravel())
         return out
 
     def merge(self, other: "Answers") -> "Answers":
         """The answers of both sets of groups (disjoint, as the grouping's partitions are)."""
-        other_pick = (other.pick_order < self.pick_order) | (
-            (other.pick_order == self.pick_order) & (other.pick < self.pick)
-        )
         return Answers(
             self.questions,
             self.count + other.count,
-            np.minimum(self.low, other.low),
-            np.maximum(self.high, other.high),
-            np.where(other_pick, other.pick_order, self.pick_order),
-            np.where(other_pick, other.pick, self.pick),
+            smallest_per_row(np.hstack([self.hashes, other.hashes])),
             min(self.first, other.first),
             max(self.last, other.last),
             _summed(self.breakdown, other.breakdown),
@@ -205,25 +227,22 @@ class Answers:
         return int(self.count[self._index[question]])
 
     def examples(self, *questions: Question) -> set[int]:
-        """Up to three id hashes of the messages of ``questions`` (disjoint groups, together)."""
-        merged: set[int] = set()
+        """The three smallest distinct id hashes of the messages of ``questions`` (disjoint groups,
+        together), fewer only when there are fewer distinct ids."""
         rows = [self._index[q] for q in questions if self.count[self._index[q]]]
-        if not rows:
-            return merged
-        best = min(rows, key=lambda i: (self.pick_order[i], self.pick[i]))
-        return {int(self.low[rows].min()), int(self.high[rows].max()), int(self.pick[best])}
+        return {int(h) for h in smallest(self.hashes[rows].ravel()) if h != _HIGHEST}
 
     def time_range(self) -> tuple[int | None, int | None]:
         """The earliest and latest known enqueued time (µs since the epoch)."""
         return (None if self.first == _HIGHEST else self.first, None if self.last == _LOWEST else self.last)
 
     # -- as Arrow, to travel from the executors ---------------------------------------------------
-    _ARRAYS = ("count", "low", "high", "pick_order", "pick")
+    _ARRAYS = ("count", "hashes")
 
     def to_arrow(self) -> Any:
         import pyarrow as pa
 
-        arrays = [pa.array([getattr(self, name)], type=pa.list_(pa.int64())) for name in self._ARRAYS]
+        arrays = [pa.array([getattr(self, name).ravel()], type=pa.list_(pa.int64())) for name in self._ARRAYS]
         arrays += [pa.array([self.first], pa.int64()), pa.array([self.last], pa.int64())]
         pairs = [("\x1f".join(key), count) for key, count in sorted(self.breakdown.items())]
         arrays.append(pa.array([pairs], type=pa.map_(pa.string(), pa.int64())))
@@ -236,18 +255,13 @@ class Answers:
 
         if not table.num_rows:
             return cls.none(questions)
-        shape = (table.num_rows, len(questions))
-        parts = {
-            name: pc.list_flatten(table.column(name)).to_numpy().astype(np.int64).reshape(shape) for name in cls._ARRAYS
-        }
-        order = parts["pick_order"].min(axis=0)
+        rows, n = table.num_rows, len(questions)
+        count = pc.list_flatten(table.column("count")).to_numpy().astype(np.int64).reshape(rows, n)
+        hashes = pc.list_flatten(table.column("hashes")).to_numpy().astype(np.int64).reshape(rows, n, EXAMPLES)
         return cls(
             questions,
-            parts["count"].sum(axis=0),
-            parts["low"].min(axis=0),
-            parts["high"].max(axis=0),
-            order,
-            np.where(parts["pick_order"] == order, parts["pick"], _HIGHEST).min(axis=0),
+            count.sum(axis=0),
+            smallest_per_row(hashes.transpose(1, 0, 2).reshape(n, rows * EXAMPLES)),
             int(pc.min(table.column("first")).as_py()),
             int(pc.max(table.column("last")).as_py()),
             _summed(*({tuple(k.split("\x1f", 2)): v for k, v in part or ()} for part in table.column("breakdown").to_pylist())),
@@ -262,10 +276,7 @@ def _summed(*parts: dict[Any, int]) -> dict[Any, int]:
     return out
 
 
-ANSWERS_SCHEMA = (
-    "count array<bigint>, low array<bigint>, high array<bigint>, pick_order array<bigint>, "
-    "pick array<bigint>, first bigint, last bigint, breakdown map<string,bigint>"
-)
+ANSWERS_SCHEMA = "count array<bigint>, hashes array<bigint>, first bigint, last bigint, breakdown map<string,bigint>"
 
 
 @dataclass(frozen=True)
@@ -346,22 +357,20 @@ def tally(
     when = F.lit(None).cast("timestamp") if enqueued is None else enqueued
     breakdown = dict(breakdown or {})
     rows = frame.select(
-        topic.alias("topic"), F.xxhash64(message_id).alias("h"), F.hash(message_id).alias("h2"), when.alias("t"), *masks,
+        topic.alias("topic"), F.xxhash64(message_id).alias("h"), when.alias("t"), *masks,
         *(column.alias(f"v_{name}") for name, column in breakdown.items()),
     )
     keys = ["topic", *(f"{kind}{w}" for w in range(len(words)) for kind in "me")]
     if breakdown:
         nowhere = _unrouted_column(F, unrouted or {}, len(words))
         rows = rows.select(
-            *keys, "h", "h2", "t", *(F.when(nowhere, F.col(f"v_{name}")).alias(f"b_{name}") for name in breakdown)
+            *keys, "h", "t", *(F.when(nowhere, F.col(f"v_{name}")).alias(f"b_{name}") for name in breakdown)
         )
         keys += [f"b_{name}" for name in breakdown]
     grouped = rows.groupBy(*keys).agg(
         F.count(F.lit(1)).alias("count"),
-        F.min("h").alias("low"),
-        F.max("h").alias("high"),
-        F.min_by("h", "h2").alias("pick"),
-        F.min("h2").cast("bigint").alias("pick_order"),
+        # The smallest hashes of the group (repeats of an id included, so the fold keeps the distinct).
+        F.min_by("h", "h", EXAMPLES).alias("hashes"),
         F.unix_micros(F.min("t")).alias("first"),
         F.unix_micros(F.max("t")).alias("last"),
     )

@@ -178,12 +178,14 @@ class Traffic:
     errors: int = 0
 
 
-def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: int = 0) -> dict[str, Any]:
+def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: int = 0) -> Any:
     """The impact report :func:`impact.shape` makes of grouped outcomes shaped like ``traffic``
     (subscription ``i`` declares filter ``n = i`` where it had ``n = i OR legacy``), its examples
-    filled as a Spark run fills them: the report every format renders, made without a JVM."""
+    resolved as a Spark run resolves them: the report every format renders, made without a JVM."""
+    from dataclasses import replace
+
     from reconciler.model import Rule, SqlFilter
-    from reconciler.traffic.impact import Scope, fill_examples, questions, shape
+    from reconciler.traffic.impact import ExampleIds, Scope, questions, shape
     from reconciler.traffic.tally import BITS, Answers, Tally
 
     scopes, filters = [], {}
@@ -215,21 +217,39 @@ def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: in
         matched=masks(lambda g: g[0]),
         errors=masks(lambda g: g[1]),
         count=np.array([g[2] for g in groups], dtype=np.int64),
-        low=np.arange(n, dtype=np.int64) * 3,
-        high=np.arange(n, dtype=np.int64) * 3 + 1,
-        pick=np.arange(n, dtype=np.int64) * 3 + 2,
-        pick_order=np.zeros(n, dtype=np.int64),
+        hashes=np.arange(3 * n, dtype=np.int64).reshape(n, 3),
         first=start + np.arange(n, dtype=np.int64) * minute,
         last=start + np.arange(n, dtype=np.int64) * minute + 90 * minute,
     )
-    report, pending = shape(Answers.of(questions(scopes, filters), counts), scopes, filters, {})
+    asked = questions(scopes, filters)
+    answers = Answers.of(asked, counts)
     found = {}
-    for h in sorted(set().union(*(hashes for _, hashes in pending))):
+    for h in sorted(set().union(*(answers.examples(q) for q in asked if q.examples))):
         message = Message(
             sys={"MessageId": TypedValue.infer(f"msg-{h:05d}"), "Label": TypedValue.infer("order.placed")},
             user={"n": TypedValue("int", h % 7), "Region": TypedValue.infer("eu")},
         )
         found[h] = (f"msg-{h:05d}", message_to_row(message, topic=topic, subscription="all", body_size=42))
-    fill_examples(report, pending, found)
-    report.update(dataset="samples/orders", against="live", skipped=[])
-    return report
+    examples = ExampleIds(answers, found)
+    report = shape(answers, scopes, filters, {}, examples)
+    return replace(report, example_messages=examples.messages(), dataset="samples/orders", against="live")
+
+
+def routing_health(doc: dict[str, Any]) -> Any:
+    """The routing-health section of an ``sbrules analyze`` JSON document (a golden file) as the
+    report model holds it, for renderers to show without a Spark run."""
+    from reconciler.traffic.report_model import Credits, Finding, Group, Quota, RoutingHealth, TopicHealth, Unrouted
+
+    topics = []
+    for t in doc["topics"]:
+        u = t["unrouted"]
+        by = {name: tuple(Group(g["value"], g["count"]) for g in u[f"by_{name}"]) for name in ("label", "to")}
+        topics.append(
+            TopicHealth(
+                t["topic"], t["messages"], Unrouted(u["count"], u["share"], tuple(u["examples"]), by),
+                tuple((n["subscription"], n["reason"]) for n in t["not_receiving"]), tuple(t["unknown_subscriptions"]),
+                Credits(**t["credits"]), Quota(**t["quota"]), t.get("namespace_topic"),
+            )
+        )
+    findings = tuple(Finding(**f) for f in doc["findings"])
+    return RoutingHealth(doc["source"], doc["messages"], tuple(topics), findings)

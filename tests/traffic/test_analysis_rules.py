@@ -23,11 +23,11 @@ def test_the_sampling_tap_and_unknown_subscriptions_do_not_count_as_receiving() 
 
 def test_every_rule_of_every_subscription_costs_a_credit_per_message() -> None:
     here = [Subscriber("shop", "eu", (EU, US)), TAP]
-    assert _credits(here, messages=100, span_seconds=10) == {
+    assert _credits(here, messages=100, span_seconds=10).to_json() == {
         "per_message": 4, "filters": 3, "exact": True, "estimated_per_second": 40.0, "share_of_namespace": 0.04,
     }
-    assert _credits([*here, Subscriber("shop", "legacy", None)], 100, None)["exact"] is False
-    assert _quota([*here, Subscriber("shop", "c", (Rule("c", CorrelationFilter(subject="x")),))]) == {
+    assert _credits([*here, Subscriber("shop", "legacy", None)], 100, None).exact is False
+    assert _quota([*here, Subscriber("shop", "c", (Rule("c", CorrelationFilter(subject="x")),))]).to_json() == {
         "sql_filters": 3, "sql_limit": 2000, "correlation_filters": 1, "correlation_limit": 100000,
     }
 
@@ -69,9 +69,9 @@ def test_only_action_less_conjunctions_of_equalities_are_candidates() -> None:
 def test_costly_likes() -> None:
     where = {"topic": "t", "subscription": "s", "rule": "r"}
     leading = _costly_like(where, Rule("r", SqlFilter("sys.Label LIKE '%.test' AND region LIKE 'eu%'")))
-    assert [f["evidence"] for f in leading] == [{"kind": "static", "patterns": ["%.test"]}]
+    assert [f.evidence for f in leading] == [{"kind": "static", "patterns": ["%.test"]}]
     ored = _costly_like(where, Rule("r", SqlFilter("region LIKE 'eu%' OR region LIKE 'us%' OR x = 1")))
-    assert [f["evidence"] for f in ored] == [{"kind": "static", "property": "region", "likes": 2}]
+    assert [f.evidence for f in ored] == [{"kind": "static", "property": "region", "likes": 2}]
     assert _costly_like(where, Rule("r", SqlFilter("region LIKE 'eu%'"))) == []
 
 
@@ -79,15 +79,15 @@ def test_the_impact_report_shows_routing_health_in_every_format() -> None:
     """The section the report's pass adds (here the shop's, from the golden analysis) in text,
     Markdown and HTML; JSON carries it as is (schemas/analyze.schema.json#/$defs/section)."""
     import json
+    from dataclasses import replace
     from pathlib import Path
 
-    from reconciler.traffic.report import render_report
+    from reconciler.traffic.render import render_report
 
-    from .conftest import Traffic, build_report
+    from .conftest import Traffic, build_report, routing_health
 
     golden = json.loads((Path(__file__).parent / "golden" / "analyze.json").read_text(encoding="utf-8"))
-    report = build_report([Traffic(kept=3)])
-    report["routing_health"] = {key: golden[key] for key in ("source", "messages", "topics", "findings")}
+    report = replace(build_report([Traffic(kept=3)]), routing_health=routing_health(golden))
     text = render_report(report, "text")
     assert "Routing health of the declared rules" in text and "by sys.Label: 'order.uk' 5" in text
     markdown = render_report(report, "markdown")

@@ -99,3 +99,15 @@ def test_a_sampled_message_of_a_new_type_withdraws_a_correlation_suggestion(spar
     (eu,) = [f for f in json.loads(out)["findings"] if f["code"] == "correlation-candidate" and f["rule"] == "eu"]
     assert eu["evidence"]["suggested"] is None
     assert "long, string values in the sample" in eu["message"]
+
+
+def test_ten_unrouted_messages_show_three_distinct_example_ids(spark, run_cli, monkeypatch, shop):
+    """The shop's ten unrouted messages once showed two example ids: the smallest id hash and the
+    member picked by a second hash were the same message. Three distinct ids exist, three are shown."""
+    code, out, err = _run(run_cli, monkeypatch, shop[0].parents[1], "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    (topic,) = doc["topics"]
+    examples = topic["unrouted"]["examples"]
+    assert len(examples) == len(set(examples)) == 3 and examples == sorted(examples)
+    assert set(examples) <= set(doc["example_messages"])

@@ -22,7 +22,9 @@ from reconciler.model import (
 from reconciler.plan import read_plan_file
 from reconciler.sql import matches
 from reconciler.traffic.failures import SampleFailure
-from reconciler.traffic.impact import ImpactError, impact_report, render_report
+from reconciler.traffic.impact import ImpactError, impact_report
+from reconciler.traffic.render import render_report
+from reconciler.traffic.report_model import ImpactReport
 from reconciler.traffic.rows import message_to_row
 from reconciler.traffic.sampler import Dataset
 
@@ -116,7 +118,7 @@ def _plan(path) -> str:
     return str(path)
 
 
-def _report(desired: DesiredState, dataset: str, plan_path: str | Path) -> dict:
+def _report(desired: DesiredState, dataset: str, plan_path: str | Path) -> ImpactReport:
     """The impact of the plan saved in ``plan_path``, as `sbrules impact PLAN.json` reports it."""
     return impact_report(desired, read_plan_file(plan_path), dataset, against=str(plan_path))
 
@@ -132,7 +134,8 @@ def sample(tmp_path_factory):
 
 
 def test_known_change_on_known_traffic(spark, sample, tmp_path):
-    report = _report(DESIRED, sample, _plan(tmp_path / "plan.json"))
+    impact = _report(DESIRED, sample, _plan(tmp_path / "plan.json"))
+    report = impact.to_json()
     assert report["messages"] == 10
     eu, us = report["subscriptions"]
     assert (eu["subscription"], eu["current_rules"]) == ("eu", "plan")
@@ -161,11 +164,11 @@ def test_known_change_on_known_traffic(spark, sample, tmp_path):
         assert entry["gained"] == sum(n and not o for n, o in zip(new, old))
         assert entry["lost"] == sum(o and not n for n, o in zip(new, old))
 
-    text = render_report(report, "text")
+    text = render_report(impact, "text")
     assert "orders/eu" in text and "never matches" in text
-    markdown = render_report(report, "markdown")
+    markdown = render_report(impact, "markdown")
     assert "| `orders/eu` | 5 | 4 | +2 | -1 | 1 |" in markdown
-    doc = json.loads(render_report(report, "json"))
+    doc = json.loads(render_report(impact, "json"))
     assert {"messages", "unrouted", "subscriptions"} <= set(doc)
     assert set(doc["subscriptions"][0]) >= {"topic", "subscription", "delivered", "gained", "lost", "errors", "rules"}
 
@@ -173,7 +176,7 @@ def test_known_change_on_known_traffic(spark, sample, tmp_path):
 def test_python_fallback_rule_is_reported(spark, sample, tmp_path):
     dynamic = Rule("dyn", SqlFilter("region LIKE region"))
     desired = DesiredState((Topic("orders", (Subscription("eu", (dynamic, Rule("all", TrueFilter()))),)),))
-    report = _report(desired, sample, _plan(tmp_path / "plan.json"))
+    report = _report(desired, sample, _plan(tmp_path / "plan.json")).to_json()
     (eu,) = report["subscriptions"]
     dyn = eu["rules"][0]
     assert dyn["evaluation"] == "python"
@@ -200,7 +203,7 @@ def test_missing_sample_and_connection_are_user_errors(sample, tmp_path, run_cli
 def test_topics_without_sampled_messages_are_skipped_not_never_matching(spark, sample, tmp_path):
     other = Topic("payments", (Subscription("ledger", (Rule("$Default", TrueFilter()),)),))
     desired = DesiredState(DESIRED.topics + (other,))
-    report = _report(desired, sample, _plan(tmp_path / "plan.json"))
+    report = _report(desired, sample, _plan(tmp_path / "plan.json")).to_json()
     assert [s["topic"] for s in report["subscriptions"]] == ["orders", "orders"]
     assert {"topic": "payments", "subscription": "ledger", "reason": "no sampled messages of this topic"} in report["skipped"]
     assert all(r["topic"] == "orders" for r in report["never_matching_rules"])
@@ -232,7 +235,7 @@ def test_topics_are_counted_apart_when_they_share_a_filter(spark, tmp_path):
     ]
     doc["subscriptions"] = [{**doc["subscriptions"][0], "topic": "payments", "subscription": "big"}]
     (tmp_path / "plan.json").write_text(json.dumps(doc))
-    report = _report(desired, str(tmp_path / "sample"), tmp_path / "plan.json")
+    report = _report(desired, str(tmp_path / "sample"), tmp_path / "plan.json").to_json()
 
     eu, big = report["subscriptions"]
     assert report["messages"] == len(MESSAGES) + len(payments)
@@ -249,7 +252,7 @@ def test_topics_are_counted_apart_when_they_share_a_filter(spark, tmp_path):
 
 def test_report_carries_sample_range_examples_and_plan_changes(spark, sample, tmp_path):
     """What the HTML report shows beyond the counts comes from the report itself (and so the JSON)."""
-    report = _report(DESIRED, sample, _plan(tmp_path / "plan.json"))
+    report = _report(DESIRED, sample, _plan(tmp_path / "plan.json")).to_json()
     assert report["time_range"] == {"first": "2024-05-01T09:30:00.000Z", "last": "2024-05-01T10:33:00.000Z"}
     assert report["topics"] == [{"topic": "orders", "messages": 10, "unrouted": 4}]
 

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from reconciler.traffic.report import render_report
+from reconciler.traffic.render import render_report
 
 from .conftest import Traffic, build_report
 

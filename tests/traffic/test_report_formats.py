@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
 
+from reconciler.model import TypedValue, rule_from_doc
+from reconciler.traffic.markdown_report import MARKDOWN_CHART_ROWS
 from reconciler.traffic.mermaid import movement_chart
-from reconciler.traffic.report import MARKDOWN_CHART_ROWS, changed, render_report, verdict
+from reconciler.traffic.render import render_report
 
 from .conftest import Traffic, build_report
 
@@ -103,12 +106,12 @@ def test_a_comment_too_large_for_github_keeps_the_verdict_chart_and_table_and_sa
     report = build_report(many(800))  # enough for the per-rule counts to be left out too
     markdown = render_report(report, "markdown")
     assert len(markdown) < GITHUB_COMMENT_LIMIT
-    assert verdict(report) in markdown and "```mermaid" in markdown
+    assert report.verdict in markdown and "```mermaid" in markdown
     assert "Left out to stay within GitHub's comment size limit" in markdown
     assert "per-rule counts" in markdown.split("Left out")[1]
     # The table keeps the largest changes first.
     first_row = re.search(r"^\| `([^`]+)` \|", markdown, re.M).group(1)
-    assert first_row == changed(report)[0].path
+    assert first_row == report.changed()[0].path
 
 
 def test_chart_labels_stay_distinct_when_long_names_are_shortened():
@@ -122,7 +125,7 @@ def test_no_change_no_chart():
     report = build_report([Traffic(kept=10), Traffic(kept=3, errors=2)])
     markdown = render_report(report, "markdown")
     assert "```mermaid" not in markdown
-    assert verdict(report) == (
+    assert report.verdict == (
         "No subscription changes: the 2 subscriptions take the same sampled messages as before; "
         "2 message copies would be dead-lettered (filter errors in 1 subscription)."
     )
@@ -145,15 +148,15 @@ def test_no_change_no_chart():
 )
 def test_verdict(traffic, expected):
     report = build_report(traffic)
-    report["subscriptions"][0]["subscription"] = "billing"
-    assert verdict(report) == expected
+    report = replace(report, subscriptions=(replace(report.subscriptions[0], subscription="billing"), *report.subscriptions[1:]))
+    assert report.verdict == expected
     assert expected in render_report(report, "markdown") and expected in render_report(report, "text")
 
 
 def test_movement_chart_orders_series_so_kept_is_drawn_last():
     """Mermaid draws bar series one over the other in order: 'kept' must come last to leave the
     lost and gained ends of the two totals visible."""
-    lines = movement_chart(changed(build_report([Traffic(3, 2, 1)])), 5)
+    lines = movement_chart(build_report([Traffic(3, 2, 1)]).changed(), 5)
     bars = [line.split("bar ")[1] for line in lines if line.strip().startswith("bar ")]
     assert bars == ["[4, 0]", "[0, 5]", "[3, 3]"]
     palette = re.search(r'"plotColorPalette": "([^"]+)"', lines[1]).group(1).split(", ")
@@ -257,6 +260,7 @@ def test_html_tables_carry_the_json_numbers(report, page):
 def test_html_shows_examples_with_properties_changes_and_the_sample(report):
     html = render_report(report, "html")
     page = Page(html)
+    report = report.to_json()
     shown = {a["data-message-id"] for a in page.all("details")}
     wanted = {i for s in report["subscriptions"] for b in s["examples"].values() for i in b} | set(report["unrouted_examples"])
     assert wanted and shown == wanted
@@ -283,9 +287,9 @@ def test_html_fetches_nothing(page):
 
 
 def test_html_escapes_what_publishers_put_in_properties(report):
-    evil = json.loads(json.dumps(report))
-    first = next(iter(evil["example_messages"].values()))
-    first["message"]["user"]["note"] = "<script>alert(1)</script>"
+    (ident, first), *_ = report.example_messages.items()
+    message = replace(first.message, user={**first.message.user, "note": TypedValue.infer("<script>alert(1)</script>")})
+    evil = replace(report, example_messages={**report.example_messages, ident: replace(first, message=message)})
     html = render_report(evil, "html")
     assert "<script" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
@@ -293,5 +297,6 @@ def test_html_escapes_what_publishers_put_in_properties(report):
 def test_the_html_report_shows_multi_line_sql_as_plain_sql():
     from reconciler.traffic.html_report import _rule_yaml
 
-    shown = _rule_yaml({"name": "paid-eu", "sql": "sys.Label = 'order.paid'\nAND region = 'eu'", "action": "SET a = 1;\nSET b = 2"})
+    rule = rule_from_doc({"name": "paid-eu", "sql": "sys.Label = 'order.paid'\nAND region = 'eu'", "action": "SET a = 1;\nSET b = 2"})
+    shown = _rule_yaml(rule)
     assert shown == "sql: |-\n  sys.Label = 'order.paid'\n  AND region = 'eu'\naction: |-\n  SET a = 1;\n  SET b = 2"

@@ -222,7 +222,7 @@ def test_end_to_end_emulator_sample_to_impact_report(spark, emulator, run_cli, t
     desired = model.DesiredState((model.Topic("orders", (model.Subscription("eu", new_rules),)),))
     with ManagementClient(emulator.connection_string) as client:
         plan, new = plan_declared(client, desired)
-    report = impact_report(desired, plan, str(out), against="live", new=new)
+    report = impact_report(desired, plan, str(out), against="live", new=new).to_json()
     (eu,) = report["subscriptions"]
     assert eu["current_rules"] == "live" and report["messages"] == 12
     messages = [row_to_message(r) for r in pq.read_table(out).to_pylist()]

@@ -111,7 +111,7 @@ def test_a_report_of_more_filters_than_a_mask_word_counts_each_one(interpreted, 
     # The last, never true term keeps the 64 filters distinct (one outcome bit each).
     rules = tuple(Rule(f"r{i}", SqlFilter(" OR ".join(rng.sample(ATOMS, 1 + i % 4)) + f" OR p0 = {i + 10}")) for i in range(64))
     scope = Scope("t", "s", rules, rules[:2], "plan")
-    report = _evaluate(interpreted.read.parquet(str(tmp_path / "sample")), [scope])
+    report = _evaluate(interpreted.read.parquet(str(tmp_path / "sample")), [scope]).to_json()
     (sub,) = report["subscriptions"]
     for rule, entry in zip(rules, sub["rules"]):
         outcomes = [matches(rule, m) for m in messages]

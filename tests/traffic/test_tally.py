@@ -8,11 +8,14 @@ import random
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reconciler.traffic import tally as tally_module
-from reconciler.traffic.tally import BITS, Answers, Question, Tally, _Fold
+from reconciler.traffic.tally import BITS, EXAMPLES, Answers, Question, Tally, _Fold
 
 FILTERS = 130  # three words of bits
+SHARED = [-5, 0, 7]  # hashes several groups hold (an id in two topics, or the same id sent twice)
 
 
 def _groups(rng: random.Random, n: int) -> Tally:
@@ -26,7 +29,15 @@ def _groups(rng: random.Random, n: int) -> Tally:
         return out
 
     def hashes() -> np.ndarray:
-        return np.array([rng.randint(-(2**63), 2**63 - 1) for _ in range(n)], dtype=np.int64)
+        """Each group's smallest id hashes as Spark gives them: ascending, repeats of an id
+        included, fewer than three in a small group (padded); a few shared between groups."""
+        out = np.full((n, EXAMPLES), np.iinfo(np.int64).max, dtype=np.int64)
+        for row in range(n):
+            found = sorted(rng.choice(SHARED) if rng.random() < 0.2 else rng.randint(-(2**62), 2**62) for _ in range(rng.randint(1, 3)))
+            if rng.random() < 0.2:
+                found = [found[0]] * len(found)
+            out[row, : len(found)] = found
+        return out
 
     times = np.array([rng.randint(0, 10**12) for _ in range(n)], dtype=np.int64)
     return Tally(
@@ -34,10 +45,7 @@ def _groups(rng: random.Random, n: int) -> Tally:
         matched=masks(),
         errors=masks(),
         count=np.array([rng.randint(1, 50) for _ in range(n)], dtype=np.int64),
-        low=hashes(),
-        high=hashes(),
-        pick=hashes(),
-        pick_order=np.array([rng.randint(-5, 5) for _ in range(n)], dtype=np.int64),  # ties on purpose
+        hashes=hashes(),
         first=times,
         last=times + 1000,
     )
@@ -69,13 +77,14 @@ def _as_batch(groups: Tally) -> pa.RecordBatch:
     columns = {"topic": pa.array(groups.topic, pa.string())}
     for w in range(groups.matched.shape[1]):
         columns[f"m{w}"], columns[f"e{w}"] = pa.array(groups.matched[:, w]), pa.array(groups.errors[:, w])
-    for name in ("count", "low", "high", "pick", "pick_order", "first", "last"):
+    for name in ("count", "first", "last"):
         columns[name] = pa.array(getattr(groups, name))
+    columns["hashes"] = pa.array([[h for h in row if h != np.iinfo(np.int64).max] for row in groups.hashes.tolist()])
     return pa.RecordBatch.from_pydict(columns)
 
 
 def _same(a: Answers, b: Answers) -> None:
-    for name in ("count", "low", "high", "pick_order", "pick"):
+    for name in ("count", "hashes"):
         assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
     assert (a.first, a.last) == (b.first, b.last)
 
@@ -101,7 +110,9 @@ def test_answers_of_parts_merged_in_any_order_are_the_answers_of_all(seed):
         selected = question.select(groups, in_topic)
         assert whole.total(question) == groups.count[selected].sum()
         if question.examples and selected.any():
-            assert whole.examples(question) <= set(groups.low[selected]) | set(groups.high[selected]) | set(groups.pick[selected])
+            shown = whole.examples(question)
+            found = set(groups.hashes[selected].ravel().tolist()) - {np.iinfo(np.int64).max}
+            assert shown == set(sorted(found)[:3])  # the three smallest distinct, or all when fewer
 
 
 @pytest.mark.unit
@@ -160,3 +171,31 @@ def test_the_driver_receives_one_row_of_answers_per_partition_not_the_groups(spa
         assert answers.total(questions[bits + k]) == sum(1 for i in ids if i % 7 == k)
     assert answers.total(questions[-1]) == sum(1 for i in ids if i & 1 and not i & 2)
     assert len(answers.examples(questions[-1])) == 3
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(groups=st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 40), max_size=9)), min_size=1, max_size=6))
+def test_examples_are_three_distinct_ids_whenever_three_exist(spark, groups):
+    """Messages in outcome groups (the bits of ``group``), some ids sent more than once: a
+    question's examples are distinct ids of its messages, min(3, distinct ids) of them when no id
+    is repeated (a repeated id takes several of a group's three smallest places)."""
+    from pyspark.sql import functions as F
+
+    from reconciler.traffic.tally import tally
+
+    rows = [(f"id-{ident:02d}", bits) for bits, idents in groups for ident in idents]
+    if not rows:
+        return
+    frame = spark.createDataFrame(rows, "mid string, bits int")
+    outcomes = [(F.col("bits").bitwiseAND(1 << k) != 0, F.lit(None).cast("string")) for k in range(2)]
+    questions = [Question("t", matched=frozenset({0}), examples=True), Question("t", unmatched=frozenset({0, 1}), examples=True)]
+    answers = tally(frame, F.lit("t"), F.col("mid"), outcomes, questions)
+    hash_of = {h: mid for mid, h in frame.select("mid", F.xxhash64("mid")).distinct().collect()}
+    for question, wanted in zip(questions, (lambda b: b & 1, lambda b: not b & 3)):
+        ids = [mid for mid, bits in rows if wanted(bits)]
+        shown = [hash_of[h] for h in answers.examples(question)]
+        assert len(shown) == len(set(shown)) and set(shown) <= set(ids)
+        if len(ids) == len(set(ids)):
+            assert len(shown) == min(3, len(ids))

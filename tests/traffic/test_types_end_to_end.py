@@ -130,7 +130,7 @@ def test_route_and_report_agree_with_the_emulator_for_every_type(spark, run_cli,
         # the traffic report over the Parquet sample, against the live rules (so nothing changes)
         with ManagementClient(emulator.connection_string) as client:
             plan, new = plan_declared(client, STATE)
-        report = impact_report(STATE, plan, str(out), against="live", new=new)
+        report = impact_report(STATE, plan, str(out), against="live", new=new).to_json()
     by_sub = {s["subscription"]: s for s in report["subscriptions"]}
     for name in RULES:
         assert by_sub[name]["delivered"] == len(actual[name]), name

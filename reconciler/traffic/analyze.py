@@ -1,0 +1,40 @@
+"""``sbrules analyze``: the routing-health document of some subscriptions, measured by the impact
+report's one pass over a traffic sample (:func:`reconciler.traffic.impact.on_sample`) with no
+impact to report, only the questions of :class:`reconciler.traffic.analysis.Health`."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from reconciler.traffic import failures
+from reconciler.traffic.analysis import Health, Subscriber
+from reconciler.traffic.impact import ImpactError, _evaluate, on_sample
+from reconciler.traffic.report_model import Analysis, ImpactReport, Naming, as_declared
+
+
+def analyze_report(
+    subscribers: Sequence[Subscriber],
+    source: str,
+    dataset: str,
+    spark_master: str | None = None,
+    declared: Naming = as_declared,
+) -> Analysis:
+    """The routing health of ``subscribers`` over the sample ``dataset`` (one Spark pass); topics
+    named by ``declared`` (see :func:`reconciler.traffic.impact.impact_report`)."""
+    messages = failures.check_sample(dataset)
+    skipped: list[str] = []
+
+    def evaluate(frame: Any, types: Any, topics: frozenset[str]) -> ImpactReport:
+        sampled = {topic.lower() for topic in topics}
+        kept = [s for s in subscribers if s.topic.lower() in sampled]
+        skipped.extend(sorted({declared(s.topic) for s in subscribers if s.topic.lower() not in sampled}))
+        if not kept:
+            listed = ", ".join(sorted({declared(s.topic) for s in subscribers}))
+            raise ImpactError(f"the sample holds no messages of the declared topics ({listed}); sample them first")
+        return _evaluate(frame, [], types, lambda found: Health(kept, source, dict(found)), declared)
+
+    filters = {rule.filter for s in subscribers for rule in s.rules or ()}
+    evaluations = None if messages is None else messages * max(len(filters), 1)
+    report = on_sample(dataset, spark_master, evaluations, evaluate, messages=messages)
+    assert report.routing_health is not None  # the evaluation above always asks for it
+    return Analysis(str(dataset), report.routing_health, report.time_range, tuple(skipped), report.example_messages)

@@ -1,0 +1,34 @@
+"""An impact report in the format asked for: the one place that knows every renderer.
+
+``text`` for a terminal (:mod:`~reconciler.traffic.text_report`), ``markdown`` for a pull-request
+comment (:mod:`~reconciler.traffic.markdown_report`), ``html`` for one self-contained file
+(:mod:`~reconciler.traffic.html_report`), ``json`` for machines
+(:meth:`~reconciler.traffic.report_model.ImpactReport.to_json`, stable keys).
+"""
+
+from __future__ import annotations
+
+import json
+
+from reconciler.traffic.report_model import ImpactReport
+
+FORMATS = ("text", "markdown", "json", "html")
+
+
+def render_report(report: ImpactReport, fmt: str = "text") -> str:
+    """The report as ``text``, ``markdown``, ``json`` or ``html``."""
+    if fmt == "json":
+        return json.dumps(report.to_json(), indent=2, sort_keys=True)
+    if fmt == "markdown":
+        from reconciler.traffic.markdown_report import render_markdown
+
+        return render_markdown(report)
+    if fmt == "text":
+        from reconciler.traffic.text_report import render_text
+
+        return render_text(report)
+    if fmt == "html":
+        from reconciler.traffic.html_report import render_html  # jinja2: only for a page
+
+        return render_html(report)
+    raise ValueError(f"unknown report format {fmt!r} ({', '.join(FORMATS)})")
