@@ -71,7 +71,7 @@ def configure_logging(verbose: bool) -> None:
     output.VERBOSE = verbose
     root = logging.getLogger()
     if verbose:
-        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="sbrules: %(name)s: %(message)s")
+        logging.basicConfig(level=logging.DEBUG, handlers=[_Stderr()], format="sbrules: %(name)s: %(message)s")
         for noisy in ("py4j", "httpcore", "asyncio"):
             logging.getLogger(noisy).setLevel(logging.INFO)
     elif not root.handlers:
@@ -88,6 +88,19 @@ def configure_logging(verbose: bool) -> None:
     if not verbose:  # with -v the root handler shows it, among the rest
         progress.addHandler(stderr_handler())
     progress.propagate = verbose
+
+
+class _Stderr(logging.StreamHandler):
+    """stderr as it is when a record is written, not when ``-v`` was given: an in-process caller
+    (the tests) swaps it, and a library logging at interpreter exit (py4j) must not find it closed."""
+
+    @property
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
 
 
 def main(argv: list[str] | None = None) -> None:
