@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, reject, settings
+from hypothesis import HealthCheck, Phase, event, example, given, reject, settings
 from hypothesis import strategies as st
 
 from reconciler.model import (
@@ -217,6 +217,7 @@ def check_candidate(finding: dict[str, Any], rule: Rule, batch: Sequence[Message
         sampled = types[name_key(name)]
         assert sampled in ({value.type.value}, {"string", "symbol"}), (finding, sampled)
     by_sql, by_correlation = matched_by(rule, batch), matched_by(suggested.filter, batch)
+    event(f"correlation suggestion verified: {evidence['verified']}")
     assert evidence["verified"] is (by_sql == by_correlation), (finding, sorted(by_sql), sorted(by_correlation))
     if evidence["verified"]:
         assert evidence["examples"] == [], finding
@@ -237,6 +238,7 @@ def check_document(doc: dict[str, Any], subscribers: Sequence[Subscriber], batch
     unrouted = [m for m in batch if not any(route_rules(s.rules or (), m).delivered for s in receiving)]
     unrouted_ids = {m.sys["MessageId"].value for m in unrouted}
     section = topic["unrouted"]
+    event(f"unrouted: {'some' if unrouted else 'none'}")
     assert section["count"] == len(unrouted), (section, sorted(unrouted_ids))
     assert section["share"] == round(len(unrouted) / len(batch), 4)
     examples = section["examples"]
@@ -275,6 +277,7 @@ def check_document(doc: dict[str, Any], subscribers: Sequence[Subscriber], batch
     findings: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for f in doc["findings"]:
         assert f["topic"] == TOPIC
+        event(f"{f['code']} ({f['evidence']['kind']})")
         findings.setdefault((f["code"], f["subscription"], f["rule"]), []).append(f)
     expected: set[tuple[str, str, str]] = set()
     types = sample_types(batch)
@@ -363,3 +366,47 @@ def test_correlation_suggestions_match_what_their_sql_filter_matches(subscribers
             continue
         by_sql, by_correlation = matched_by(rule, batch), matched_by(candidate.suggested, batch)
         assert by_sql == by_correlation, (rule, candidate.suggested, sorted(by_sql), sorted(by_correlation))
+
+
+# -- a known bug ------------------------------------------------------------------------------------
+#
+# A SQL equality whose literal the sampled type cannot be compared with in SQL (a ulong property
+# against a long literal, a decimal one against a double literal) makes the analysis itself fail:
+# deriving the correlation suggestion compares the two with SQL's `=`, which raises the evaluation
+# error the filter raises for every such message, and nothing catches it. `sbrules analyze` then
+# exits with "error: operator = is not defined for UInt64 0 and Int64 0" instead of a report. The
+# filter matches no sampled message (each evaluation fails), so the report should say
+# `never-matched`, and suggest no correlation filter ({ulong: 0} would match what the SQL filter
+# does not). The generated tests above reject such examples (`health_of`) until it is fixed.
+
+KNOWN_CRASH = "the correlation suggestion compares a sampled type SQL cannot compare with the literal (analysis.py _typed)"
+UNCOMPARABLE = [("a = 0", TypedValue("ulong", 0)), ("a = 2.0", TypedValue("decimal", Decimal("2")))]
+
+
+@pytest.mark.unit
+@pytest.mark.xfail(strict=True, raises=SqlEvalError, reason=KNOWN_CRASH)
+@pytest.mark.parametrize(("sql", "value"), UNCOMPARABLE, ids=["ulong-vs-long", "decimal-vs-double"])
+def test_no_suggestion_for_a_literal_sql_cannot_compare_with_the_sampled_type(sql, value):
+    subscriber = Subscriber(TOPIC, "s0", (Rule("r0", SqlFilter(sql)),))
+    (candidate,) = Health([subscriber], "desired", {"a": frozenset({value.type.value})}).candidates
+    assert candidate.suggested is None and candidate.reason
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=SqlEvalError, reason=KNOWN_CRASH)
+@settings(max_examples=1, deadline=None, database=None, phases=[Phase.explicit])
+@example(
+    subscribers=[Subscriber(TOPIC, "s0", (Rule("r0", SqlFilter("a = 0")),))],
+    batch=[Message(sys={"MessageId": TypedValue("string", "m0"), "SequenceNumber": TypedValue("long", 1),
+                        "EnqueuedTimeUtc": TypedValue("timestamp", START)}, user={"a": TypedValue("ulong", 0)})],
+)
+@given(subscribers=topics(), batch=batches())
+def test_analysis_of_a_filter_its_sampled_type_makes_fail(spark, tmp_path_factory, subscribers, batch):
+    """The minimal example the generated test meets: a ulong property sampled, `a = 0` declared."""
+    from reconciler.traffic.analysis import analyze_report
+
+    sample = write_sample(tmp_path_factory.mktemp("sample") / "sample", batch)
+    doc = analyze_report(subscribers, "desired", str(sample), "local[2]")
+    check_document(doc, subscribers, batch)
+    assert [f["code"] for f in doc["findings"]] == ["never-matched", "correlation-candidate"]
