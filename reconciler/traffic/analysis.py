@@ -41,6 +41,7 @@ from reconciler.names import name_key
 from reconciler.namespace.credits import FILTER_EVALUATION_CREDITS, MESSAGE_CREDITS, STANDARD_CREDITS_PER_SECOND
 from reconciler.sql import SqlError, ast, parse_filter, values
 from reconciler.sql.canonical import literal_text
+from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.static import analyse_rules, is_plain_false
 from reconciler.traffic.report_model import (
     Credits,
@@ -432,6 +433,9 @@ def _typed(literal: ast.Literal, types: list[str]) -> TypedValue | None:
                 typed = TypedValue.from_typed_form({tag: value if tag in ("float", "double", "decimal") else int(number)})
             except (ValueError, TypeError):
                 return None
-            return typed if values.equals(values.from_typed(typed), values.from_typed(
-                TypedValue(literal.type, literal.value))) else None
+            try:
+                same = values.equals(values.from_typed(typed), values.from_typed(TypedValue(literal.type, literal.value)))
+            except SqlEvalError:  # SQL cannot compare the two (ulong and long): the filter errs on every such message
+                return None
+            return typed if same else None
     return None
