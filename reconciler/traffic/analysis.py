@@ -125,7 +125,7 @@ class Health:
             asked += [Question(key), Question(key, unmatched=bits, examples=True)]
         for s in self.subscribers:
             for rule in s.rules or ():
-                asked.append(Question(s.topic.lower(), matched=frozenset({filters[rule.filter]})))
+                asked.append(self._matched(s, rule, filters))
                 alone = self._alone(s, rule, filters)
                 if alone is not None:
                     asked.append(alone)
@@ -133,6 +133,14 @@ class Health:
             if c.suggested is not None:
                 asked += self._verification(c, filters)
         return asked
+
+    @staticmethod
+    def _matched(s: Subscriber, rule: Rule, filters: dict[Filter, int]) -> Question:
+        """The messages the rule matches; with example ids where the sample may show it redundant
+        (an action-less rule after another), so that the finding can name some."""
+        rules = list(s.rules or ())
+        may_be_redundant = not rule.has_action and any(not r.has_action for r in rules[: rules.index(rule)])
+        return Question(s.topic.lower(), matched=frozenset({filters[rule.filter]}), examples=may_be_redundant)
 
     @staticmethod
     def _alone(s: Subscriber, rule: Rule, filters: dict[Filter, int]) -> Question | None:
@@ -214,7 +222,8 @@ class Health:
             static = {id(f.rule): f for f in analyse_rules(rules)}
             for rule in rules:
                 where = {"topic": declared(s.topic), "subscription": s.subscription, "rule": rule.name}
-                matched = answers.total(Question(s.topic.lower(), matched=frozenset({filters[rule.filter]})))
+                matched_question = self._matched(s, rule, filters)
+                matched = answers.total(matched_question)
                 found = static.get(id(rule))
                 if found is not None and found.code == "unsatisfiable":
                     out.append(_finding("unsatisfiable", "warning", where, "no message can match this filter (proven, "
@@ -234,7 +243,9 @@ class Health:
                     if alone is not None and answers.total(alone) == 0:
                         out.append(_finding("redundant-rule", "info", where, f"every one of the {matched:,} sampled "
                                             "messages it matched an earlier rule of the subscription matched too (seen "
-                                            "on the sample, not proven)", {"kind": "traffic", "matched": matched}))
+                                            "on the sample, not proven)",
+                                            {"kind": "traffic", "matched": matched,
+                                             "examples": list(examples(matched_question))}))
                 out += _costly_like(where, rule)
         for c in self.candidates:
             where = {"topic": declared(c.subscriber.topic), "subscription": c.subscriber.subscription, "rule": c.rule.name}
@@ -245,7 +256,12 @@ class Health:
             only_sql, only_suggested = self._verification(c, filters)
             differ = answers.total(only_sql) + answers.total(only_suggested)
             suggested = rule_to_doc(Rule(c.rule.name, c.suggested), explicit_types=True)
-            if differ:
+            seen = answers.total(self._matched(c.subscriber, c.rule, filters))
+            if not differ and not seen:
+                message = ("can be the cheaper correlation filter suggested here; not verified: the rule matched none "
+                           "of the sampled messages, so the sample cannot show that both match the same ones")
+                evidence = {"kind": "traffic", "suggested": suggested, "verified": False, "examples": []}
+            elif differ:
                 message = (f"the correlation filter its equalities spell matches {differ:,} sampled messages differently "
                            "(correlation filters compare types strictly): not suggested")
                 evidence = {"kind": "traffic", "suggested": suggested, "verified": False,

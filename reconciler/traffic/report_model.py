@@ -370,9 +370,10 @@ class Finding:
 
     @property
     def suggestion(self) -> str | None:
-        """The verified cheaper rule a correlation candidate suggests, as JSON, else None."""
+        """The cheaper rule a correlation candidate suggests, as JSON: verified on the sample, or
+        unverified for want of matching messages; None when the sample contradicts it."""
         suggested = self.evidence.get("suggested")
-        if not suggested or not self.evidence.get("verified"):
+        if not suggested or (not self.evidence.get("verified") and self.evidence.get("examples")):
             return None
         return json.dumps(suggested, sort_keys=False)
 

@@ -63,7 +63,10 @@ def test_the_shop_analysis_names_the_gaps_and_every_finding(spark, run_cli, monk
     }
     assert found[("redundant-rule", "eu-orders", "eu-large")]["evidence"] == {"kind": "static", "covered_by": "eu"}
     # Not provable (arithmetic), but every sampled message it matched the earlier `us` matched too.
-    assert found[("redundant-rule", "us-orders", "us-double")]["evidence"] == {"kind": "traffic", "matched": 4}
+    evidence = found[("redundant-rule", "us-orders", "us-double")]["evidence"]
+    assert evidence["kind"] == "traffic" and evidence["matched"] == 4 and len(evidence["examples"]) == 3
+    mars = found[("correlation-candidate", "eu-orders", "mars")]  # matched nothing: nothing to verify it on
+    assert mars["evidence"]["verified"] is False and "not verified" in mars["message"]
     assert found[("redundant-rule", "us-orders", "us-double")]["severity"] == "info"
     us = found[("correlation-candidate", "us-orders", "us")]["evidence"]
     assert us["verified"] is True
