@@ -24,7 +24,7 @@ in its topic's ``unknown_subscriptions``: the unrouted count is then an upper bo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reconciler.limits import CORRELATION_FILTERS_PER_TOPIC, SQL_FILTERS_PER_TOPIC, counts_as_sql_filter
 from reconciler.model import (
@@ -95,9 +95,15 @@ class Candidate:
 class Health:
     """The routing-health questions of a set of subscriptions, and the section built from the answers."""
 
-    def __init__(self, subscribers: Sequence[Subscriber], source: str, types: dict[str, frozenset[str]]):
+    def __init__(
+        self, subscribers: Sequence[Subscriber], source: str, types: dict[str, frozenset[str]],
+        current: Mapping[tuple[str, str], Sequence[Rule]] | None = None,
+    ):
+        """``current``: in a plan's impact report, the rules the planned subscriptions have now, by
+        (topic, subscription), so that credits say what a message costs before the change too."""
         self.subscribers = list(subscribers)
         self.source = source
+        self.current = current
         self.candidates = [c for s in self.subscribers for c in _candidates(s, types)]
 
     # -- what the pass evaluates and asks ------------------------------------------------------------
@@ -203,13 +209,20 @@ class Health:
                         if s.sampling_tap or s.fallthrough
                     ),
                     unknown_subscriptions=tuple(s.subscription for s in here if s.rules is None),
-                    credits=_credits(here, messages, span_seconds),
+                    credits=_credits(here, messages, span_seconds, self._filters_before(here)),
                     quota=_quota(here),
                     namespace_topic=namespace_topic,
                 )
             )
         findings = self._findings(answers, filters, examples, total, span_seconds, declared)
         return RoutingHealth(self.source, total, tuple(topics), tuple(findings))
+
+    def _filters_before(self, here: list[Subscriber]) -> int | None:
+        """The filters on the topic before the plan: the planned subscriptions' current rules, the
+        others' as they are (None outside a plan's report)."""
+        if self.current is None:
+            return None
+        return sum(len(self.current.get((s.topic, s.subscription), s.rules or ())) for s in here)
 
     def _findings(
         self, answers: Answers, filters: dict[Filter, int], examples: Callable[..., tuple[str, ...]], total: int,
@@ -289,8 +302,9 @@ def _top(answers: Answers, name: str, topic: str) -> tuple[Group, ...]:
     return tuple(Group(value, count) for value, count in counts[:TOP_GROUPS])
 
 
-def _credits(here: list[Subscriber], messages: int, span_seconds: float | None) -> Credits:
-    """Credits a sent message costs on a Standard namespace: the send plus one per filter evaluated."""
+def _credits(here: list[Subscriber], messages: int, span_seconds: float | None, before: int | None = None) -> Credits:
+    """Credits a sent message costs on a Standard namespace: the send plus one per filter evaluated
+    (``before``: the filters before a plan's change)."""
     filters = sum(len(s.rules or ()) for s in here)
     per_message = MESSAGE_CREDITS + FILTER_EVALUATION_CREDITS * filters
     rate = None if not span_seconds else messages / span_seconds * per_message
@@ -300,6 +314,7 @@ def _credits(here: list[Subscriber], messages: int, span_seconds: float | None) 
         exact=all(s.rules is not None for s in here),
         estimated_per_second=None if rate is None else round(rate, 2),
         share_of_namespace=None if rate is None else round(rate / STANDARD_CREDITS_PER_SECOND, 4),
+        filters_before=before,
     )
 
 

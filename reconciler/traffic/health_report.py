@@ -41,6 +41,8 @@ def _groups(groups: tuple[Group, ...]) -> str:
 
 def _credits(credits: Credits) -> str:
     text = f"{credits.per_message} credits per message sent (1 + {credits.filters} filters)"
+    if credits.filters_before is not None and credits.filters_before != credits.filters:
+        text += f", {credits.per_message_before} before this change (1 + {credits.filters_before} filters)"
     if not credits.exact:
         text += ", more for the unknown subscriptions' filters"
     if credits.estimated_per_second is not None and credits.share_of_namespace is not None:

@@ -109,7 +109,10 @@ def impact_report(
         skipped.extend(unsampled)
         sampled = {topic.lower() for topic in topics}
         subscribers = [s for s in desired_subscribers(desired, plan) if s.topic.lower() in sampled]
-        return _evaluate(frame, scopes, types, lambda found: Health(subscribers, "desired", dict(found)), declared)
+        current = {(scope.topic, scope.subscription): scope.current for scope in scopes}
+        return _evaluate(
+            frame, scopes, types, lambda found: Health(subscribers, "desired", dict(found), current), declared
+        )
 
     evaluations = None if messages is None else messages * len(filters)
     report = on_sample(dataset, spark_master, evaluations, evaluate, messages=messages)

@@ -294,12 +294,21 @@ class Credits:
     exact: bool
     estimated_per_second: float | None
     share_of_namespace: float | None
+    #: In a plan's impact report: the filters on the topic before the change (None elsewhere)
+    filters_before: int | None = None
+
+    @property
+    def per_message_before(self) -> int | None:
+        return None if self.filters_before is None else self.per_message - self.filters + self.filters_before
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "per_message": self.per_message, "filters": self.filters, "exact": self.exact,
             "estimated_per_second": self.estimated_per_second, "share_of_namespace": self.share_of_namespace,
         }
+        if self.filters_before is not None:
+            out["before"] = {"per_message": self.per_message_before, "filters": self.filters_before}
+        return out
 
 
 @dataclass(frozen=True)
