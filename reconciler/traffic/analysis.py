@@ -115,14 +115,14 @@ class Health:
         return out
 
     def topics(self) -> list[str]:
-        return sorted({s.topic.lower() for s in self.subscribers})
+        return sorted({name_key(s.topic) for s in self.subscribers})
 
     def receiving(self, filters: dict[Filter, int]) -> dict[str, frozenset[int]]:
         """Per topic (lower case): the filters whose match delivers a message to a receiver."""
         out: dict[str, set[int]] = {key: set() for key in self.topics()}
         for s in self.subscribers:
             if s.receives:
-                out[s.topic.lower()].update(filters[r.filter] for r in s.rules or ())
+                out[name_key(s.topic)].update(filters[r.filter] for r in s.rules or ())
         return {key: frozenset(bits) for key, bits in out.items()}
 
     def questions(self, filters: dict[Filter, int]) -> list[Question]:
@@ -146,7 +146,7 @@ class Health:
         (an action-less rule after another), so that the finding can name some."""
         rules = list(s.rules or ())
         may_be_redundant = not rule.has_action and any(not r.has_action for r in rules[: rules.index(rule)])
-        return Question(s.topic.lower(), matched=frozenset({filters[rule.filter]}), examples=may_be_redundant)
+        return Question(name_key(s.topic), matched=frozenset({filters[rule.filter]}), examples=may_be_redundant)
 
     @staticmethod
     def _alone(s: Subscriber, rule: Rule, filters: dict[Filter, int]) -> Question | None:
@@ -160,12 +160,12 @@ class Health:
         earlier = frozenset(filters[r.filter] for r in rules[: rules.index(rule)] if not r.has_action)
         if not earlier:
             return None
-        return Question(s.topic.lower(), matched=frozenset({filters[rule.filter]}), unmatched=earlier)
+        return Question(name_key(s.topic), matched=frozenset({filters[rule.filter]}), unmatched=earlier)
 
     @staticmethod
     def _verification(c: Candidate, filters: dict[Filter, int]) -> list[Question]:
         sql, suggested = filters[c.rule.filter], filters[c.suggested]  # type: ignore[index]
-        key = c.subscriber.topic.lower()
+        key = name_key(c.subscriber.topic)
         return [
             Question(key, matched=frozenset({sql}), unmatched=frozenset({suggested}), examples=True),
             Question(key, matched=frozenset({suggested}), unmatched=frozenset({sql}), examples=True),
@@ -185,13 +185,13 @@ class Health:
         ``declared`` (see :func:`reconciler.traffic.impact.shape`)."""
         total = answers.total(Question())
         receiving = self.receiving(filters)
-        names = {s.topic.lower(): s.topic for s in reversed(self.subscribers)}
+        names = {name_key(s.topic): s.topic for s in reversed(self.subscribers)}
         topics = []
         for key in self.topics():
             messages = answers.total(Question(key))
             unrouted_question = Question(key, unmatched=receiving[key], examples=True)
             unrouted = answers.total(unrouted_question)
-            here = [s for s in self.subscribers if s.topic.lower() == key]
+            here = [s for s in self.subscribers if name_key(s.topic) == key]
             name, namespace_topic = named(names[key], declared)
             topics.append(
                 TopicHealth(
@@ -285,7 +285,7 @@ class Health:
                 evidence = {"kind": "traffic", "suggested": suggested, "verified": True, "examples": []}
             out.append(_finding("correlation-candidate", "info", where, message, evidence))
         order = {code: i for i, code in enumerate(CODES)}
-        return sorted(out, key=lambda f: (f.topic.lower(), f.subscription or "", f.rule or "", order[f.code]))
+        return sorted(out, key=lambda f: (name_key(f.topic), f.subscription or "", f.rule or "", order[f.code]))
 
 
 def _finding(code: str, severity: str, where: dict[str, Any], message: str, evidence: dict[str, Any]) -> Finding:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from reconciler.names import name_key
 from reconciler.traffic import failures
 from reconciler.traffic.analysis import Health, Subscriber
 from reconciler.traffic.impact import ImpactError, _evaluate, on_sample
@@ -25,9 +26,9 @@ def analyze_report(
     skipped: list[str] = []
 
     def evaluate(frame: Any, types: Any, topics: frozenset[str]) -> ImpactReport:
-        sampled = {topic.lower() for topic in topics}
-        kept = [s for s in subscribers if s.topic.lower() in sampled]
-        skipped.extend(sorted({declared(s.topic) for s in subscribers if s.topic.lower() not in sampled}))
+        sampled = {name_key(topic) for topic in topics}
+        kept = [s for s in subscribers if name_key(s.topic) in sampled]
+        skipped.extend(sorted({declared(s.topic) for s in subscribers if name_key(s.topic) not in sampled}))
         if not kept:
             listed = ", ".join(sorted({declared(s.topic) for s in subscribers}))
             raise ImpactError(f"the sample holds no messages of the declared topics ({listed}); sample them first")

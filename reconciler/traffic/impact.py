@@ -24,6 +24,7 @@ from typing import Any, Callable
 from reconciler import progress
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import DesiredState, Filter, Rule
+from reconciler.names import key_translation, name_key
 from reconciler.plan import Change, Plan, PlanError, plan_subscription
 from reconciler.traffic import failures
 from reconciler.traffic.analysis import BREAKDOWN, Health, Subscriber
@@ -107,8 +108,8 @@ def impact_report(
         nonlocal scopes
         scopes, unsampled = _sampled_topics_only(topics, scopes)
         skipped.extend(unsampled)
-        sampled = {topic.lower() for topic in topics}
-        subscribers = [s for s in desired_subscribers(desired, plan) if s.topic.lower() in sampled]
+        sampled = {name_key(topic) for topic in topics}
+        subscribers = [s for s in desired_subscribers(desired, plan) if name_key(s.topic) in sampled]
         current = {(scope.topic, scope.subscription): scope.current for scope in scopes}
         return _evaluate(
             frame, scopes, types, lambda found: Health(subscribers, "desired", dict(found), current), declared
@@ -209,13 +210,13 @@ def _sample_facts(frame: Any) -> tuple[PropertyTypes, frozenset[str]]:
 
 def _sampled_topics_only(topics: frozenset[str], scopes: list[Scope]) -> tuple[list[Scope], list[Skipped]]:
     """Keep subscriptions whose topic has sampled messages: with no traffic, "never matches" would mislead."""
-    sampled = {topic.lower() for topic in topics}
-    kept = [s for s in scopes if s.topic.lower() in sampled]
+    sampled = {name_key(topic) for topic in topics}
+    kept = [s for s in scopes if name_key(s.topic) in sampled]
     if not kept:
         declared = ", ".join(sorted({s.topic for s in scopes}))
         raise ImpactError(f"the sample holds no messages of the declared topics ({declared}); sample them first")
     skipped = [
-        Skipped(s.topic, s.subscription, "no sampled messages of this topic") for s in scopes if s.topic.lower() not in sampled
+        Skipped(s.topic, s.subscription, "no sampled messages of this topic") for s in scopes if name_key(s.topic) not in sampled
     ]
     return kept, skipped
 
@@ -260,7 +261,7 @@ def _evaluate(
     outcomes: list[tuple[Any, Any]] = []
     evaluated = [rule for scope in scopes for rule in scope.desired + scope.current]
     evaluated += [Rule("routing-health", flt) for flt in extra]
-    topic_names = sorted({s.topic.lower() for s in scopes} | set(health.topics() if health is not None else ()))
+    topic_names = sorted({name_key(s.topic) for s in scopes} | set(health.topics() if health is not None else ()))
     progress.phase(f"evaluating {_count(len({r.filter for r in evaluated}), 'filter')} over {_count(len(topic_names), 'topic')}")
     for rule in evaluated:
         if rule.filter in filters:
@@ -273,7 +274,7 @@ def _evaluate(
 
     frame = cells.with_tests(frame)
     message_id = F.coalesce(F.col("message_id"), F.concat(F.lit("seq:"), F.col("sequence_number").cast("string")))
-    topic_of = F.lower(F.col("topic"))
+    topic_of = F.translate(F.col("topic"), *key_translation())  # as names.name_key folds it
     frame = frame.where(topic_of.isin(*topic_names))
     asked = questions(scopes, filters) + (health.questions(filters) if health is not None else [])
     unrouted = health.receiving(filters) if health is not None else None
@@ -339,14 +340,14 @@ EVERY_MESSAGE = Question()
 
 def _rule_questions(topic: str, index: int) -> tuple[Question, Question]:
     """A filter's messages of ``topic``: (matched, failed)."""
-    key, bit = topic.lower(), frozenset({index})
+    key, bit = name_key(topic), frozenset({index})
     return Question(key, matched=bit), Question(key, failed=bit)
 
 
 def _subscription_questions(scope: Scope, filters: dict[Filter, int]) -> dict[str, Question]:
     """A subscription's messages: delivered with the declared rules, delivered today, gained,
     lost, and failing a declared filter (the last three with examples)."""
-    key = scope.topic.lower()
+    key = name_key(scope.topic)
     desired = frozenset(filters[r.filter] for r in scope.desired)
     current = frozenset(filters[r.filter] for r in scope.current)
     return {
@@ -362,7 +363,7 @@ def _topic_questions(scopes: list[Scope], filters: dict[Filter, int]) -> dict[st
     """Per topic (lower case): its messages, and those no subscription's declared rules take (with examples)."""
     taken: dict[str, set[int]] = {}
     for scope in scopes:
-        taken.setdefault(scope.topic.lower(), set()).update(filters[r.filter] for r in scope.desired)
+        taken.setdefault(name_key(scope.topic), set()).update(filters[r.filter] for r in scope.desired)
     return {key: (Question(key), Question(key, unmatched=frozenset(bits), examples=True)) for key, bits in taken.items()}
 
 
@@ -419,7 +420,7 @@ def shape(
                 namespace_topic=namespace_topic,
             )
         )
-    names = {s.topic.lower(): s.topic for s in reversed(scopes)}
+    names = {name_key(s.topic): s.topic for s in reversed(scopes)}
     per_topic = _topic_questions(scopes, filters)
     unrouted = [unrouted for _, unrouted in per_topic.values()]
     first, last = answers.time_range()

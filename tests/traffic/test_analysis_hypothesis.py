@@ -405,3 +405,28 @@ def test_analysis_of_a_filter_its_sampled_type_makes_fail(spark, tmp_path_factor
     doc = analyze_report(subscribers, "desired", str(sample), "local[2]").to_json()
     check_document(doc, subscribers, batch)
     assert [f["code"] for f in doc["findings"]] == ["never-matched", "correlation-candidate"]
+
+
+# -- topic names as the service compares them ---------------------------------------------------------
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_sampled_topic_is_a_declared_one_only_as_the_service_compares_names(spark, tmp_path):
+    """Python's lower() takes the Kelvin sign for 'k'; the service keeps the two topics apart, and so
+    does the analysis: a sample of topic 'K' (Kelvin) holds no message of a declared topic 'k'."""
+    from reconciler.traffic.analyze import analyze_report
+    from reconciler.traffic.impact import ImpactError
+    from reconciler.traffic.rows import message_to_row
+    from reconciler.traffic.sampler import Dataset
+
+    message = Message(sys={"MessageId": TypedValue("string", "m0"), "SequenceNumber": TypedValue("long", 1),
+                           "EnqueuedTimeUtc": TypedValue("timestamp", START)}, user={"a": TypedValue("long", 1)})
+    store = Dataset(tmp_path / "sample")
+    store.add(message_to_row(message, topic="\u212a", subscription="tap"))
+    store.flush()
+    rules = (Rule("r0", SqlFilter("a = 1")),)
+    with pytest.raises(ImpactError, match="holds no messages of the declared topics"):
+        analyze_report([Subscriber("k", "s0", rules)], "desired", str(tmp_path / "sample"), "local[2]")
+    doc = analyze_report([Subscriber("\u212a", "s0", rules)], "desired", str(tmp_path / "sample"), "local[2]").to_json()
+    assert doc["topics"][0]["messages"] == 1 and doc["topics"][0]["unrouted"]["count"] == 0
