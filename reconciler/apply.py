@@ -45,6 +45,7 @@ from reconciler.lock import (
     LEASE_SECONDS,
     Holder,
     LockBusy,
+    LockLost,
     LockWaitInterrupted,
     RuleWriter,
     SubscriptionLock,
@@ -52,9 +53,9 @@ from reconciler.lock import (
 )
 from reconciler.model import DesiredState, Rule
 from reconciler.names import name_key, same_name
-from reconciler.namespace.errors import AlreadyExistsError, ManagementError, NotFoundError, outcome_unknown
+from reconciler.namespace.errors import AlreadyExistsError, ManagementError, NotFoundError, NotSentError, outcome_unknown
 from reconciler.namespace.pacing import Pacer
-from reconciler.namespace.pipeline import Attempt, OnAttempt
+from reconciler.namespace.pipeline import Attempt, OnAttempt, send_guard
 from reconciler.observe import explain
 from reconciler.plan import (
     TEMP_SUFFIX,
@@ -103,8 +104,11 @@ class ApplyOptions:
     holder: Holder | None = None
     #: Seconds to wait for a subscription another run has locked, before reporting it LOCKED.
     lock_timeout: float = DEFAULT_TIMEOUT_SECONDS
-    #: Seconds a lock lasts unless renewed (renewed before a write once half of it is gone).
+    #: Seconds a lock lasts after its last confirmed renewal (renewed before a write once half of
+    #: it is gone; no write once all but the safety margin is gone).
     lock_lease: float = LEASE_SECONDS
+    #: Told once per subscription that starts waiting for another run's lock (one progress line).
+    on_lock_wait: Callable[[str], None] | None = None
     #: The declared rules the plan was made from (an apply of rule files): a subscription that
     #: changed since the plan is planned again under its lock instead of refused as stale.
     desired: DesiredState | None = None
@@ -122,6 +126,7 @@ class ApplyStatus(StrEnum):
     NOT_STARTED = "not-started"  # --fail-fast or Ctrl-C stopped it before it began
     INTERRUPTED = "interrupted"  # Ctrl-C: the changes in flight finished, the rest did not run
     LOCKED = "locked"  # another run held its lock for all of --lock-timeout: nothing was changed
+    LOCK_LOST = "lock-lost"  # its lease could have lapsed, or another run took it over: no more writes
     UNKNOWN = "unknown"  # a change's answer never came and the subscription could not be re-read
 
     @property
@@ -141,7 +146,7 @@ class SubscriptionResult:
     unknown: Change | None = None
     #: The live rules had changed since the plan: ``plan`` was made again under the lock.
     replanned: bool = False
-    #: What else the report should say (a lock that could not be released).
+    #: What else the report should say (a lock that could not be renewed or released).
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -171,6 +176,7 @@ class ApplyReport:
             "not_started": sum(r.status is ApplyStatus.NOT_STARTED for r in self.results),
             "interrupted": sum(r.status is ApplyStatus.INTERRUPTED for r in self.results),
             "locked": sum(r.status is ApplyStatus.LOCKED for r in self.results),
+            "lock_lost": sum(r.status is ApplyStatus.LOCK_LOST for r in self.results),
             "unknown": sum(r.unknown is not None for r in self.results),
         }
 
@@ -229,6 +235,7 @@ def render_report(report: ApplyReport) -> str:
             ApplyStatus.NOT_STARTED: f"{sp.shown_path}: not started ({result.error})",
             ApplyStatus.INTERRUPTED: f"{sp.shown_path}: INTERRUPTED after {len(result.applied)} change(s) ({result.error})",
             ApplyStatus.LOCKED: f"{sp.shown_path}: {result.error}; nothing was changed",
+            ApplyStatus.LOCK_LOST: f"{sp.shown_path}: LOCK LOST after {len(result.applied)} change(s) — {result.error}",
             ApplyStatus.UNKNOWN: f"{sp.shown_path}: UNKNOWN after {len(result.applied)} change(s) — {result.error}",
         }[result.status]
         lines.append(head)
@@ -249,6 +256,7 @@ def render_report(report: ApplyReport) -> str:
     if not report.ok:
         interrupted = f", {c['interrupted']} interrupted" if report.interrupted else ""
         locked = f", {c['locked']} locked by another run" if c["locked"] else ""
+        locked += f", {c['lock_lost']} lost its lock" if c["lock_lost"] else ""
         unknown = f", {c['unknown']} unknown" if c["unknown"] else ""
         summary += (
             f", {c['not_applied']} not applied ({c['failed']} subscription(s) failed, "
@@ -285,7 +293,7 @@ class StoppedAtOnce(KeyboardInterrupt):
         return (
             "stopped at once: a rule replacement may have been left half-way, with its temporary rule "
             f"(a name ending in {TEMP_SUFFIX!r}) in place; the next `sbrules plan` or `sbrules apply` removes it. "
-            "Subscriptions being written stay locked until their locks expire, or `sbrules unlock --all`"
+            "Subscriptions being written stay locked until another apply takes their locks over, or `sbrules unlock --all`"
         )
 
 
@@ -295,6 +303,15 @@ class _NameTaken(StepFailed):
 
 class _OutcomeUnknown(StepFailed):
     """A request went unanswered and re-reading the subscription failed: its outcome is unknown."""
+
+
+class _LockLostStep(StepFailed):
+    """The lock's lease could have lapsed (or another run took it over) before a write went out.
+    ``unknown``: an earlier attempt of that write went unanswered, so it may have landed."""
+
+    def __init__(self, message: str, *, unknown: bool = False) -> None:
+        super().__init__(message)
+        self.unknown = unknown
 
 
 def _step_context(step: str, change: Change) -> str:
@@ -317,10 +334,21 @@ class _Runner:
         self.live: set[str] = set()
         #: Why the last unanswered request failed (what an unknown outcome reports).
         self.unanswered: SbrulesError | None = None
+        #: The rules read when the lock was taken; how many changes of ``sp`` came before it
+        #: (applied under a lock that was then lost and taken again).
+        self.live_at_lock: tuple[Rule, ...] = ()
+        self.done = 0
+        #: Where the lock's problems (a renewal or release that failed) are reported.
+        self.notes: list[str] = []
         self.lock = SubscriptionLock(
             client, sp.topic, sp.subscription, holder, lease=options.lock_lease,
             log=lambda **context: self._journal(holder=holder.who, run=holder.run, **context),
+            on_problem=self._lock_problem, on_wait=options.on_lock_wait,
         )
+
+    def _lock_problem(self, text: str) -> None:
+        self.notes.append(text)
+        self._log(outcome="lock-problem", error=text)
 
     def _log(self, **entry: object) -> None:
         self.journal.write(topic=self.sp.topic, subscription=self.sp.subscription, **entry)
@@ -347,10 +375,15 @@ class _Runner:
             raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): not sent (stopped at once)")
         try:
             self.lock.keep()
+        except LockLost as exc:
+            raise _LockLostStep(f"{exc}; {op} {rule_name!r} ({_step_context(step, change)}) and the rest not sent") from None
         except SbrulesError as exc:
             raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): not sent: {exc}") from None
         try:
-            call(self._journal(change=change.kind, rule=change.rule, step=step, op=op, target=rule_name))
+            with send_guard(self.lock.lapsed):
+                call(self._journal(change=change.kind, rule=change.rule, step=step, op=op, target=rule_name))
+        except NotSentError as exc:
+            raise _LockLostStep(f"{exc}; nothing more is written there", unknown=exc.after_retry) from None
         except AlreadyExistsError:
             return "already-exists"
         except NotFoundError as exc:
@@ -468,44 +501,55 @@ class _Runner:
             result.status, result.error = ApplyStatus.NOT_STARTED, "stopped by --fail-fast after an earlier failure"
             return
         try:
-            live = self.lock.acquire(self.options.lock_timeout, signals.interrupted)
+            # A lost lock is taken again once, and the subscription planned again from the rule files.
+            for again in (False, True):
+                if not self._take(result):
+                    return
+                try:
+                    self._run_locked(result, self.live_at_lock, resumed=again)
+                    return
+                except _LockLostStep as exc:
+                    self._log(outcome=ApplyStatus.LOCK_LOST, error=str(exc))
+                    if exc.unknown:
+                        result.unknown = self.sp.changes[len(result.applied) - self.done]
+                    if again or exc.unknown or self.options.desired is None or signals.interrupted.is_set():
+                        result.status, result.error = ApplyStatus.LOCK_LOST, str(exc)
+                        return
+                    self.notes.append(f"{exc}; took its lock again and planned it again")
+                finally:
+                    self._release()
+        finally:
+            result.notes += self.notes
+
+    def _take(self, result: SubscriptionResult) -> bool:
+        """Take the subscription's lock (``live_at_lock``: what it read then); False when it could not."""
+        try:
+            self.live_at_lock = tuple(self.lock.acquire(self.options.lock_timeout, self.signals.interrupted))
+            return True
         except LockBusy as exc:
-            result.status, result.error = ApplyStatus.LOCKED, f"LOCKED by {exc.lock.holder}"
-            self._log(outcome=result.status, holder=exc.lock.holder, error=str(exc))
-            return
+            result.status = ApplyStatus.LOCKED
+            result.error = f"LOCKED by {exc.lock.holder} (`sbrules unlock {self.sp.path}` if that run is gone)"
+            self._log(outcome=ApplyStatus.LOCKED, holder=exc.lock.holder, error=str(exc))
         except LockWaitInterrupted:
             result.status, result.error = ApplyStatus.NOT_STARTED, "interrupted while waiting for its lock"
             self._log(outcome=result.status, error=result.error)
-            return
         except SbrulesError as exc:
             result.status, result.error = ApplyStatus.FAILED, f"could not take its lock: {self._failure(exc)}"
             self._log(outcome=result.status, error=result.error)
-            self._release(result)  # in case the add landed unanswered
-            return
-        try:
-            self._run_locked(result, tuple(live))
-        finally:
-            self._release(result)
+            self._release()  # in case the add landed unanswered
+        return False
 
-    def _release(self, result: SubscriptionResult) -> None:
-        held = self.lock.held
-        try:
-            self.lock.release()
-        except SbrulesError as exc:
-            assert held is not None
-            note = (f"its lock {held.name!r} could not be removed ({exc}); it expires at "
-                    f"{held.expires.strftime('%H:%M:%SZ')}, or `sbrules unlock {self.sp.path}` removes it")
-            result.notes.append(note)
-            self._log(outcome="lock-not-released", error=note)
+    def _release(self) -> None:
+        self.lock.release()  # what cannot be removed is reported through _lock_problem
 
-    def _run_locked(self, result: SubscriptionResult, live: tuple[Rule, ...]) -> None:
-        sp, signals = self.sp, self.signals
+    def _run_locked(self, result: SubscriptionResult, live: tuple[Rule, ...], *, resumed: bool = False) -> None:
+        sp = self.sp
         current = fingerprint(live)
-        if current == sp.target_fingerprint and current != sp.fingerprint:
-            result.status = ApplyStatus.ALREADY_APPLIED
-            self._log(outcome=result.status)
-            return
-        if current != sp.fingerprint:
+        if resumed or current != sp.fingerprint:
+            if not resumed and current == sp.target_fingerprint:
+                result.status = ApplyStatus.ALREADY_APPLIED
+                self._log(outcome=result.status)
+                return
             replanned = self._replan(live)
             if replanned is None:
                 result.status = ApplyStatus.STALE
@@ -515,15 +559,22 @@ class _Runner:
                 )
                 self._log(outcome=result.status, error=result.error)
                 return
-            self.sp = sp = result.plan = replanned
+            # What was applied before the lock was lost stays at the head of the reported plan.
+            self.done = len(result.applied)
+            self.sp = sp = replanned
+            result.plan = replace(replanned, changes=tuple(result.applied) + replanned.changes)
             result.replanned = True
             self._log(outcome="replanned", changes=len(sp.changes))
             if not sp.changes:
-                result.status = ApplyStatus.ALREADY_APPLIED
+                result.status = ApplyStatus.APPLIED if result.applied else ApplyStatus.ALREADY_APPLIED
                 self._log(outcome=result.status)
                 return
         self.live = _names(live)
-        for change in sp.changes:
+        self._apply_changes(result, sp.changes)
+
+    def _apply_changes(self, result: SubscriptionResult, changes: Iterable[Change]) -> None:
+        signals = self.signals
+        for change in changes:
             if signals.interrupted.is_set():
                 result.status, result.error = ApplyStatus.INTERRUPTED, "interrupted by Ctrl-C"
                 self._log(outcome=result.status, changes=len(result.applied))
@@ -537,6 +588,8 @@ class _Runner:
                 result.status, result.error, result.unknown = ApplyStatus.UNKNOWN, str(exc), change
                 self._log(outcome=result.status, rule=change.rule, error=result.error)
                 break
+            except _LockLostStep:
+                raise
             except StepFailed as exc:
                 result.status, result.error = ApplyStatus.FAILED, str(exc)
                 self._log(outcome=result.status, error=result.error)
