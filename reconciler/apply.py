@@ -49,6 +49,7 @@ from reconciler.lock import (
     LockWaitInterrupted,
     RuleWriter,
     SubscriptionLock,
+    lease_clock,
     without_locks,
 )
 from reconciler.model import DesiredState, Rule
@@ -109,6 +110,8 @@ class ApplyOptions:
     lock_lease: float = LEASE_SECONDS
     #: Told once per subscription that starts waiting for another run's lock (one progress line).
     on_lock_wait: Callable[[str], None] | None = None
+    #: The clock leases are measured on (``lock.lease_clock``; tests give their own).
+    lock_clock: Callable[[], float] = lease_clock
     #: The declared rules the plan was made from (an apply of rule files): a subscription that
     #: changed since the plan is planned again under its lock instead of refused as stale.
     desired: DesiredState | None = None
@@ -343,7 +346,7 @@ class _Runner:
         self.lock = SubscriptionLock(
             client, sp.topic, sp.subscription, holder, lease=options.lock_lease,
             log=lambda **context: self._journal(holder=holder.who, run=holder.run, **context),
-            on_problem=self._lock_problem, on_wait=options.on_lock_wait,
+            on_problem=self._lock_problem, on_wait=options.on_lock_wait, clock=options.lock_clock,
         )
 
     def _lock_problem(self, text: str) -> None:
