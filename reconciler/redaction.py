@@ -21,7 +21,7 @@ _SECRET_PATTERNS = (
     re.compile(r"()\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*"),
     re.compile(r"(?i)(\bBearer\s+)[A-Za-z0-9._~+/=-]+"),
     # The credentials of a URL (scheme://user:password@host): the user as well as the password.
-    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/@\s\"'<>]+@"),
+    re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/@\s\"'<>\[\]]+@"),
     # password=…, token=…, secret=…, api_key=… (query strings, settings, command lines).
     re.compile(r"(?i)(\b(?:password|passwd|pwd|token|access_token|secret|client_secret|api[_-]?key)\s*[=:]\s*)[^&;,\s\"']+"),
 )
