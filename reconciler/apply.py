@@ -505,9 +505,14 @@ class _Runner:
             return
         try:
             # A lost lock is taken again once, and the subscription planned again from the rule files.
+            lost: str | None = None
             for again in (False, True):
                 if not self._take(result):
+                    if lost is not None:
+                        result.status, result.error = ApplyStatus.LOCK_LOST, f"{lost}; taking it again failed: {result.error}"
                     return
+                if lost is not None:
+                    self.notes.append(f"{lost}; took its lock again and planned it again")
                 try:
                     self._run_locked(result, self.live_at_lock, resumed=again)
                     return
@@ -518,7 +523,7 @@ class _Runner:
                     if again or exc.unknown or self.options.desired is None or signals.interrupted.is_set():
                         result.status, result.error = ApplyStatus.LOCK_LOST, str(exc)
                         return
-                    self.notes.append(f"{exc}; took its lock again and planned it again")
+                    lost = str(exc)
                 finally:
                     self._release()
         finally:
