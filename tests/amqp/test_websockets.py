@@ -83,12 +83,12 @@ def test_proxy_from_the_environment_no_proxy_and_secrets_never_shown(tmp_path):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("url", ["http://user:pw@[::1", "http://user:pw@[::1]:99999", "http://user:pw@/x"])
+@pytest.mark.parametrize("url", ["http://deployer:hunter2@[::1", "http://deployer:hunter2@[::1]:99999", "http://deployer:hunter2@/x"])
 def test_an_invalid_proxy_url_is_a_usage_error_that_shows_no_credentials(url, run_cli, check):
     code, out, err = run_cli("drift", "--proxy", url, "--connection-string",
                              "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0")
     check.one_error(code, out, err, 64, "--proxy: the proxy URL")
-    assert "pw" not in err and "user" not in err
+    assert "hunter2" not in err and "deployer" not in err
 
 
 @pytest.mark.unit
