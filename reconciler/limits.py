@@ -208,5 +208,5 @@ def reserved_rule_name_problem(name: str) -> str | None:
                 "temporary rule of a gapless replace (plan and apply would take it for a leftover and remove it)")
     if name_key(name).startswith(name_key(LOCK_RULE_PREFIX)):
         return (f"rule name {name!r} starts with {LOCK_RULE_PREFIX!r}, which sbrules reserves for its apply "
-                "lock (plan and apply would take it for a lock and never manage it)")
+                "lock (a rule named so is easily taken for a lock by people and by older versions of sbrules)")
     return None

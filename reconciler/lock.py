@@ -422,7 +422,7 @@ class SubscriptionLock:
             renewed = self._add(held.generation + 1, "lock:renew")
         except SbrulesError as exc:
             self._problem(f"its lock {held.name!r} could not be renewed ({exc}); writing stops "
-                          f"{self.lease - self.margin:g}s after the last renewal")
+                          f"{self.lease - self.margin:g}s after the last renewal; {unlock_hint(self.path)}")
             return
         if renewed is None:
             self.held = None
@@ -430,15 +430,14 @@ class SubscriptionLock:
             raise LockLost(f"another run took its lock over ({held.name!r} → {lock_rule_name(held.generation + 1)!r})")
         self.held, self._renewed_at = renewed, sent
         self._leftovers.append(held.name)
-        self._remove_leftovers("lock:renew")
+        self._remove_leftovers("lock:renew", "its previous lock")
 
-    def _remove_leftovers(self, step: str) -> None:
+    def _remove_leftovers(self, step: str, what: str) -> None:
         for name in list(self._leftovers):
             try:
                 self._remove(name, step)
             except SbrulesError as exc:
-                self._problem(f"its old lock {name!r} could not be removed ({exc}); `sbrules unlock {self.path}` "
-                              "removes it")
+                self._problem(f"{what} {name!r} could not be removed ({exc}); {unlock_hint(self.path)}")
             else:
                 self._leftovers.remove(name)
 
@@ -447,4 +446,4 @@ class SubscriptionLock:
         if self.held is not None:
             self._leftovers.append(self.held.name)
             self.held = None
-        self._remove_leftovers("lock:release")
+        self._remove_leftovers("lock:release", "its lock")
