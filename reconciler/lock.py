@@ -318,12 +318,17 @@ class SubscriptionLock:
     def _find(self, name: str, step: str) -> LockRule | None:
         return next((lock for lock in find_locks(self._read(step)) if lock.name == name), None)
 
-    def _remove(self, name: str, step: str) -> None:
+    def _remove(self, name: str, step: str, *, ours_until_now: bool = False) -> None:
+        """Remove a lock rule; already gone is fine, but for a lock this run held until now (its own
+        earlier attempt aside) that means another run or `sbrules unlock` removed it: reported."""
         try:
             self.client.remove_rule(self.topic, self.subscription, name,
                                     on_attempt=self._log(step=step, op="remove-rule", target=name))
-        except NotFoundError:
-            pass
+        except NotFoundError as exc:
+            if ours_until_now and not exc.after_retry:
+                self._problem(f"its lock {name!r} was already gone when this run removed it: another run took it "
+                              "over or `sbrules unlock` removed it while this run held it, so another apply may have "
+                              "written alongside it; run `sbrules plan` to see where the subscription stands")
 
     def _next_generation(self, rules: list[Rule]) -> int:
         """One more than the highest generation any rule's name carries (a lock's or not)."""
@@ -430,12 +435,12 @@ class SubscriptionLock:
             raise LockLost(f"another run took its lock over ({held.name!r} → {lock_rule_name(held.generation + 1)!r})")
         self.held, self._renewed_at = renewed, sent
         self._leftovers.append(held.name)
-        self._remove_leftovers("lock:renew", "its previous lock")
+        self._remove_leftovers("lock:renew", "its previous lock", held.name)
 
-    def _remove_leftovers(self, step: str, what: str) -> None:
+    def _remove_leftovers(self, step: str, what: str, held: str | None = None) -> None:
         for name in list(self._leftovers):
             try:
-                self._remove(name, step)
+                self._remove(name, step, ours_until_now=name == held)
             except SbrulesError as exc:
                 self._problem(f"{what} {name!r} could not be removed ({exc}); {unlock_hint(self.path)}")
             else:
@@ -443,7 +448,8 @@ class SubscriptionLock:
 
     def release(self) -> None:
         """Remove our lock rules; each that cannot be removed is reported (``on_problem``)."""
-        if self.held is not None:
-            self._leftovers.append(self.held.name)
+        held, lost = self.held, self.lapsed() is not None  # lapsed: LOCK LOST already says so
+        if held is not None:
+            self._leftovers.append(held.name)
             self.held = None
-        self._remove_leftovers("lock:release", "its lock")
+        self._remove_leftovers("lock:release", "its lock", held.name if held is not None and not lost else None)

@@ -318,3 +318,17 @@ def test_removing_down_to_one_rule_re_reads_and_refuses_when_it_is_gone(kit):
     result = report.results[0]
     assert result.status == "failed" and "no longer has r1" in result.error
     assert set(client.rules(T, S)) == {"r2"}  # refused: the subscription kept its rule
+
+
+def test_a_lock_removed_by_someone_else_while_held_is_reported_at_release(kit):
+    client, clock = _store(kit), Clock()
+    problems = []
+    lock = _lock(client, A, clock, on_problem=problems.append)
+    lock.acquire(0, NEVER)
+    client.remove_rule(T, S, "sbrules-lock.1")  # `sbrules unlock --yes`, or a run with a broken clock
+    lock.release()
+    assert len(problems) == 1 and "was already gone when this run removed it" in problems[0]
+    quiet = _lock(client, B, clock, on_problem=problems.append)
+    quiet.acquire(0, NEVER)
+    quiet.release()  # removed by its holder alone: nothing to say
+    assert len(problems) == 1
