@@ -187,7 +187,9 @@ def parse_lock(rule: Rule) -> LockRule | None:
         lease = max(1.0, float(fields.get("lease", "")))
     except ValueError:
         lease = LEASE_SECONDS
-    return LockRule(rule.name, generation, fields.get("holder", "unknown"), fields["run"], lease, fields.get("expires", ""))
+    # Redacted when read too: a lock written by hand or by an older sbrules may carry a secret.
+    holder = redact(fields.get("holder", "unknown"))
+    return LockRule(rule.name, generation, holder, fields["run"], lease, fields.get("expires", ""))
 
 
 def find_locks(rules: Iterable[Rule]) -> list[LockRule]:

@@ -173,3 +173,10 @@ def test_a_stalled_holder_of_rule_files_takes_its_lock_again_and_plans_again(kit
     assert set(client.rules(T, S)) == {"a", "b"}
     assert [c.rule for c in result.applied] == ["a", "b", "$Default"]
     assert any("took its lock again and planned it again" in note for note in result.notes)
+
+
+def test_a_secret_written_into_a_lock_by_hand_or_an_older_version_is_never_shown():
+    rule = Rule("sbrules-lock.3", FalseFilter(), SqlRuleAction(
+        "SET sbrules_lock_holder = 'https://bob:hunter2@ci.example/1'; SET sbrules_lock_run = 'r'"))
+    [lock] = find_locks([rule])
+    assert lock.describe() == "locked by https://<redacted>@ci.example/1"
