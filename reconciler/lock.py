@@ -242,7 +242,7 @@ class SubscriptionLock:
         log: AttemptLog | None = None,
         clock: Callable[[], float] = lease_clock,
         on_problem: Callable[[str], None] | None = None,
-        on_wait: Callable[[str], None] | None = None,
+        on_wait: Callable[[str, LockRule], None] | None = None,
     ) -> None:
         self.client, self.topic, self.subscription, self.holder = client, topic, subscription, holder
         self.lease, self.margin, self.clock = lease, margin_of(lease), clock
@@ -375,7 +375,7 @@ class SubscriptionLock:
                     raise LockBusy(self.path, self.seen, waited, self.unchanged_for(self.seen))
                 if not told and self._on_wait is not None:
                     told = True
-                    self._on_wait(self._waiting_line(self.seen, timeout - waited))
+                    self._on_wait(self._waiting_line(self.seen, timeout - waited), self.seen)
                 pause = min(random.uniform(*POLL_SECONDS), max(0.0, timeout - waited))
             if pause and stop.wait(pause):
                 raise LockWaitInterrupted(f"{self.path}: interrupted while waiting for its lock")

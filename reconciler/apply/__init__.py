@@ -47,6 +47,7 @@ from reconciler.lock import (
     Holder,
     LockBusy,
     LockLost,
+    LockRule,
     LockWaitInterrupted,
     RuleWriter,
     SubscriptionLock,
@@ -119,7 +120,7 @@ class ApplyOptions:
     #: Seconds a lock lasts after its last confirmed renewal (renewed before a write once half of
     #: it is gone; no write once all but the safety margin is gone).
     lock_lease: float = LEASE_SECONDS
-    #: Told once per subscription that starts waiting for another run's lock (one progress line).
+    #: Told when apply starts waiting for another run's lock: one progress line per run waited for.
     on_lock_wait: Callable[[str], None] | None = None
     #: The clock leases are measured on (``lock.lease_clock``; tests give their own).
     lock_clock: Callable[[], float] = lease_clock
@@ -202,7 +203,7 @@ class _Runner:
         self.lock = SubscriptionLock(
             client, sp.topic, sp.subscription, holder, lease=options.lock_lease,
             log=lambda **context: self._journal(holder=holder.who, run=holder.run, **context),
-            on_problem=self._lock_problem, on_wait=options.on_lock_wait, clock=options.lock_clock,
+            on_problem=self._lock_problem, on_wait=signals.waiting_for, clock=options.lock_clock,
         )
 
     def _lock_problem(self, text: str) -> None:
@@ -491,7 +492,7 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
         choices = " or ".join(ReplaceStrategy)
         raise SbrulesError(f"unknown replace strategy {options.strategy!r} (use {choices})") from None
     journal = Journal(options.journal)
-    signals = _Signals()
+    signals = _Signals(on_lock_wait=options.on_lock_wait)
     results = [SubscriptionResult(sp) for sp in plan.subscriptions]
 
     holder = options.holder or Holder.this_run()
@@ -572,3 +573,14 @@ class _Signals:
     interrupted: threading.Event = field(default_factory=threading.Event)
     #: The second Ctrl-C: send no further request.
     abort: threading.Event = field(default_factory=threading.Event)
+    #: Tells ``on_lock_wait`` of the first wait for each other run (its later waits say nothing more).
+    on_lock_wait: Callable[[str], None] | None = None
+    _told: set[str] = field(default_factory=set)
+    _told_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def waiting_for(self, line: str, lock: LockRule) -> None:
+        with self._told_lock:
+            if self.on_lock_wait is None or lock.run in self._told:
+                return
+            self._told.add(lock.run)
+        self.on_lock_wait(line)

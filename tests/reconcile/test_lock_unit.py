@@ -97,7 +97,7 @@ def test_a_waiting_run_says_once_who_holds_which_lock_and_for_how_long_it_waits(
     _lock(client, A, clock).acquire(10, NEVER)
     told = []
     with pytest.raises(LockBusy):
-        _lock(client, B, clock, on_wait=told.append).acquire(30, Ticking(clock))
+        _lock(client, B, clock, on_wait=lambda line, lock: told.append(line)).acquire(30, Ticking(clock))
     assert len(told) == 1
     assert told[0].startswith(f"orders/s: locked by {A.who} (sbrules-lock.1); waiting up to 30s, taken over if it "
                               "stays unchanged for 150s more; `sbrules unlock orders/s`")
@@ -332,3 +332,16 @@ def test_a_lock_removed_by_someone_else_while_held_is_reported_at_release(kit):
     quiet.acquire(0, NEVER)
     quiet.release()  # removed by its holder alone: nothing to say
     assert len(problems) == 1
+
+
+def test_an_apply_waiting_for_one_run_on_many_subscriptions_says_so_once(kit):
+    subs = [(T, "s1"), (T, "s2")]
+    client = kit.FakeClient({key: [kit.DEFAULT] for key in subs})
+    for topic, sub in subs:
+        client.add_rule(topic, sub, lock_rule(4, B, 120.0))
+    desired = kit.desired_of({key: [kit.corr("a", "A")] for key in subs})
+    plan = compute_plan(desired, {key: client.list_rules(*key) for key in subs})
+    told = []
+    report = apply_plan(client, plan, ApplyOptions(lock_timeout=0.05, holder=A, on_lock_wait=told.append))
+    assert [r.status for r in report.results] == ["locked", "locked"]
+    assert len(told) == 1 and told[0].startswith("orders/s") and f"locked by {B.who} (sbrules-lock.4)" in told[0]
