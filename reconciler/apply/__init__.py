@@ -5,7 +5,9 @@ namespace itself keeps unique), waiting while another run holds it, and releases
 write. Under the lock it re-reads the live rules and refuses the subscription when their
 fingerprint is not the one the plan was computed from (a subscription already in the planned end
 state counts as done, so applying a plan twice changes nothing); given the declared rules (an
-apply of rule files), it plans that subscription again instead. It then runs creations,
+apply of rule files), it plans that subscription again instead. No request goes out once the
+lock's lease could have lapsed (``send_guard``): the subscription is then locked and planned again
+once from the declared rules, or reported LOCK LOST. It then runs creations,
 replacements and deletions in that order, so a message is at worst delivered twice for a moment,
 never dropped, and the subscription never has zero rules unless the files declare that. A gapless
 replacement adds the new version under a temporary name first (see ``plan.temp_rule_name``);
