@@ -121,3 +121,24 @@ def test_a_waiting_apply_says_once_who_holds_the_lock_and_how_long_it_waits(lock
     waiting = [line for line in err.splitlines() if "waiting up to" in line]
     assert waiting == ["t/s: locked by pipeline 42 (sbrules-lock.3); waiting up to 1s, taken over if it stays unchanged "
                        "for 750s more; `sbrules unlock t/s` removes it if its run is gone"], err
+
+
+def test_rules_that_only_look_like_locks_crash_nothing(run_cli, tmp_path, monkeypatch):
+    """A hand-made `sbrules-lock.²` and a delivering `sbrules-lock.1`: ordinary rules everywhere."""
+    live = DesiredState((Topic("t", (Subscription("s", (A, Rule("sbrules-lock.²", TrueFilter()),
+                                                          Rule("sbrules-lock.1", TrueFilter()))),)),))
+    with Emulator(live) as emu:
+        monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", emu.connection_string)
+        rules = _rules(tmp_path, "a")
+        code, out, err = run_cli("plan", rules, "--detailed-exitcode")
+        assert code == 2 and "sbrules-lock.²" in out and "sbrules-lock.1" in out, out + err
+        assert "looks like an sbrules lock but is not one" in out, out
+        code, out, err = run_cli("drift", rules, "--format", "json")
+        assert code == 2 and {d["rule"] for d in json.loads(out)["drift"]} == {"sbrules-lock.²", "sbrules-lock.1"}
+        code, out, err = run_cli("export", "--topic", "t")
+        assert code == 0 and "sbrules-lock.²" in out and "sbrules-lock.1" in out and "looks like an sbrules lock" in err
+        code, out, err = run_cli("unlock", "--all", "--yes")
+        assert code == 0 and "No locks in 1 subscription(s)." in out, out + err
+        code, out, err = run_cli("apply", rules, "--auto-approve", "--lock-timeout", "0")
+        assert code == 0 and "Traceback" not in err, out + err
+        assert {r.name for r in emu.namespace.rules("t", "s")} == {"a"}
