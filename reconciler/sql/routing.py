@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Container, Sequence
 
 from reconciler.model import (
     CORRELATION_SYS_NAMES,
@@ -34,6 +34,7 @@ from reconciler.sql.evaluator import CompiledFilter, MessageView, Outcome
 from reconciler.sql.parser import parse_action, parse_filter
 
 RULE_NAME_PROPERTY = "RuleName"
+FALSE = Outcome(False)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -103,13 +104,21 @@ class RouteResult:
     copies: list[tuple[str | None, Message]] = field(default_factory=list)
 
 
-def route_rules(rules: Sequence[Rule], message: Message) -> RouteResult:
-    """Evaluate every rule of a subscription on ``message`` and build the delivered copies."""
-    view = MessageView.from_message(message)
+def route_rules(
+    rules: Sequence[Rule], message: Message, view: MessageView | None = None, skip: Container[int] = ()
+) -> RouteResult:
+    """Evaluate every rule of a subscription on ``message`` and build the delivered copies.
+
+    The rules at the indexes in ``skip`` are known to be FALSE (``reconciler.sql.router`` proved
+    it) and are recorded so without being evaluated."""
+    view = view if view is not None else MessageView.from_message(message)
     results: list[tuple[str, Outcome]] = []
     action_copies: list[tuple[str | None, Message]] = []
     plain_match = False
-    for rule in rules:
+    for index, rule in enumerate(rules):
+        if index in skip:
+            results.append((rule.name, FALSE))
+            continue
         outcome = _evaluate(rule.filter, view, message)
         if outcome.matched and isinstance(rule.action, SqlRuleAction):
             try:
