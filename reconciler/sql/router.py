@@ -22,18 +22,22 @@ router and evaluating every rule never differ.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
 from reconciler.model import (
     CORRELATION_SYS_NAMES,
+    DEFAULT_RULE_NAME,
     SYSTEM_PROPERTIES,
     CorrelationFilter,
     FalseFilter,
     Message,
     Rule,
     SqlFilter,
+    Topic,
+    TrueFilter,
     ValueType,
 )
 from reconciler.names import name_key
@@ -75,8 +79,7 @@ def requirement(rule: Rule) -> Requirement | None:
 
 
 def _first_conjunct_requirement(node: ast.Predicate) -> Requirement | None:
-    while isinstance(node, ast.And):
-        node = node.left
+    node = ast.conjuncts(node)[0]
     if isinstance(node, ast.Comparison) and node.op == "=":
         prop, lit = node.left, node.right
         if isinstance(prop, ast.Property) and isinstance(lit, ast.Literal) and lit.type is ValueType.STRING:
@@ -172,3 +175,11 @@ class TopicRouter:
             skip = [i for i in range(len(rules)) if i not in chosen]
             results.append(route_rules(rules, message, view, skip=frozenset(skip)))
         return results
+
+
+@functools.lru_cache(maxsize=64)
+def topic_router(topic: Topic) -> TopicRouter:
+    """The router of a declared topic; a subscription whose rules the files leave unmanaged is
+    routed as if it had ``$Default`` (what it has when nobody changed it)."""
+    default = (Rule(DEFAULT_RULE_NAME, TrueFilter()),)
+    return TopicRouter([(sub.name, sub.rules if sub.rules is not None else default) for sub in topic.subscriptions])

@@ -1,0 +1,49 @@
+"""``sbrules test``: run the routing test files beside the rule files, offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from reconciler import diagnostics
+from reconciler.cli.common import env_option, format_option, load_rules
+from reconciler.cli.output import ExitCode, echo_json, echo_text
+from reconciler.diagnostics import Diagnostic
+from reconciler.rulefiles.environment import locate
+from reconciler.rulefiles.loader import is_test_file
+from reconciler.ruletests import report
+from reconciler.ruletests.cases import read_cases, test_files
+from reconciler.ruletests.run import run_cases
+from reconciler.ruletests.typos import typo_warnings
+
+
+@click.command("test")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@format_option(*report.FORMATS)
+@env_option
+def test(paths: tuple[Path, ...], fmt: str, env: str | None) -> None:
+    """Run the routing tests (*.test.yaml) found under the rule paths (default: ./rules) or named
+    in PATH against the declared rules, offline: each case's message is routed as `sbrules route`
+    routes it and its expectations checked. With --env, under that environment's variables,
+    overlays and topic names (cases limited by `env:` to other environments are skipped).
+
+    Exit 0 when every case passes, 1 when a case fails or a test or rule file has an error."""
+    rule_paths = tuple(p for p in paths if not is_test_file(p))
+    named_tests = [p for p in paths if is_test_file(p)]
+    rules = load_rules(rule_paths, env)
+    files = test_files([*named_tests, *(locate(rule_paths).paths if rule_paths or not named_tests else ())])
+    diags: list[Diagnostic] = []
+    if not files:
+        where = ", ".join(map(str, paths or locate(rule_paths).paths))
+        diags.append(Diagnostic("error", "no-tests", f"no routing test files (*.test.yaml) found in {where}"))
+    cases = read_cases(files, diags)
+    diags += typo_warnings(cases, rules.state, rules.environment)
+    diags.sort(key=diagnostics.sort_key)
+    results = run_cases(cases, rules.state, rules.environment)
+    if fmt == "json":
+        echo_json(report.to_document(results, diags))
+    else:
+        echo_text(report.RENDERERS[fmt](results, diags))
+    if not report.succeeded(results, diags):
+        raise SystemExit(ExitCode.ERROR)
