@@ -12,6 +12,7 @@ from reconciler.cli.output import ExitCode, echo_json, echo_text
 from reconciler.diagnostics import Diagnostic
 from reconciler.rulefiles.environment import locate
 from reconciler.rulefiles.loader import is_test_file
+from reconciler.rulefiles.variables import Substitution
 from reconciler.ruletests import report
 from reconciler.ruletests.cases import read_cases, test_files
 from reconciler.ruletests.run import run_cases
@@ -37,7 +38,8 @@ def test(paths: tuple[Path, ...], fmt: str, env: str | None) -> None:
     if not files:
         where = ", ".join(map(str, paths or locate(rule_paths).paths))
         diags.append(Diagnostic("error", "no-tests", f"no routing test files (*.test.yaml) found in {where}"))
-    cases = read_cases(files, diags)
+    environment = rules.environment
+    cases = read_cases(files, diags, Substitution(environment.vars).test_file if environment is not None else None)
     diags += typo_warnings(cases, rules.state, rules.environment)
     diags.sort(key=diagnostics.sort_key)
     results = run_cases(cases, rules.state, rules.environment)

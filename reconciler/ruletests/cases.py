@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from reconciler.diagnostics import Diagnostic
 from reconciler.model import Message, Origin, TypedValue, TypedValueError
-from reconciler.rulefiles.loader import display_path, is_test_file
+from reconciler.rulefiles.loader import Prepare, display_path, is_test_file
 from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
 from reconciler.rulefiles.schema import schema_diagnostics
 
@@ -79,8 +79,9 @@ def test_files(paths: Sequence[Path]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def read_cases(files: Sequence[Path], diags: list[Diagnostic]) -> list[Case]:
-    """Every well-formed case of ``files``; each problem found goes to ``diags``."""
+def read_cases(files: Sequence[Path], diags: list[Diagnostic], prepare: Prepare | None = None) -> list[Case]:
+    """Every well-formed case of ``files``; each problem found goes to ``diags``. ``prepare`` runs
+    before the schema check (an environment's variables: ``Substitution.test_file``)."""
     cases: list[Case] = []
     for file in files:
         try:
@@ -88,6 +89,8 @@ def read_cases(files: Sequence[Path], diags: list[Diagnostic]) -> list[Case]:
         except DocumentError as exc:
             diags.append(exc.diag)
             continue
+        if prepare is not None:
+            doc, _unusable = prepare(doc, loc, diags)
         violations = schema_diagnostics(doc, loc, SCHEMA_NAME)
         diags.extend(finding for _path, finding in violations)
         spoiled = {_case_of(path) for path, _ in violations}

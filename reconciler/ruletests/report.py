@@ -150,7 +150,8 @@ def render_markdown(results: Sequence[CaseResult], diags: Sequence[Diagnostic]) 
             rows = result.findings or [Finding("—", result.note, "")]
             for finding in rows:
                 deciding = "<br>".join(_verdict(v) for v in finding.rules)
-                cells = [result.case.name, f"`{result.case.origin}`", finding.subscription, finding.expected, finding.actual, deciding]
+                where = f"`{result.case.origin}`"
+                cells = [result.case.name, where, finding.subscription, finding.expected, finding.actual, deciding]
                 out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     if diags:
         out += ["", diagnostics.render_markdown(diags)]
