@@ -47,11 +47,14 @@ class CaseResult:
 
 
 def run_cases(cases: Sequence[Case], state: DesiredState, environment: Environment | None = None) -> list[CaseResult]:
-    """Each case's result, in order."""
-    return [run_case(case, state, environment) for case in cases]
+    """Each case's result, in order (each topic's router compiled once)."""
+    routers: dict[str, TopicRouter] = {}
+    return [run_case(case, state, environment, routers) for case in cases]
 
 
-def run_case(case: Case, state: DesiredState, environment: Environment | None = None) -> CaseResult:
+def run_case(
+    case: Case, state: DesiredState, environment: Environment | None = None, routers: dict[str, TopicRouter] | None = None
+) -> CaseResult:
     if case.envs and (environment is None or not any(same_name(environment.name, e) for e in case.envs)):
         where = "under --env " + " or ".join(case.envs)
         return CaseResult(case, "skipped", note=f"runs only {where}")
@@ -60,12 +63,14 @@ def run_case(case: Case, state: DesiredState, environment: Environment | None = 
     if topic is None:
         known = ", ".join(t.declared or t.name for t in state.topics) or "none"
         return CaseResult(case, "failed", note=f"topic {case.topic!r} is not declared (declared: {known})")
-    router = topic_router(topic)
+    routers = {} if routers is None else routers
+    router = routers.get(topic.name)
+    if router is None:
+        router = routers[topic.name] = topic_router(topic)
     view = MessageView.from_message(case.message)
-    results = router.route(case.message, view)
-    routed = {name: result for (name, _rules), result in zip(router.subscriptions, results)}
+    routed = {router.subscriptions[i][0]: result for i, result in sorted(router.route(case.message, view).items())}
     receivers = [name for name, result in routed.items() if result.delivered]
-    findings = [*_receiver_findings(case, list(routed), receivers), *_copy_findings(case, routed)]
+    findings = [*_receiver_findings(case, router, receivers), *_copy_findings(case, routed)]
     note = ""
     if case.expect.unrouted is False and not receivers:
         note = "expected at least one subscription to receive the message; none did"
@@ -74,27 +79,27 @@ def run_case(case: Case, state: DesiredState, environment: Environment | None = 
     return CaseResult(case, status, receivers, explained, note, routed)
 
 
-def _receiver_findings(case: Case, subscriptions: list[str], receivers: list[str]) -> list[Finding]:
+def _receiver_findings(case: Case, router: TopicRouter, receivers: list[str]) -> list[Finding]:
+    """The subscriptions whose receiving the expectation gets wrong, in the topic's order."""
     expect = case.expect
     received = {name_key(n) for n in receivers}
     should: dict[str, bool] = {}
     if expect.only is not None:
         wanted = {name_key(n) for n in expect.only}
-        for name in [*subscriptions, *expect.only]:
-            should.setdefault(name_key(name), name_key(name) in wanted)
-    for name in expect.includes:
-        should[name_key(name)] = True
-    for name in expect.excludes:
-        should[name_key(name)] = False
+        should.update((key, key in wanted) for key in wanted | received)
+    should.update((name_key(n), True) for n in expect.includes)
+    should.update((name_key(n), False) for n in expect.excludes)
     if expect.unrouted:
-        for name in subscriptions:
-            should[name_key(name)] = False
-    shown = {name_key(n): n for n in [*subscriptions, *expect.named()]}
+        should.update((key, False) for key in received)
+    wrong = {key for key, wanted in should.items() if wanted != (key in received)}
+    if not wrong:
+        return []
+    shown = {name_key(n): n for n in [*expect.named(), *(name for name, _ in router.subscriptions)]}
+    order = {key: i for i, key in enumerate(shown)}
     return [
-        Finding(shown[key], "receives the message" if wanted else "does not receive it",
+        Finding(shown[key], "receives the message" if should[key] else "does not receive it",
                 "receives it" if key in received else "does not receive it")
-        for key, wanted in should.items()
-        if wanted != (key in received)
+        for key in sorted(wrong, key=lambda k: order[k])
     ]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 from reconciler.diagnostics import Diagnostic
-from reconciler.model import CorrelationFilter, DesiredState, SqlFilter, SqlRuleAction, Topic
+from reconciler.model import CorrelationFilter, DesiredState, SqlFilter, SqlRuleAction, Subscription, Topic
 from reconciler.names import name_key
 from reconciler.rulefiles.project import Environment
 from reconciler.ruletests.cases import Case
@@ -20,6 +20,7 @@ def typo_warnings(cases: Sequence[Case], state: DesiredState, environment: Envir
     """A warning for each name in ``cases`` that the declared rules do not know."""
     out: list[Diagnostic] = []
     mentioned: dict[str, set[str]] = {}
+    subscriptions: dict[str, dict[str, Subscription]] = {}
     for case in cases:
         actual = environment.actual_topic(case.topic) if environment is not None else case.topic
         topic = state.topic(actual)
@@ -27,9 +28,13 @@ def typo_warnings(cases: Sequence[Case], state: DesiredState, environment: Envir
             out.append(Diagnostic("warning", "test-unknown-topic",
                                   f"case {case.name!r}: topic {case.topic!r} is not declared", case.origin))
             continue
-        known = mentioned.setdefault(topic.name, mentioned_properties(topic))
+        if topic.name not in mentioned:
+            mentioned[topic.name] = mentioned_properties(topic)
+        known = mentioned[topic.name]
+        if topic.name not in subscriptions:
+            subscriptions[topic.name] = {name_key(sub.name): sub for sub in topic.subscriptions}
         for name in case.expect.named():
-            sub = topic.subscription(name)
+            sub = subscriptions[topic.name].get(name_key(name))
             if sub is None:
                 out.append(Diagnostic("warning", "test-unknown-subscription",
                                       f"case {case.name!r}: topic {case.topic!r} has no subscription {name!r}", case.origin))

@@ -22,7 +22,6 @@ router and evaluating every rule never differ.
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
@@ -151,19 +150,17 @@ class TopicRouter:
             by_sub.setdefault(sub_index, []).append(rule_index)
         return by_sub
 
-    def route(self, message: Message, view: MessageView | None = None) -> list[RouteResult]:
-        """What each subscription does with ``message``, in order. ``rule_results`` list the rules
-        evaluated; every other rule was FALSE."""
+    def route(self, message: Message, view: MessageView | None = None) -> dict[int, RouteResult]:
+        """What the subscriptions with candidate rules do with ``message``, by subscription index;
+        every other subscription receives nothing. ``rule_results`` list the rules evaluated;
+        every other rule was FALSE."""
         view = view if view is not None else MessageView.from_message(message)
-        by_sub = self.candidates(view)
-        results = []
-        for sub_index, (_name, rules) in enumerate(self.subscriptions):
-            chosen = by_sub.get(sub_index)
-            if not chosen:
-                results.append(RouteResult(delivered=False))
-            else:
-                results.append(route_rules([rules[i] for i in chosen], message, view))
-        return results
+        subscriptions = self.subscriptions
+        out = {}
+        for sub_index, chosen in self.candidates(view).items():
+            rules = subscriptions[sub_index][1]
+            out[sub_index] = route_rules([rules[i] for i in chosen], message, view)
+        return out
 
     def route_every_rule(self, message: Message, view: MessageView | None = None) -> list[RouteResult]:
         """Like :meth:`route`, with every rule in ``rule_results`` (those not evaluated as FALSE)."""
@@ -177,7 +174,6 @@ class TopicRouter:
         return results
 
 
-@functools.lru_cache(maxsize=64)
 def topic_router(topic: Topic) -> TopicRouter:
     """The router of a declared topic; a subscription whose rules the files leave unmanaged is
     routed as if it had ``$Default`` (what it has when nobody changed it)."""

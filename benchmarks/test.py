@@ -1,0 +1,148 @@
+"""Benchmark: `sbrules test`, routing unit tests, at any rule count (issue 41's targets).
+
+- ``sbrules test`` end to end (a fresh process, start-up included) on 10,000 cases against 2,000
+  rules (one topic, 200 subscriptions × 10 rules: SQL with and without actions, correlation);
+  target ≤ 3 s wall on the 2-core machine;
+- cases per second in process (cases read, routed through the topic router, checked) at 100,
+  2,000 and 20,000 rules: it should stay nearly flat, since only the candidate rules are evaluated;
+- the same cases through ``sbrules route`` run case by case (a process per case, as a script
+  would), and the ratio of the two per case.
+
+Prints one JSON object. Run: python benchmarks/test.py [--cases 10000] [--subscriptions 200] [--route-cases 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LABELS = 400
+REGIONS = [f"r{i}" for i in range(40)]
+#: Cases per test file (a team splits its cases by concern; one file is bounded by the YAML reader's node limit).
+CASES_PER_FILE = 1_000
+
+
+def rule_file(subscriptions: int, rules: int) -> str:
+    """One topic's rules: per subscription, SQL rules keyed on the label or region, some with an
+    action, and correlation rules."""
+    lines = ["topic: orders", "subscriptions:"]
+    for s in range(subscriptions):
+        lines += [f"  sub-{s}:", "    rules:"]
+        for r in range(rules):
+            i = s * rules + r
+            label = f"e{(i * 7) % LABELS}"
+            if r % 5 == 4:
+                lines.append(f"      - {{name: corr-{r}, correlation: {{subject: {label}, properties: {{tier: {{int: {r % 3}}}}}}}}}")
+            elif r % 5 == 3:
+                lines.append(f"      - {{name: region-{r}, sql: \"region IN ('{REGIONS[i % 40]}', '{REGIONS[(i + 1) % 40]}') AND amount > {i % 500}\"}}")
+            else:
+                action = f", action: \"SET routed = 'r{i}'\"" if r % 5 == 0 else ""
+                lines.append(f"      - {{name: sql-{r}, sql: \"sys.Label = '{label}' AND amount >= {i % 1000}\"{action}}}")
+    return "\n".join(lines) + "\n"
+
+
+def messages(count: int, seed: int = 41) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        user = {"amount": rng.randrange(0, 1200), "region": rng.choice(REGIONS), "tier": {"int": rng.randrange(3)}}
+        out.append({"sys": {"Label": f"e{rng.randrange(LABELS)}"}, "user": user})
+    return out
+
+
+def write_suite(root: Path, subscriptions: int, count: int) -> list[dict]:
+    """The rule file and a test file whose cases pin today's routing (their expectations computed
+    with the router outside the timed part); the messages."""
+    from reconciler.model import Message
+    from reconciler.rulefiles import load
+    from reconciler.sql.router import topic_router
+
+    (root / "orders.yaml").write_text(rule_file(subscriptions, 10))
+    router = topic_router(load([root]).state.topics[0])
+    sample = messages(count)
+    for first in range(0, count, CASES_PER_FILE):
+        lines = ["topic: orders", "cases:"]
+        for n, doc in enumerate(sample[first:first + CASES_PER_FILE], start=first):
+            results = router.route(Message.from_json(doc))
+            receivers = [name for (name, _), result in zip(router.subscriptions, results) if result.delivered]
+            lines.append(f"  - {{name: case-{n}, given: {json.dumps(doc)}, expect: {{only: {json.dumps(receivers)}}}}}")
+        (root / f"orders-{first // CASES_PER_FILE:03d}.test.yaml").write_text("\n".join(lines) + "\n")
+    return sample
+
+
+def end_to_end(root: Path) -> tuple[float, dict]:
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "test", str(root), "--format", "json"], capture_output=True, text=True, check=False
+    )
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"sbrules test failed ({done.returncode}): {done.stderr or done.stdout[:2000]}")
+    return elapsed, json.loads(done.stdout)["summary"]
+
+
+def in_process_rate(root: Path) -> float:
+    """Cases per second: read, routed and checked in this process (rules loaded beforehand)."""
+    from reconciler.rulefiles import load
+    from reconciler.ruletests.cases import read_cases, test_files
+    from reconciler.ruletests.run import run_cases
+    state = load([root]).state
+    started = time.perf_counter()
+    cases = read_cases(test_files([root]), [])
+    results = run_cases(cases, state)
+    elapsed = time.perf_counter() - started
+    assert all(r.status == "passed" for r in results)
+    return len(cases) / elapsed
+
+
+def route_case_by_case(root: Path, sample: list[dict], count: int) -> float:
+    """Seconds per case for ``sbrules route --message`` run once per case."""
+    started = time.perf_counter()
+    for doc in sample[:count]:
+        subprocess.run(
+            [sys.executable, "-m", "reconciler", "route", str(root / "orders.yaml"), "--message", "-", "--format", "json"],
+            input=json.dumps(doc), capture_output=True, text=True, check=True,
+        )
+    return (time.perf_counter() - started) / count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--subscriptions", type=int, default=200)
+    parser.add_argument("--route-cases", type=int, default=10)
+    args = parser.parse_args()
+    result: dict = {"benchmark": "test", "cases": args.cases}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "main"
+        root.mkdir()
+        sample = write_suite(root, args.subscriptions, args.cases)
+        wall, summary = end_to_end(root)
+        per_case = wall / args.cases
+        route_per_case = route_case_by_case(root, sample, args.route_cases)
+        result["end_to_end"] = {
+            "rules": args.subscriptions * 10, "wall_seconds": round(wall, 3), "target_seconds": 3.0,
+            "within_target": wall <= 3.0, "summary": summary,
+        }
+        result["route_case_by_case"] = {
+            "cases": args.route_cases, "seconds_per_case": round(route_per_case, 4),
+            "test_seconds_per_case": round(per_case, 6), "ratio": round(route_per_case / per_case, 1),
+        }
+        rates = {}
+        for rules in (100, 2_000, 20_000):
+            sized = Path(tmp) / f"r{rules}"
+            sized.mkdir()
+            write_suite(sized, rules // 10, min(args.cases, 2_000))
+            rates[str(rules)] = round(in_process_rate(sized))
+        result["cases_per_second_by_rules"] = rates
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
