@@ -38,9 +38,11 @@ def rule_file(subscriptions: int, rules: int) -> str:
             i = s * rules + r
             label = f"e{(i * 7) % LABELS}"
             if r % 5 == 4:
-                lines.append(f"      - {{name: corr-{r}, correlation: {{subject: {label}, properties: {{tier: {{int: {r % 3}}}}}}}}}")
+                tier = f"{{tier: {{int: {r % 3}}}}}"
+                lines.append(f"      - {{name: corr-{r}, correlation: {{subject: {label}, properties: {tier}}}}}")
             elif r % 5 == 3:
-                lines.append(f"      - {{name: region-{r}, sql: \"region IN ('{REGIONS[i % 40]}', '{REGIONS[(i + 1) % 40]}') AND amount > {i % 500}\"}}")
+                regions = f"'{REGIONS[i % 40]}', '{REGIONS[(i + 1) % 40]}'"
+                lines.append(f"      - {{name: region-{r}, sql: \"region IN ({regions}) AND amount > {i % 500}\"}}")
             else:
                 action = f", action: \"SET routed = 'r{i}'\"" if r % 5 == 0 else ""
                 lines.append(f"      - {{name: sql-{r}, sql: \"sys.Label = '{label}' AND amount >= {i % 1000}\"{action}}}")
