@@ -119,8 +119,8 @@ def _case(
     origin = loc.origin(path)
     topic = doc.get("topic", default_topic)
     if topic is None:
-        message = f"case {doc['name']!r} names no topic (give `topic:` in the case or the file)"
-        diags.append(Diagnostic("error", "test-topic", message, origin))
+        problem = f"case {doc['name']!r} names no topic (give `topic:` in the case or the file)"
+        diags.append(Diagnostic("error", "test-topic", problem, origin))
         return None
     given = dict(doc["given"])
     given_path = path + ("given",)
