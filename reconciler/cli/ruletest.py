@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -13,7 +14,7 @@ from reconciler.diagnostics import Diagnostic
 from reconciler.rulefiles.environment import locate
 from reconciler.rulefiles.loader import is_test_file
 from reconciler.rulefiles.variables import Substitution
-from reconciler.ruletests import report
+from reconciler.ruletests import coverage, report
 from reconciler.ruletests.cases import read_cases, test_files
 from reconciler.ruletests.run import run_cases
 from reconciler.ruletests.typos import typo_warnings
@@ -21,9 +22,18 @@ from reconciler.ruletests.typos import typo_warnings
 
 @click.command("test")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("--coverage", "show_coverage", is_flag=True,
+              help="Report which rule branches the cases exercise, and list the uncovered ones with file:line.")
+@click.option("--min-coverage", type=click.FloatRange(0, 100), metavar="PERCENT",
+              help="Fail (exit 1) when branch coverage is below PERCENT (implies --coverage).")
+@click.option("--coverage-report", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Write the coverage to FILE: Cobertura XML when it ends in .xml, else JSON (implies --coverage).")
 @format_option(*report.FORMATS)
 @env_option
-def test(paths: tuple[Path, ...], fmt: str, env: str | None) -> None:
+def test(
+    paths: tuple[Path, ...], show_coverage: bool, min_coverage: float | None, coverage_report: Path | None, fmt: str,
+    env: str | None,
+) -> None:
     """Run the routing tests (*.test.yaml) found under the rule paths (default: ./rules) or named
     in PATH against the declared rules, offline: each case's message is routed as `sbrules route`
     routes it and its expectations checked. With --env, under that environment's variables,
@@ -43,9 +53,25 @@ def test(paths: tuple[Path, ...], fmt: str, env: str | None) -> None:
     diags += typo_warnings(cases, rules.state, rules.environment)
     diags.sort(key=diagnostics.sort_key)
     results = run_cases(cases, rules.state, rules.environment)
+    branches = None
+    if show_coverage or min_coverage is not None or coverage_report is not None:
+        actual = environment.actual_topic if environment is not None else str
+        branches = coverage.measure(results, rules.state, actual)
+        if coverage_report is not None:
+            xml = coverage_report.suffix == ".xml"
+            text = coverage.render_cobertura(branches) if xml else json.dumps(coverage.to_json(branches), indent=2)
+            coverage_report.write_text(text + "\n", encoding="utf-8")
     if fmt == "json":
-        echo_json(report.to_document(results, diags))
+        document = report.to_document(results, diags)
+        if branches is not None:
+            document["coverage"] = coverage.to_json(branches)
+        echo_json(document)
     else:
         echo_text(report.RENDERERS[fmt](results, diags))
-    if not report.succeeded(results, diags):
+        if branches is not None and fmt in ("text", "markdown"):
+            echo_text(coverage.render_text(branches))
+    below = min_coverage is not None and branches is not None and coverage.percent(branches) < min_coverage
+    if below:
+        click.echo(f"error: coverage {coverage.percent(branches or []):.1f}% is below --min-coverage {min_coverage:g}", err=True)
+    if below or not report.succeeded(results, diags):
         raise SystemExit(ExitCode.ERROR)

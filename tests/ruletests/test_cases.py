@@ -261,3 +261,40 @@ def test_no_test_files_is_an_error(project, run_cli):
     project()
     code, out, _ = run_cli("test")
     assert code == 1 and "error[no-tests]: no routing test files (*.test.yaml) found in rules" in out
+
+
+COVERAGE_RULES = """
+topic: orders
+subscriptions:
+  billing:
+    rules:
+      - name: big
+        sql: "amount > 1000 AND currency IN ('EUR', 'USD')"
+        action: "SET priority = 'high'"
+      - name: refunds
+        correlation: {subject: refund, properties: {tier: {int: 3}}}
+"""
+
+
+def test_coverage_counts_each_condition_item_field_and_statement_both_ways(project, run_cli, tmp_path):
+    project(**{"orders.yaml": COVERAGE_RULES, "orders.test.yaml": """
+        topic: orders
+        cases:
+          - {name: big EUR, given: {user: {amount: 2000, currency: EUR}}, expect: {includes: [billing]}}
+          - {name: small, given: {user: {amount: 5, currency: EUR}}, expect: {excludes: [billing]}}
+          - {name: refund, given: {sys: {Label: refund}, user: {tier: {int: 3}}}, expect: {includes: [billing]}}
+    """})
+    code, doc = run_json(run_cli, "--coverage", "--coverage-report", tmp_path / "cov.xml")
+    uncovered = {(u["rule"], u["kind"], u["branch"], tuple(u["seen"])) for u in doc["coverage"]["uncovered"]}
+    assert code == 0 and uncovered == {
+        ("big", "condition", "currency IN ('EUR', 'USD')", ("true",)),
+        ("big", "in-item", "currency IN (… 'EUR' …)", ("true",)),
+        ("big", "in-item", "currency IN (… 'USD' …)", ()),
+        ("refunds", "correlation-field", "properties.tier = int 3", ("true",)),
+    }
+    # amount > 1000 and the subject (a message without it skips the rule) decided both ways, the statement ran
+    assert (doc["coverage"]["branches"], doc["coverage"]["covered"]) == (7, 3)
+    lines = ET.parse(tmp_path / "cov.xml").getroot().findall(".//line")
+    assert [(line.get("number"), line.get("condition-coverage")) for line in lines] == [("6", "56% (5/9)"), ("9", "75% (3/4)")]
+    code, _out, err = run_cli("test", "--min-coverage", "50")
+    assert code == 1 and "error: coverage 42.9% is below --min-coverage 50" in err
