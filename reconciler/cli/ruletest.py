@@ -15,6 +15,7 @@ from reconciler.rulefiles.environment import locate
 from reconciler.rulefiles.loader import is_test_file
 from reconciler.rulefiles.variables import Substitution
 from reconciler.ruletests import coverage, report
+from reconciler.ruletests import mutate as mutation
 from reconciler.ruletests.cases import read_cases, test_files
 from reconciler.ruletests.run import run_cases
 from reconciler.ruletests.typos import typo_warnings
@@ -28,11 +29,13 @@ from reconciler.ruletests.typos import typo_warnings
               help="Fail (exit 1) when branch coverage is below PERCENT (implies --coverage).")
 @click.option("--coverage-report", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Write the coverage to FILE: Cobertura XML when it ends in .xml, else JSON (implies --coverage).")
+@click.option("--mutate", is_flag=True,
+              help="Mutation testing: change one rule at a time and report the mutants no case kills, and the score.")
 @format_option(*report.FORMATS)
 @env_option
 def test(
-    paths: tuple[Path, ...], show_coverage: bool, min_coverage: float | None, coverage_report: Path | None, fmt: str,
-    env: str | None,
+    paths: tuple[Path, ...], show_coverage: bool, min_coverage: float | None, coverage_report: Path | None, mutate: bool,
+    fmt: str, env: str | None,
 ) -> None:
     """Run the routing tests (*.test.yaml) found under the rule paths (default: ./rules) or named
     in PATH against the declared rules, offline: each case's message is routed as `sbrules route`
@@ -61,15 +64,20 @@ def test(
             xml = coverage_report.suffix == ".xml"
             text = coverage.render_cobertura(branches) if xml else json.dumps(coverage.to_json(branches), indent=2)
             coverage_report.write_text(text + "\n", encoding="utf-8")
+    mutated = mutation.run_mutants(cases, rules.state, environment) if mutate else None
     if fmt == "json":
         document = report.to_document(results, diags)
         if branches is not None:
             document["coverage"] = coverage.to_json(branches)
+        if mutated is not None:
+            document["mutation"] = mutation.to_json(mutated)
         echo_json(document)
     else:
         echo_text(report.RENDERERS[fmt](results, diags))
         if branches is not None and fmt in ("text", "markdown"):
             echo_text(coverage.render_text(branches))
+        if mutated is not None and fmt in ("text", "markdown"):
+            echo_text(mutation.render_text(mutated))
     below = min_coverage is not None and branches is not None and coverage.percent(branches) < min_coverage
     if below:
         click.echo(f"error: coverage {coverage.percent(branches or []):.1f}% is below --min-coverage {min_coverage:g}", err=True)
