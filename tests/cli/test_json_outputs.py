@@ -136,9 +136,10 @@ def test_test(run_cli, output_schema, tmp_path):
         "cases:\n- {name: n, topic: orders, given: {sys: {Label: refund}}, expect: {only: [shipping]}}\n"
         "- {name: m, given: {}, expect: {unrouted: true}}\n"
     )
-    code, out, _ = run_cli("test", RULES, failing, "--format", "json")
+    code, out, _ = run_cli("test", RULES, failing, "--format", "json", "--coverage", "--mutate")
     doc = one_document(out)
     output_schema("test").validate(doc)
+    assert doc["coverage"]["uncovered"] and doc["mutation"]["survivors"]
     statuses = {c["status"] for c in doc["cases"]}
     assert code == 1 and statuses == {"passed", "failed"} and doc["summary"]["errors"] == 1
     assert any(f["rules"] for c in doc["cases"] for f in c["findings"])
