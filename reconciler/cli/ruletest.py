@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +21,10 @@ from reconciler.ruletests.cases import read_cases, test_files
 from reconciler.ruletests.run import run_cases
 from reconciler.ruletests.typos import typo_warnings
 
+if TYPE_CHECKING:
+    from reconciler.model import DesiredState
+    from reconciler.rulefiles.project import Environment
+
 
 @click.command("test")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
@@ -31,14 +36,23 @@ from reconciler.ruletests.typos import typo_warnings
               help="Write the coverage to FILE: Cobertura XML when it ends in .xml, else JSON (implies --coverage).")
 @click.option("--mutate", is_flag=True,
               help="Mutation testing: change one rule at a time and report the mutants no case kills, and the score.")
+@click.option("--record", "sample", type=click.Path(exists=True, path_type=Path), metavar="SAMPLE",
+              help="Write golden cases pinning how the rules route the messages of this traffic sample (Parquet, "
+              "from `sbrules sample`) to --out, instead of running the tests.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="With --record: the test file to write (*.test.yaml).")
+@click.option("--per-outcome", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --record: at most this many cases per distinct (topic, receivers, copies), smallest messages first.")
+@click.option("--update", is_flag=True,
+              help="Rewrite the expectations of failing cases to what the rules do now (after review; comments are not kept).")
 @format_option(*report.FORMATS)
 @env_option
 def test(
     paths: tuple[Path, ...], show_coverage: bool, min_coverage: float | None, coverage_report: Path | None, mutate: bool,
-    fmt: str, env: str | None,
+    sample: Path | None, out: Path | None, per_outcome: int, update: bool, fmt: str, env: str | None,
 ) -> None:
-    """Run the routing tests (*.test.yaml) found under the rule paths (default: ./rules) or named
-    in PATH against the declared rules, offline: each case's message is routed as `sbrules route`
+    """Run the routing tests (*.test.yaml) named in PATH, or else found under the rule paths
+    (default: ./rules), against the declared rules, offline: each case's message is routed as `sbrules route`
     routes it and its expectations checked. With --env, under that environment's variables,
     overlays and topic names (cases limited by `env:` to other environments are skipped).
 
@@ -46,7 +60,12 @@ def test(
     rule_paths = tuple(p for p in paths if not is_test_file(p))
     named_tests = [p for p in paths if is_test_file(p)]
     rules = load_rules(rule_paths, env)
-    files = test_files([*named_tests, *(locate(rule_paths).paths if rule_paths or not named_tests else ())])
+    if sample is not None:
+        _record(sample, out, rules.state, rules.environment, per_outcome)
+        return
+    if out is not None:
+        raise click.UsageError("--out goes with --record SAMPLE")
+    files = test_files(named_tests or list(locate(rule_paths).paths))
     diags: list[Diagnostic] = []
     if not files:
         where = ", ".join(map(str, paths or locate(rule_paths).paths))
@@ -64,6 +83,11 @@ def test(
             xml = coverage_report.suffix == ".xml"
             text = coverage.render_cobertura(branches) if xml else json.dumps(coverage.to_json(branches), indent=2)
             coverage_report.write_text(text + "\n", encoding="utf-8")
+    if update:
+        from reconciler import golden
+
+        for file in golden.update(results):
+            click.echo(f"updated the failing cases' expectations in {file}", err=True)
     mutated = mutation.run_mutants(cases, rules.state, environment) if mutate else None
     if fmt == "json":
         document = report.to_document(results, diags)
@@ -83,3 +107,15 @@ def test(
         click.echo(f"error: coverage {coverage.percent(branches or []):.1f}% is below --min-coverage {min_coverage:g}", err=True)
     if below or not report.succeeded(results, diags):
         raise SystemExit(ExitCode.ERROR)
+
+
+def _record(sample: Path, out: Path | None, state: DesiredState, environment: Environment | None, per_outcome: int) -> None:
+    from reconciler import golden
+
+    if out is None:
+        raise click.UsageError("--record SAMPLE needs --out FILE (a *.test.yaml file)")
+    if not is_test_file(out):
+        raise click.UsageError(f"--out {out}: name it *.test.yaml, so that rule-file commands skip it")
+    doc = golden.record(sample, state, environment, per_outcome)
+    out.write_text(golden.dump(doc), encoding="utf-8")
+    echo_text(f"recorded {len(doc['cases'])} cases in {out}")

@@ -8,7 +8,7 @@ the others still run, so one mistake does not hide the rest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -60,6 +60,9 @@ class Case:
     envs: tuple[str, ...] = ()
     #: Where the message's properties were written, by (scope, name), for located warnings.
     property_origins: Mapping[tuple[str, str], Origin] = field(default_factory=dict)
+    #: The test file and the case's index in its ``cases`` (for ``--update``).
+    file: Path | None = None
+    index: int = -1
 
 
 def test_files(paths: Sequence[Path]) -> list[Path]:
@@ -102,7 +105,7 @@ def read_cases(files: Sequence[Path], diags: list[Diagnostic], prepare: Prepare 
                 continue
             case = _case(case_doc, ("cases", index), doc.get("topic"), shared, loc, diags)
             if case is not None:
-                cases.append(case)
+                cases.append(replace(case, file=file, index=index))
     return cases
 
 
