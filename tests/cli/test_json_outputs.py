@@ -134,6 +134,7 @@ def test_test(run_cli, output_schema, tmp_path):
     failing = tmp_path / "failing.test.yaml"
     failing.write_text(
         "cases:\n- {name: n, topic: orders, given: {sys: {Label: refund}}, expect: {only: [shipping]}}\n"
+        "- {name: o, topic: orders, given: {sys: {Label: refund}}, expect: {includes: [audit]}}\n"
         "- {name: m, given: {}, expect: {unrouted: true}}\n"
     )
     code, out, _ = run_cli("test", RULES, failing, "--format", "json", "--coverage", "--mutate")
