@@ -45,11 +45,15 @@ if TYPE_CHECKING:
               help="With --record: at most this many cases per distinct (topic, receivers, copies), smallest messages first.")
 @click.option("--update", is_flag=True,
               help="Rewrite the expectations of failing cases to what the rules do now (after review; comments are not kept).")
+@click.option("--against", type=click.Choice(["emulator"]),
+              help="Also publish each case's message to a built-in emulator started for the run, and fail a case "
+              "where what its subscriptions receive differs from the offline routing.")
 @format_option(*report.FORMATS)
 @env_option
 def test(
     paths: tuple[Path, ...], show_coverage: bool, min_coverage: float | None, coverage_report: Path | None, mutate: bool,
-    sample: Path | None, out: Path | None, per_outcome: int, update: bool, fmt: str, env: str | None,
+    sample: Path | None, out: Path | None, per_outcome: int, update: bool, against: str | None, fmt: str,
+    env: str | None,
 ) -> None:
     """Run the routing tests (*.test.yaml) named in PATH, or else found under the rule paths
     (default: ./rules), against the declared rules, offline: each case's message is routed as `sbrules route`
@@ -74,7 +78,12 @@ def test(
     cases = read_cases(files, diags, Substitution(environment.vars).test_file if environment is not None else None)
     diags += typo_warnings(cases, rules.state, rules.environment)
     diags.sort(key=diagnostics.sort_key)
-    results = run_cases(cases, rules.state, rules.environment)
+    if against == "emulator":
+        from reconciler.against import run_against_emulator
+
+        results = run_against_emulator(cases, rules.state, rules.environment)
+    else:
+        results = run_cases(cases, rules.state, rules.environment)
     branches = None
     if show_coverage or min_coverage is not None or coverage_report is not None:
         actual = environment.actual_topic if environment is not None else str
