@@ -187,7 +187,7 @@ class Coverage:
         if isinstance(node, ast.Not):
             return self._deciding(node.operand, view, self._run(node.operand, view))
         if isinstance(node, ast.And | ast.Or):
-            operands = ast.conjuncts(node) if isinstance(node, ast.And) else _disjuncts(node)
+            operands = ast.conjuncts(node) if isinstance(node, ast.And) else ast.disjuncts(node)
             results = [self._run(o, view) for o in operands]
             all_decide = (outcome is True) == isinstance(node, ast.And)
             if all_decide:
@@ -240,12 +240,6 @@ def _first_mismatch(flt: CorrelationFilter, message: Message) -> int:
         if not correlation_matches(CorrelationFilter(properties=(prop,)), message):
             return offset + i
     return 0
-
-
-def _disjuncts(node: ast.Node) -> list[ast.Predicate]:
-    if isinstance(node, ast.Or):
-        return _disjuncts(node.left) + _disjuncts(node.right)
-    return [node]  # type: ignore[list-item]
 
 
 def measure(results: Sequence[CaseResult], state: DesiredState, actual_topic: Callable[[str], str]) -> list[Branch]:

@@ -62,7 +62,7 @@ def _run(node: ast.Predicate, view: MessageView) -> tuple[str, str]:
 def _sql(node: ast.Predicate, view: MessageView) -> Decision:
     result, error = _run(node, view)
     if isinstance(node, ast.And | ast.Or):
-        operands = ast.conjuncts(node) if isinstance(node, ast.And) else _disjuncts(node)
+        operands = ast.conjuncts(node) if isinstance(node, ast.And) else ast.disjuncts(node)
         short = "FALSE" if isinstance(node, ast.And) else "TRUE"
         for wanted in (short, "ERROR", "UNKNOWN") if result != "ERROR" else ("ERROR",):
             for operand in operands:
@@ -70,12 +70,6 @@ def _sql(node: ast.Predicate, view: MessageView) -> Decision:
                     return _sql(operand, view)
         return Decision(canonical(node), result, "every operand was " + result)
     return Decision(canonical(node), result, error or _values(node, view))
-
-
-def _disjuncts(node: ast.Predicate) -> list[ast.Predicate]:
-    if isinstance(node, ast.Or):
-        return _disjuncts(node.left) + _disjuncts(node.right)
-    return [node]
 
 
 def _values(node: ast.Node, view: MessageView) -> str:
