@@ -5,6 +5,8 @@
   target ≤ 3 s wall on the 2-core machine;
 - cases per second in process (cases read, routed through the topic router, checked) at 100,
   2,000 and 20,000 rules: it should stay nearly flat, since only the candidate rules are evaluated;
+- the same run with ``--coverage`` (target: at most 30 % more), and ``--mutate`` on the demo's
+  rules (target ≤ 30 s);
 - the same cases through ``sbrules route`` run case by case (a process per case, as a script
   would), and the ratio of the two per case.
 
@@ -78,10 +80,11 @@ def write_suite(root: Path, subscriptions: int, count: int) -> list[dict]:
     return sample
 
 
-def end_to_end(root: Path) -> tuple[float, dict]:
+def end_to_end(root: Path, *options: str) -> tuple[float, dict]:
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "reconciler", "test", str(root), "--format", "json"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "reconciler", "test", str(root), "--format", "json", *options],
+        capture_output=True, text=True, check=False,
     )
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
@@ -126,12 +129,20 @@ def main() -> None:
         root.mkdir()
         sample = write_suite(root, args.subscriptions, args.cases)
         wall, summary = end_to_end(root)
+        covered_wall, _ = end_to_end(root, "--coverage")
+        demo = Path(__file__).resolve().parents[1] / "rules"
+        mutate_wall, _ = end_to_end(demo, "--mutate")
         per_case = wall / args.cases
         route_per_case = route_case_by_case(root, sample, args.route_cases)
         result["end_to_end"] = {
             "rules": args.subscriptions * 10, "wall_seconds": round(wall, 3), "target_seconds": 3.0,
             "within_target": wall <= 3.0, "summary": summary,
         }
+        result["coverage"] = {
+            "wall_seconds": round(covered_wall, 3), "added_percent": round(100 * (covered_wall / wall - 1), 1),
+            "target_added_percent": 30,
+        }
+        result["mutation_of_the_demo_rules"] = {"wall_seconds": round(mutate_wall, 3), "target_seconds": 30}
         result["route_case_by_case"] = {
             "cases": args.route_cases, "seconds_per_case": round(route_per_case, 4),
             "test_seconds_per_case": round(per_case, 6), "ratio": round(route_per_case / per_case, 1),
