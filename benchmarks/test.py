@@ -74,7 +74,7 @@ def write_suite(root: Path, subscriptions: int, count: int) -> list[dict]:
         lines = ["topic: orders", "cases:"]
         for n, doc in enumerate(sample[first:first + CASES_PER_FILE], start=first):
             results = router.route(Message.from_json(doc))
-            receivers = [name for (name, _), result in zip(router.subscriptions, results) if result.delivered]
+            receivers = [router.subscriptions[i][0] for i, result in sorted(results.items()) if result.delivered]
             lines.append(f"  - {{name: case-{n}, given: {json.dumps(doc)}, expect: {{only: {json.dumps(receivers)}}}}}")
         (root / f"orders-{first // CASES_PER_FILE:03d}.test.yaml").write_text("\n".join(lines) + "\n")
     return sample
