@@ -24,39 +24,48 @@ import tempfile
 import time
 from pathlib import Path
 
-LABELS = 400
-REGIONS = [f"r{i}" for i in range(40)]
+#: Event types and regions grow with the rule count (a topic with more subscriptions carries more
+#: kinds of messages), so each message matches about as many rules at every size: ~4 by label, ~4 by region.
+LABELS_PER_RULE = 1 / 5
+REGIONS_PER_RULE = 1 / 10
 #: Cases per test file (a team splits its cases by concern; one file is bounded by the YAML reader's node limit).
 CASES_PER_FILE = 1_000
+
+
+def vocabulary(rules: int) -> tuple[int, list[str]]:
+    """How many labels, and the regions, for a topic of ``rules`` rules."""
+    return max(1, int(rules * LABELS_PER_RULE)), [f"r{i}" for i in range(max(2, int(rules * REGIONS_PER_RULE)))]
 
 
 def rule_file(subscriptions: int, rules: int) -> str:
     """One topic's rules: per subscription, SQL rules keyed on the label or region, some with an
     action, and correlation rules."""
+    labels, regions = vocabulary(subscriptions * rules)
     lines = ["topic: orders", "subscriptions:"]
     for s in range(subscriptions):
         lines += [f"  sub-{s}:", "    rules:"]
         for r in range(rules):
             i = s * rules + r
-            label = f"e{(i * 7) % LABELS}"
+            label = f"e{(i * 7) % labels}"
             if r % 5 == 4:
                 tier = f"{{tier: {{int: {r % 3}}}}}"
                 lines.append(f"      - {{name: corr-{r}, correlation: {{subject: {label}, properties: {tier}}}}}")
             elif r % 5 == 3:
-                regions = f"'{REGIONS[i % 40]}', '{REGIONS[(i + 1) % 40]}'"
-                lines.append(f"      - {{name: region-{r}, sql: \"region IN ({regions}) AND amount > {i % 500}\"}}")
+                pair = f"'{regions[i % len(regions)]}', '{regions[(i + 1) % len(regions)]}'"
+                lines.append(f"      - {{name: region-{r}, sql: \"region IN ({pair}) AND amount > {i % 500}\"}}")
             else:
                 action = f", action: \"SET routed = 'r{i}'\"" if r % 5 == 0 else ""
                 lines.append(f"      - {{name: sql-{r}, sql: \"sys.Label = '{label}' AND amount >= {i % 1000}\"{action}}}")
     return "\n".join(lines) + "\n"
 
 
-def messages(count: int, seed: int = 41) -> list[dict]:
+def messages(count: int, rules: int, seed: int = 41) -> list[dict]:
     rng = random.Random(seed)
+    labels, regions = vocabulary(rules)
     out = []
     for _ in range(count):
-        user = {"amount": rng.randrange(0, 1200), "region": rng.choice(REGIONS), "tier": {"int": rng.randrange(3)}}
-        out.append({"sys": {"Label": f"e{rng.randrange(LABELS)}"}, "user": user})
+        user = {"amount": rng.randrange(0, 1200), "region": rng.choice(regions), "tier": {"int": rng.randrange(3)}}
+        out.append({"sys": {"Label": f"e{rng.randrange(labels)}"}, "user": user})
     return out
 
 
@@ -69,7 +78,7 @@ def write_suite(root: Path, subscriptions: int, count: int) -> list[dict]:
 
     (root / "orders.yaml").write_text(rule_file(subscriptions, 10))
     router = topic_router(load([root]).state.topics[0])
-    sample = messages(count)
+    sample = messages(count, subscriptions * 10)
     for first in range(0, count, CASES_PER_FILE):
         lines = ["topic: orders", "cases:"]
         for n, doc in enumerate(sample[first:first + CASES_PER_FILE], start=first):
