@@ -42,7 +42,7 @@ from reconciler.model import (
 from reconciler.names import name_key
 from reconciler.sql import ast
 from reconciler.sql.errors import SqlError
-from reconciler.sql.evaluator import MessageView, literal_value
+from reconciler.sql.evaluator import CompiledFilter, MessageView, literal_value
 from reconciler.sql.routing import RouteResult, compiled_filter, route_rules
 
 #: Where a required value is read from a MessageView: ("sys", canonical name) or ("user", name key).
@@ -94,6 +94,15 @@ def _key(prop: ast.Property) -> Key:
     return ("sys", prop.name) if prop.scope == "sys" else ("user", name_key(prop.name))
 
 
+def _compiled(rule: Rule) -> CompiledFilter | None:
+    if not isinstance(rule.filter, SqlFilter):
+        return None
+    try:
+        return compiled_filter(rule.filter.expression)
+    except SqlError:
+        return None
+
+
 class _PropertyIndex:
     """The rules requiring one property, by the string each requires."""
 
@@ -114,6 +123,8 @@ class TopicRouter:
         self._place: list[tuple[int, int]] = []
         self._always: list[int] = []
         self._index: dict[Key, _PropertyIndex] = defaultdict(_PropertyIndex)
+        #: per subscription, each rule's compiled SQL filter (None: not SQL, or invalid)
+        self._compiled = [[_compiled(rule) for rule in rules] for _name, rules in self.subscriptions]
         for sub_index, (_name, rules) in enumerate(self.subscriptions):
             for rule_index, rule in enumerate(rules):
                 rule_id = len(self._place)
@@ -158,8 +169,8 @@ class TopicRouter:
         subscriptions = self.subscriptions
         out = {}
         for sub_index, chosen in self.candidates(view).items():
-            rules = subscriptions[sub_index][1]
-            out[sub_index] = route_rules([rules[i] for i in chosen], message, view)
+            rules, compiled = subscriptions[sub_index][1], self._compiled[sub_index]
+            out[sub_index] = route_rules([rules[i] for i in chosen], message, view, compiled=[compiled[i] for i in chosen])
         return out
 
     def route_every_rule(self, message: Message, view: MessageView | None = None) -> list[RouteResult]:
@@ -170,7 +181,7 @@ class TopicRouter:
         for sub_index, (_name, rules) in enumerate(self.subscriptions):
             chosen = set(by_sub.get(sub_index, ()))
             skip = [i for i in range(len(rules)) if i not in chosen]
-            results.append(route_rules(rules, message, view, skip=frozenset(skip)))
+            results.append(route_rules(rules, message, view, skip=frozenset(skip), compiled=self._compiled[sub_index]))
         return results
 
 

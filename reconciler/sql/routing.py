@@ -69,12 +69,13 @@ def _object_equals(a: TypedValue, b: TypedValue) -> bool:
     return values.object_equals(values.from_typed(a), values.from_typed(b))
 
 
-def _evaluate(flt: Filter, view: MessageView, message: Message) -> Outcome:
+def _evaluate(flt: Filter, view: MessageView, message: Message, compiled: CompiledFilter | None = None) -> Outcome:
     if isinstance(flt, SqlFilter):
-        try:
-            compiled = compiled_filter(flt.expression)
-        except SqlError as exc:
-            return Outcome(None, f"invalid filter: {exc}")
+        if compiled is None:
+            try:
+                compiled = compiled_filter(flt.expression)
+            except SqlError as exc:
+                return Outcome(None, f"invalid filter: {exc}")
         return compiled.outcome(view)
     if isinstance(flt, CorrelationFilter):
         return Outcome(correlation_matches(flt, message))
@@ -105,12 +106,17 @@ class RouteResult:
 
 
 def route_rules(
-    rules: Sequence[Rule], message: Message, view: MessageView | None = None, skip: Container[int] = ()
+    rules: Sequence[Rule],
+    message: Message,
+    view: MessageView | None = None,
+    skip: Container[int] = (),
+    compiled: Sequence[CompiledFilter | None] | None = None,
 ) -> RouteResult:
     """Evaluate every rule of a subscription on ``message`` and build the delivered copies.
 
     The rules at the indexes in ``skip`` are known to be FALSE (``reconciler.sql.router`` proved
-    it) and are recorded so without being evaluated."""
+    it) and are recorded so without being evaluated. ``compiled`` holds, per rule, its SQL filter
+    already compiled (a router keeps them, beyond what the compiled-text cache holds)."""
     view = view if view is not None else MessageView.from_message(message)
     results: list[tuple[str, Outcome]] = []
     action_copies: list[tuple[str | None, Message]] = []
@@ -119,7 +125,7 @@ def route_rules(
         if index in skip:
             results.append((rule.name, FALSE))
             continue
-        outcome = _evaluate(rule.filter, view, message)
+        outcome = _evaluate(rule.filter, view, message, compiled[index] if compiled is not None else None)
         if outcome.matched and isinstance(rule.action, SqlRuleAction):
             try:
                 copy = run_action(rule.action, message)
