@@ -59,8 +59,9 @@ class Requirement:
     strict: bool
 
 
-def requirement(rule: Rule) -> Requirement | None:
-    """What ``rule`` requires of a message, or None when it may match any message."""
+def requirement(rule: Rule, compiled: CompiledFilter | None = None) -> Requirement | None:
+    """What ``rule`` requires of a message, or None when it may match any message (``compiled``:
+    its SQL filter, when the caller has compiled it already)."""
     flt = rule.filter
     if isinstance(flt, CorrelationFilter):
         for field_name, expected in flt.system_fields().items():
@@ -69,11 +70,12 @@ def requirement(rule: Rule) -> Requirement | None:
                 return Requirement(("sys", name), frozenset({expected}), strict=True)
         return None
     if isinstance(flt, SqlFilter):
-        try:
-            node = compiled_filter(flt.expression).node
-        except SqlError:
-            return None
-        return _first_conjunct_requirement(node)
+        if compiled is None:
+            try:
+                compiled = compiled_filter(flt.expression)
+            except SqlError:
+                return None
+        return _first_conjunct_requirement(compiled.node)
     return None
 
 
@@ -131,7 +133,7 @@ class TopicRouter:
                 self._place.append((sub_index, rule_index))
                 if isinstance(rule.filter, FalseFilter):
                     continue
-                needed = requirement(rule)
+                needed = requirement(rule, self._compiled[sub_index][rule_index])
                 if needed is None:
                     self._always.append(rule_id)
                     continue
