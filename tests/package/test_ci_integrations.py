@@ -149,3 +149,14 @@ def test_the_pre_commit_hook_validates_with_pre_commit_itself(rules_repo, tmp_pa
     done = subprocess.run([*pre_commit, "try-repo", str(REPO), "sbrules-validate", "--all-files"],
                           cwd=rules_repo, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 1 and "Failed" in done.stdout and "error[sql-syntax]" in done.stdout, done.stdout
+
+
+def test_the_pre_commit_hook_runs_the_routing_tests_with_pre_commit_itself(rules_repo, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
+    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
+    pre_commit = [sys.executable, "-m", "pre_commit"]
+    subprocess.run(["git", "add", "-A"], cwd=rules_repo, check=True)
+    done = subprocess.run([*pre_commit, "try-repo", str(REPO), "sbrules-test", "--all-files"],
+                          cwd=rules_repo, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and "sbrules test" in done.stdout and "Passed" in done.stdout, done.stdout + done.stderr
+
