@@ -100,6 +100,25 @@ def test_the_action_validates_and_plans_a_rules_repository(python_env, rules_rep
     assert done.returncode == 1 and outputs["exit-code"] == "1" and "::error file=rules/orders.yaml" in done.stdout
 
 
+def test_the_action_and_the_template_run_the_routing_tests(python_env, rules_repo, tmp_path):
+    done, outputs = _action({"command": "test", "format": "junit"}, python_env, rules_repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert outputs["exit-code"] == "0" and '<testsuite name="rules/orders.test.yaml" tests="7" failures="0"' in done.stdout
+
+    orders = rules_repo / "rules" / "orders.yaml"
+    orders.write_text(orders.read_text().replace("currency = 'EUR'\"", "currency = 'USD'\""))
+    template = yaml.safe_load((REPO / "ci" / "azure-pipelines" / "sbrules.yml").read_text())
+    values = {p["name"]: str(p.get("default", "")) for p in template["parameters"]}
+    values.update(command="test", format="github", sbrulesSpec=str(REPO))
+
+    def expand(text: str) -> str:
+        text = re.sub(r"\$\{\{ parameters\.(\w+) \}\}", lambda m: values[m.group(1)], text)
+        return text.replace("$(Agent.TempDirectory)", str(tmp_path))
+
+    done = _run_steps(template["steps"], expand, python_env, rules_repo)
+    assert done.returncode == 1 and "::error file=rules/orders.test.yaml,line=8,col=5::[test-failed]" in done.stdout
+
+
 def test_the_azure_pipelines_template_runs_its_steps(python_env, rules_repo, emulator, tmp_path):
     template = yaml.safe_load((REPO / "ci" / "azure-pipelines" / "sbrules.yml").read_text())
     values = {p["name"]: str(p.get("default", "")) for p in template["parameters"]}
@@ -130,3 +149,14 @@ def test_the_pre_commit_hook_validates_with_pre_commit_itself(rules_repo, tmp_pa
     done = subprocess.run([*pre_commit, "try-repo", str(REPO), "sbrules-validate", "--all-files"],
                           cwd=rules_repo, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 1 and "Failed" in done.stdout and "error[sql-syntax]" in done.stdout, done.stdout
+
+
+def test_the_pre_commit_hook_runs_the_routing_tests_with_pre_commit_itself(rules_repo, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
+    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
+    pre_commit = [sys.executable, "-m", "pre_commit"]
+    subprocess.run(["git", "add", "-A"], cwd=rules_repo, check=True)
+    done = subprocess.run([*pre_commit, "try-repo", str(REPO), "sbrules-test", "--all-files"],
+                          cwd=rules_repo, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and "sbrules test" in done.stdout and "Passed" in done.stdout, done.stdout + done.stderr
+

@@ -125,6 +125,7 @@ def test_no_secret_in_any_output(drifted, run_cli, tmp_path, monkeypatch):
 def test_demo_closes_the_loop(run_cli):
     code, text, _ = run_cli("demo", "--no-traffic")
     assert code == 0, text
+    assert "0. sbrules test" in text and "7 passed, 0 failed, 0 skipped" in text
     assert "1. sbrules plan" in text and "Apply complete" in text and "In sync" in text
     assert "rightly leaves it alone" in text
 
