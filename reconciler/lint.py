@@ -26,7 +26,6 @@ from reconciler.model import (
     Topic,
 )
 from reconciler.sql import SqlError, parse_action, parse_filter
-from reconciler.sql.static import analyse_rules
 
 #: Seconds the static proofs may take in one validate (``--static-budget``): they only warn, and a
 #: machine busier than the one the targets were measured on should not make validate slow.
@@ -71,6 +70,8 @@ def lint(state: DesiredState, *, static_budget: float | None = 0.0) -> list[Diag
 
 def _static(topic: Topic, sub: Subscription) -> Iterator[Diagnostic]:
     """What the solver proves about the subscription's filters (reconciler.sql.static)."""
+    from reconciler.sql.static import analyse_rules  # the solver (z3) loads only when the proofs run
+
     where = f"{topic.name}/{sub.name}"
     for finding in analyse_rules(sub.rules or ()):
         rule, cover = finding.rule, finding.covered_by

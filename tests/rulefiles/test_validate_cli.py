@@ -168,6 +168,25 @@ def test_cli_import_and_validate_do_not_load_pyspark():
     assert done.returncode == 0, done.stderr
 
 
+def test_validate_without_the_proofs_does_not_load_the_solver():
+    script = (
+        "import sys\n"
+        "from reconciler.cli import main\n"
+        "try:\n"
+        "    main(['validate', 'rules', '--static-budget', '0'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'z3' not in sys.modules, 'z3 imported'\n"
+        "try:\n"
+        "    main(['validate', 'rules'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'z3' in sys.modules, 'the proofs ran without the solver'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "reconciler", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and "sbrules" in done.stdout

@@ -34,19 +34,9 @@ from reconciler.sql import ast
 from reconciler.sql.canonical import canonical
 from reconciler.sql.evaluator import MessageView
 from reconciler.sql.routing import matches
-from reconciler.sql.static import (
-    BINARY_FLOAT_TAGS,
-    FINITE,
-    INTEGER_TAGS,
-    MINUS_INF,
-    NAN,
-    PLUS_INF,
-    Encoding,
-    analyse_rules,
-    covers,
-    runtime_tag,
-    unsatisfiable,
-)
+from reconciler.sql.static import analyse_rules, covers, unsatisfiable
+from reconciler.sql.static.encoding import Encoding
+from reconciler.sql.static.tags import BINARY_FLOAT_TAGS, FINITE, INTEGER_TAGS, MINUS_INF, NAN, PLUS_INF, runtime_tag
 
 # -- messages: the property values filters meet, of every type ------------------------------------
 
