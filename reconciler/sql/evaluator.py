@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 from reconciler.model import Message, TypedValue, ValueType
 from reconciler.names import name_key
-from reconciler.sql import ast, values
+from reconciler.sql import arithmetic, ast, like, values
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.values import MISSING, Int32
 
@@ -109,7 +109,7 @@ def compile_expr(node: ast.Expr) -> Evaluator:
 
         def negate(view: MessageView) -> Any:
             value = operand(view)
-            return MISSING if value is MISSING else values.negate(value)
+            return MISSING if value is MISSING else arithmetic.negate(value)
 
         return negate
     if isinstance(node, ast.Function):
@@ -131,7 +131,7 @@ def _binary(node: ast.Binary) -> Evaluator:
     steps: list[tuple[Callable[[Any, Any], Any], Evaluator]] = []
     current: ast.Expr = node
     while isinstance(current, ast.Binary):
-        steps.append((values.ARITHMETIC[current.op], compile_expr(current.right)))
+        steps.append((arithmetic.ARITHMETIC[current.op], compile_expr(current.right)))
         current = current.left
     first = compile_expr(current)
     steps.reverse()
@@ -386,8 +386,8 @@ def _like(node: ast.Like) -> Evaluator:
     if isinstance(node.pattern, ast.Literal) and (node.escape is None or isinstance(node.escape, ast.Literal)):
         pattern_text = values.to_string(literal_value(node.pattern))
         escape_text = "" if node.escape is None else values.to_string(literal_value(node.escape))
-        match = values.like_regex(pattern_text, escape_text).match
-        units, to_string = values.utf16_units, values.to_string
+        match = like.like_regex(pattern_text, escape_text).match
+        units, to_string = like.utf16_units, values.to_string
 
         def like_constant(view: MessageView) -> bool | None:
             subject = value(view)
@@ -407,7 +407,7 @@ def _like(node: ast.Like) -> Evaluator:
         escape_value = escape(view) if escape is not None else None
         if subject is MISSING or pattern_value is MISSING or escape_value is MISSING:
             return None
-        return values.like(subject, pattern_value, escape_value)
+        return like.like(subject, pattern_value, escape_value)
 
     return like_dynamic
 

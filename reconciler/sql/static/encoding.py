@@ -24,6 +24,7 @@ from reconciler.names import name_key
 from reconciler.sql import ast, values
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.evaluator import CompiledFilter, MessageView
+from reconciler.sql.like import like_regex
 from reconciler.sql.parser import parse_filter
 from reconciler.sql.static.tags import (
     _COMPARE,
@@ -343,7 +344,7 @@ class Encoding:
         var = self.var(prop)
         pattern_text = values.to_string(literal_value(pattern))
         escape_text = "" if escape is None else values.to_string(literal_value(escape))
-        on_null = values.like_regex(pattern_text, escape_text).match("") is not None
+        on_null = like_regex(pattern_text, escape_text).match("") is not None
         key = ("like", prop.scope, name_key(prop.name), pattern_text, escape_text)
         atom = self._atoms.get(key)
         if atom is None:
