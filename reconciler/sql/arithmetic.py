@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any, Callable
 
 from reconciler.limits import SQL_STRING_RESULT, dotnet_length
+from reconciler.scalars import DECIMAL_MAX_COEFFICIENT, DECIMAL_MAX_SCALE
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.values import (
     _RESULT_CLASS,
@@ -35,15 +36,7 @@ from reconciler.sql.values import (
     promote,
     to_string,
 )
-from reconciler.typed_values import (
-    DATETIMEOFFSET_MAX_TICKS,
-    DECIMAL_MAX_COEFFICIENT,
-    DECIMAL_MAX_SCALE,
-    INTEGER_RANGES,
-    TICKS_PER_MICROSECOND,
-    ValueType,
-    to_float32,
-)
+from reconciler.typed_values import DATETIMEOFFSET_MAX_TICKS, INTEGER_RANGES, TICKS_PER_MICROSECOND, ValueType, to_float32
 
 _RESULT_RANGES = {
     "int": INTEGER_RANGES[ValueType.INT], "uint": INTEGER_RANGES[ValueType.UINT],

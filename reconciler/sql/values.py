@@ -25,17 +25,9 @@ from decimal import Decimal
 from typing import Any, Callable
 from urllib.parse import unquote, urlsplit
 
+from reconciler.scalars import UNIX_EPOCH_TICKS, split_ticks
 from reconciler.sql.errors import SqlEvalError
-from reconciler.typed_values import (
-    TICKS_PER_MICROSECOND,
-    UNIX_EPOCH_TICKS,
-    TypedValue,
-    ValueType,
-    decimal_text,
-    float32_digits,
-    int_to_float32,
-    split_ticks,
-)
+from reconciler.typed_values import TICKS_PER_MICROSECOND, TypedValue, ValueType, decimal_text, float32_digits, int_to_float32
 
 
 class _Missing:
