@@ -265,7 +265,7 @@ def test_a_true_filter_makes_the_other_plain_rules_redundant_and_false_is_delibe
     assert [(f.code, f.rule.name) for f in analyse_rules(rules)] == [("redundant-rule", "r")]
 
 
-@pytest.mark.unit
+@pytest.mark.slow
 @pytest.mark.parametrize("op", ["=", "<>", "<", "<=", ">", ">="])
 def test_every_value_type_against_every_literal_type(op: str) -> None:
     """Each (property type, literal type) pair and both operand orders, exhaustively: the encoding
