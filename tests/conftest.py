@@ -40,6 +40,12 @@ def pytest_configure(config):
     signal.signal(signal.SIGTERM, _interrupted)
 
 
+def pytest_xdist_auto_num_workers(config):
+    """Workers for ``-n auto``. The quick loop is pure computation: one per core. The whole suite
+    mostly waits (emulators on loopback, child processes, JVM start-ups), so it overlaps more."""
+    return 2 if config.option.markexpr.strip() == "unit" else 4
+
+
 def pytest_unconfigure(config):
     processes.end_all()
 
@@ -51,6 +57,7 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.spark)
         if item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.slow)  # a JVM, and Spark jobs: never the quick loop
+            item.add_marker(pytest.mark.xdist_group("spark"))  # one worker, one SparkSession
         if item.get_closest_marker("unit") and item.get_closest_marker("slow"):
             raise pytest.UsageError(f"{item.nodeid} is marked both unit and slow: the quick loop takes no slow test")
 
