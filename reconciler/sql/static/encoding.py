@@ -22,6 +22,7 @@ from reconciler.model import (
 )
 from reconciler.names import name_key
 from reconciler.sql import ast, values
+from reconciler.sql.backend import Backend, Unsupported
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.evaluator import CompiledFilter, MessageView
 from reconciler.sql.like import like_regex
@@ -214,46 +215,54 @@ class Encoding:
         return out
 
     def _predicate(self, node: ast.Predicate) -> Tri:
-        if isinstance(node, ast.And):
-            return _and(self.predicate(node.left), self.predicate(node.right))
-        if isinstance(node, ast.Or):
-            return _or(self.predicate(node.left), self.predicate(node.right))
-        if isinstance(node, ast.Not):
-            return self.predicate(node.operand).negated()
-        if not _reads_message(node):
+        if node.__class__ not in (ast.And, ast.Or, ast.Not) and not _reads_message(node):
             return _constant_outcome(node)
-        if isinstance(node, ast.IsNull):
-            var = self.var(node.prop)
-            null = z3.Or(var.has("null"), self.missing(node.prop))
-            return Tri(null, z3.Not(null), _F).negated() if node.negated else Tri(null, z3.Not(null), _F)
-        if isinstance(node, ast.Exists):
-            present = z3.Not(self.missing(node.prop))
-            return Tri(present, z3.Not(present), _F)
-        if isinstance(node, ast.Comparison):
-            pair = _property_and_literal(node.left, node.right)
-            if pair is not None:
-                return self._comparison(node.op, *pair)
-            flipped = _property_and_literal(node.right, node.left)
-            if flipped is not None:
-                return self._comparison(_FLIPPED[node.op], *flipped)
-            return self.fresh(self._any_missing(node.left, node.right))
-        if isinstance(node, ast.In):
-            if isinstance(node.value, ast.Property) and all(isinstance(i, ast.Literal) for i in node.items):
-                outcome = FALSE
-                for item in node.items:
-                    assert isinstance(item, ast.Literal)
-                    outcome = _or(outcome, self._comparison("=", node.value, item))
-                return outcome.negated() if node.negated else outcome
-            return self.fresh(self._any_missing(node.value))
-        if isinstance(node, ast.Like):
-            if isinstance(node.value, ast.Property) and isinstance(node.pattern, ast.Literal) and (
-                node.escape is None or isinstance(node.escape, ast.Literal)
-            ):
-                outcome = self._like(node.value, node.pattern, node.escape)
-                return outcome.negated() if node.negated else outcome
-            parts = [node.value, node.pattern] + ([node.escape] if node.escape is not None else [])
-            return self.fresh(self._any_missing(*parts))
-        raise TypeError(f"not a predicate: {node!r}")
+        return _ENCODE[type(node)](self, node)
+
+    def _conjunction(self, node: ast.And) -> Tri:
+        return _and(self.predicate(node.left), self.predicate(node.right))
+
+    def _disjunction(self, node: ast.Or) -> Tri:
+        return _or(self.predicate(node.left), self.predicate(node.right))
+
+    def _negation(self, node: ast.Not) -> Tri:
+        return self.predicate(node.operand).negated()
+
+    def _is_null(self, node: ast.IsNull) -> Tri:
+        var = self.var(node.prop)
+        null = z3.Or(var.has("null"), self.missing(node.prop))
+        return Tri(null, z3.Not(null), _F).negated() if node.negated else Tri(null, z3.Not(null), _F)
+
+    def _exists(self, node: ast.Exists) -> Tri:
+        present = z3.Not(self.missing(node.prop))
+        return Tri(present, z3.Not(present), _F)
+
+    def _compare(self, node: ast.Comparison) -> Tri:
+        pair = _property_and_literal(node.left, node.right)
+        if pair is not None:
+            return self._comparison(node.op, *pair)
+        flipped = _property_and_literal(node.right, node.left)
+        if flipped is not None:
+            return self._comparison(_FLIPPED[node.op], *flipped)
+        return self.fresh(self._any_missing(node.left, node.right))
+
+    def _in(self, node: ast.In) -> Tri:
+        if isinstance(node.value, ast.Property) and all(isinstance(i, ast.Literal) for i in node.items):
+            outcome = FALSE
+            for item in node.items:
+                assert isinstance(item, ast.Literal)
+                outcome = _or(outcome, self._comparison("=", node.value, item))
+            return outcome.negated() if node.negated else outcome
+        return self.fresh(self._any_missing(node.value))
+
+    def _match(self, node: ast.Like) -> Tri:
+        if isinstance(node.value, ast.Property) and isinstance(node.pattern, ast.Literal) and (
+            node.escape is None or isinstance(node.escape, ast.Literal)
+        ):
+            outcome = self._like(node.value, node.pattern, node.escape)
+            return outcome.negated() if node.negated else outcome
+        parts = [node.value, node.pattern] + ([node.escape] if node.escape is not None else [])
+        return self.fresh(self._any_missing(*parts))
 
     def _any_missing(self, *exprs: ast.Expr) -> Any:
         """Whether a user property the expressions read is missing, when that makes them UNKNOWN
@@ -403,3 +412,27 @@ def _constant_outcome(node: ast.Predicate) -> Tri:
     return _constant(outcome.result, outcome.error is not None)
 
 
+_OPERAND = Unsupported(
+    "an expression is encoded as the operand of the comparison, IN or LIKE that reads it: a property "
+    "against literals exactly, anything else (arithmetic, property(), newid()) as a free atom"
+)
+_STATEMENT = Unsupported("actions: the proofs are about filters")
+#: The static prover's back end: a predicate's four outcomes as solver terms (handlers take the encoding).
+_ENCODE: Backend[Tri] = Backend("static prover", {
+    ast.Literal: _OPERAND,
+    ast.Property: _OPERAND,
+    ast.Function: _OPERAND,
+    ast.Unary: _OPERAND,
+    ast.Binary: _OPERAND,
+    ast.Comparison: Encoding._compare,
+    ast.Like: Encoding._match,
+    ast.In: Encoding._in,
+    ast.IsNull: Encoding._is_null,
+    ast.Exists: Encoding._exists,
+    ast.And: Encoding._conjunction,
+    ast.Or: Encoding._disjunction,
+    ast.Not: Encoding._negation,
+    ast.Set: _STATEMENT,
+    ast.Remove: _STATEMENT,
+    ast.Action: _STATEMENT,
+})
