@@ -40,6 +40,7 @@ def pytest_configure(config):
     signal.signal(signal.SIGTERM, _interrupted)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: absent under -p no:xdist
 def pytest_xdist_auto_num_workers(config):
     """Workers for ``-n auto``. The quick loop is pure computation: one per core. The whole suite
     mostly waits (emulators on loopback, child processes, JVM start-ups), so it overlaps more."""
