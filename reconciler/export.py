@@ -15,11 +15,11 @@ from typing import Any, Mapping, Sequence
 from reconciler.atomic_file import write_atomically
 from reconciler.discovery import EntityLister, discover_namespace
 from reconciler.errors import SbrulesError
-from reconciler.limits import is_lock_rule_name
+from reconciler.limits import is_lock_rule
 from reconciler.model import Rule, rule_to_doc
 from reconciler.namespace.errors import NotFoundError
 from reconciler.observe import FallbackReader, RuleReader, observe_subscriptions
-from reconciler.plan import is_temp_rule_name
+from reconciler.plan import is_temp_rule_name, lookalike_warnings
 from reconciler.rulefiles.render import dump_rule_file as dump_yaml
 from reconciler.rulefiles.render import file_names
 
@@ -83,9 +83,10 @@ def export_rules(
                     result.warnings.append(
                         f"{topic}/{name}: left out {rule.name!r}, a leftover temporary rule of an interrupted apply"
                     )
-                elif is_lock_rule_name(rule.name):
+                elif is_lock_rule(rule):
                     result.notes.append(f"{topic}/{name}: left out {rule.name!r}, the lock of an apply writing it")
                 else:
+                    result.warnings += lookalike_warnings(f"{topic}/{name}", [rule])
                     kept[name].append(rule)
         result.documents.append(rule_file_doc(topic, kept, explicit_types=True))
     return result

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Any, Iterable, Sequence
 import click
 
 from reconciler.errors import ErrorCode, ExitCode, SbrulesError
+from reconciler.redaction import redact
 
 #: Exceptions that are not sbrules' own, with their code: (module, class name, code). An
 #: :class:`SbrulesError` carries its own code. Classes are named, not imported, so that classifying
@@ -133,29 +133,6 @@ def classify(exc: BaseException, secrets: Iterable[str] = ()) -> Failure:
 # ------------------------------------------------------------------------------------------------
 # Secrets
 # ------------------------------------------------------------------------------------------------
-
-REDACTED = "<redacted>"
-
-_SECRET_PATTERNS = (
-    # SharedAccessKey=…; in a connection string (the key name is not secret).
-    re.compile(r"(?i)(SharedAccessKey\s*=\s*)[^;\s\"']+"),
-    # The signature of a SAS token, whether in a connection string or a token.
-    re.compile(r"(?i)(\bsig=)[^&;\s\"']+"),
-    # Entra ID access tokens (JWTs) and bearer tokens.
-    re.compile(r"()\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*"),
-    re.compile(r"(?i)(\bBearer\s+)[A-Za-z0-9._~+/=-]+"),
-)
-
-
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every known secret value and anything shaped like a key, signature or token
-    replaced by ``<redacted>``."""
-    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
-    return text
-
 
 def _redact_tree(value: Any, secrets: Iterable[str]) -> Any:
     secrets = tuple(secrets)

@@ -28,7 +28,7 @@ from reconciler.cli.common import (
 from reconciler.cli.impact import render, spark_master_option, traffic_option, traffic_report
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import SbrulesError
-from reconciler.lock import DEFAULT_TIMEOUT_SECONDS
+from reconciler.lock import DEFAULT_TIMEOUT_SECONDS, LEASE_SECONDS, Holder
 from reconciler.plan import RENDERERS, Plan, read_plan_file, render_drift_json, render_drift_text, render_json
 from reconciler.plan.live import plan_live
 from reconciler.rulefiles.loader import with_bystanders
@@ -137,6 +137,14 @@ def plan(
     "--lock-timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT_SECONDS, show_default=True,
     help="Seconds to wait for a subscription another apply has locked; then it is reported LOCKED (exit 1).",
 )
+@click.option(
+    "--lock-holder", metavar="TEXT", envvar="SBRULES_LOCK_HOLDER", show_envvar=True,
+    help="Who the locks name (public to every Listen key; secrets redacted). Default: the CI run's URL, else user@host.",
+)
+@click.option(
+    "--lock-lease", type=click.FloatRange(min=4), default=LEASE_SECONDS, show_default=True, envvar="SBRULES_LOCK_LEASE",
+    show_envvar=True, help="Seconds a lock lasts after its last renewal; the safety margin is a quarter of it (docs/locking.md).",
+)
 @format_option("text", "json")
 @env_option
 @namespace_options
@@ -151,6 +159,8 @@ def apply(
     journal: Path | None,
     fail_fast: bool,
     lock_timeout: float,
+    lock_holder: str | None,
+    lock_lease: float,
     env: str | None,
     namespace: Namespace,
     no_discovery: bool,
@@ -206,6 +216,9 @@ def apply(
                 on_interrupt=_finishing,
                 pacer=client.pacer,
                 lock_timeout=lock_timeout,
+                lock_lease=lock_lease,
+                holder=Holder.this_run(lock_holder or None),
+                on_lock_wait=lambda line: click.echo(line, err=True),
                 desired=None if saved else with_bystanders(rules.state, the_plan.bystanders),
             )
             report = apply_plan(client, the_plan, options)

@@ -63,13 +63,14 @@ def file_name(topic: str) -> str:
     """A safe file name for a topic: the name itself when it is one, else a slug and a digest.
 
     Topic names may contain '/' and characters a file system treats differently, so those become
-    '_'; a name changed that way gets the first 8 hex digits of its key's sha256 (``names.name_key``,
-    so every spelling of one topic gets the same file), which keeps ``orders/eu`` and ``orders_eu`` apart.
+    '_'; a name changed that way gets the first 16 hex digits (64 bits) of its key's sha256
+    (``names.name_key``, so every spelling of one topic gets the same file), which keeps ``orders/eu``
+    and ``orders_eu`` apart, and makes a colliding pair of real names too costly to find.
     """
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", topic).strip("._") or "topic"
     if slug == topic:
         return slug + ".yaml"
-    return f"{slug}-{hashlib.sha256(name_key(topic).encode()).hexdigest()[:8]}.yaml"
+    return f"{slug}-{hashlib.sha256(name_key(topic).encode()).hexdigest()[:16]}.yaml"
 
 
 def file_names(topics: Iterable[str]) -> dict[str, str]:

@@ -154,7 +154,7 @@ def test_second_ctrl_c_stops_at_once_and_says_the_next_run_cleans_up(namespace, 
     assert process.returncode == 130, (out, err)
     assert_no_traceback(out, err)
     assert "stopped at once" in err and "the next `sbrules plan` or `sbrules apply` removes it" in err, (out, err)
-    assert "stay locked until their locks expire, or `sbrules unlock --all`" in err, err
+    assert "stay locked until another apply takes their locks over, or `sbrules unlock --all`" in err, err
     assert "Apply" not in out  # no report: it stopped before finishing
     emu.faults.update(latency=0.0)
     code, out, err = run_cli("unlock", "--all", "--yes", "--connection-string", emu.connection_string)
