@@ -18,7 +18,6 @@ into an exception never reaches the terminal or a log.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
@@ -28,6 +27,7 @@ from typing import Any, Iterable, Sequence
 import click
 
 from reconciler.errors import ErrorCode, ExitCode, SbrulesError
+from reconciler.json_text import json_text
 from reconciler.redaction import redact
 
 #: Exceptions that are not sbrules' own, with their code: (module, class name, code). An
@@ -185,15 +185,10 @@ def wants_json(argv: Sequence[str]) -> bool:
     return fmt == "json"
 
 
-def dump_json(doc: Any) -> str:
-    """The one JSON text style of sbrules' stdout: indented, key order kept, UTF-8 as is."""
-    return json.dumps(doc, indent=2, ensure_ascii=False)
-
-
 def echo_json(doc: Any) -> None:
     """Print a command's one JSON document on stdout (anything shaped like a secret redacted: a key
     pasted into a rule file is quoted by the findings about it)."""
-    click.echo(redact(dump_json(doc)))
+    click.echo(redact(json_text(doc)), nl=False)
 
 
 def echo_text(text: str) -> None:

@@ -93,7 +93,7 @@ def plan(
         with namespace_clients(namespace) as clients:
             the_plan = current_plan(clients, rules, namespace, bystanders=bool(traffic))
     if out:
-        write_atomically(out, render_json(the_plan) + "\n")
+        write_atomically(out, render_json(the_plan))
     report = text = None
     if traffic:
         desired = with_bystanders(rules.state, the_plan.bystanders)  # as the plan generated fall-through rules
@@ -105,7 +105,8 @@ def plan(
     if fmt == "json" and report is not None:
         echo_json({**the_plan.to_json(), "traffic": report.to_json()})
     else:
-        click.echo(RENDERERS[fmt](the_plan))
+        shown = RENDERERS[fmt](the_plan)
+        click.echo(shown, nl=not shown.endswith("\n"))
         if text is not None:
             click.echo("")
             click.echo(text)
@@ -272,7 +273,8 @@ def drift(
         namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
         with namespace_clients(namespace) as clients:
             the_plan = current_plan(clients, rules, namespace)
-    click.echo(render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict))
+    shown = render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict)
+    click.echo(shown, nl=not shown.endswith("\n"))
     if the_plan.drifted(strict):
         raise SystemExit(ExitCode.CHANGES)
 
