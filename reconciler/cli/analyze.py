@@ -9,19 +9,14 @@ import click
 from reconciler import progress
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import Namespace, env_option, load_rules, namespace_options
-from reconciler.cli.impact import declared_names, report_options, spark_master_option
+from reconciler.cli.impact import declared_names, report_options, spark_master_option, traffic_option
 from reconciler.errors import InputError
 from reconciler.model import DesiredState
 
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "--traffic",
-    metavar="DATASET",
-    required=True,
-    help="Parquet sample (from `sbrules sample`): a local directory or a URL Spark reads (s3a://, abfss://, ...).",
-)
+@traffic_option(required=True)
 @click.option(
     "--live",
     is_flag=True,

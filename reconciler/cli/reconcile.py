@@ -73,7 +73,7 @@ paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, 
 @env_option
 @namespace_options
 @no_discovery_option
-@traffic_option
+@traffic_option()
 @spark_master_option
 def plan(
     paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool, env: str | None,

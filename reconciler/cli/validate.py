@@ -42,7 +42,7 @@ DEPRECATED = (
     help="text: located messages with a caret under SQL; json: stable document; github: Actions annotations; "
     "markdown: a pull-request comment; html (with --traffic and --out): a self-contained traffic report.",
 )
-@traffic_option
+@traffic_option()
 @click.option(
     "--against",
     default="live",
