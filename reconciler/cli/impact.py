@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from reconciler import progress
-from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import env_option, load_rules
-from reconciler.errors import InputError
+from reconciler.cli.output import write_output
 from reconciler.model import DesiredState
 from reconciler.plan import Plan, read_plan_file
 
@@ -122,8 +121,5 @@ def emit_report(text: str, out: Path | None) -> None:
 
 
 def write_report(out: Path, text: str) -> None:
-    try:
-        write_atomically(out, text + "\n")
-    except OSError as exc:
-        raise InputError(f"cannot write the traffic report to {out}: {exc.strerror or exc}") from None
+    write_output(out, text + "\n", "the traffic report")
     click.echo(f"wrote the traffic report to {out}", err=True)

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import click
 
-from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import env_option, load_rules
-from reconciler.errors import SbrulesError
+from reconciler.cli.output import write_output
 from reconciler.json_text import json_text
 
 
@@ -67,10 +66,7 @@ def _render_emulator_config(paths: tuple[Path, ...], env: str | None, out: Path 
     if out is None:
         click.echo(text, nl=False)
         return
-    try:
-        write_atomically(out, text)
-    except OSError as exc:
-        raise SbrulesError(f"cannot write {out}: {exc.strerror}") from None
+    write_output(out, text, "the emulator's Config.json")
     click.echo(f"wrote {out}", err=True)
 
 
