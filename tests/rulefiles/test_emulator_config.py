@@ -65,6 +65,8 @@ def test_a_type_json_cannot_carry_is_a_located_warning(rules, run_cli):
     code, out, err = run_cli("render", rules, "--format", "emulator-config")
     assert code == 0 and json.loads(out)
     assert "orders.yaml:" in err and "warning[emulator-config]: rule 'refunds': property 'tier' is int 3" in err and "reads as long" in err
+    line = int(err.split("orders.yaml:")[1].split(":")[0])
+    assert "refunds" in (rules / "orders.yaml").read_text().splitlines()[line - 1]  # the rule, not its subscription
 
 
 @pytest.mark.unit
