@@ -20,7 +20,8 @@ from reconciler.emulator import Emulator
 from reconciler.rulefiles import load_paths
 from tests.package.workflows import REPO, run_action, run_job, run_steps, workflow
 
-pytestmark = pytest.mark.slow
+# One worker: each install builds sbrules in this checkout's build/ folder, which two builds at once break.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ci-integrations")]
 
 
 

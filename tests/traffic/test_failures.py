@@ -283,10 +283,12 @@ def test_ctrl_c_during_the_spark_job_stops_quietly(project, tmp_path):
     # A rule only Python evaluates: the job runs Python workers, which the test sees start.
     (project / "orders.yaml").write_text(RULES.replace("region = 'eu'", "region LIKE region"))
     write_sample(tmp_path / "sample", count=20_000)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
     process = processes.spawn(
         [sys.executable, "-m", "reconciler", "validate", project / "orders.yaml", "--traffic", tmp_path / "sample",
          "--against", project / "plan.json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(temporary)},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # even under a runner that ignores it
     )
     deadline = time.monotonic() + 300
@@ -302,3 +304,4 @@ def test_ctrl_c_during_the_spark_job_stops_quietly(project, tmp_path):
     assert process.returncode == 130, (out, err)
     assert "Traceback" not in err and "Exception" not in err, err
     assert err.strip().splitlines()[-1] == "interrupted", err
+    assert not [p.name for p in temporary.iterdir() if p.name.startswith("sbrules-")]  # the run's Spark log is gone
