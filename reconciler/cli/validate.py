@@ -128,7 +128,7 @@ def validate(
             "rules": sum(len(s.rules or ()) for r in results.values() for _, s in r.state.subscriptions()),
         }
         if fmt == "json":
-            doc = diag.to_document(findings, summary)
+            doc = diag.to_document(shown, summary, counted=findings)
             if source.project is not None:
                 doc["environments"] = list(results)
             if not traffic:
