@@ -176,8 +176,8 @@ class Plan:
     #: The namespace read (host, and port when not the default): a saved plan applies only there.
     namespace: str | None = None
     #: The live rules of undeclared subscriptions, where the plan read them (a topic with a
-    #: fall-through subscription, a traffic report): they receive messages too. Not saved with the
-    #: plan; a saved plan knows their names only.
+    #: fall-through subscription, a traffic report): they receive messages too. Saved with the plan
+    #: (``undeclared[].rules``), so a report on the saved plan knows what the plan knew.
     bystanders: Mapping[tuple[str, str], tuple[Rule, ...]] = field(default_factory=dict, compare=False)
 
     def check_target(self, environment: str | None, namespace: str) -> None:
@@ -219,9 +219,16 @@ class Plan:
             "subscriptions": [sp.to_json() for sp in self.subscriptions],
             "skipped": [asdict(s) for s in self.skipped],
             "warnings": list(self.warnings),
-            "undeclared": [{"topic": t, "subscription": s} for t, s in self.undeclared],
+            "undeclared": [self._undeclared_json(t, s) for t, s in self.undeclared],
             "notes": list(self.notes),
         }
+
+    def _undeclared_json(self, topic: str, subscription: str) -> dict[str, Any]:
+        doc: dict[str, Any] = {"topic": topic, "subscription": subscription}
+        rules = self.bystanders.get((topic, subscription))
+        if rules is not None:
+            doc["rules"] = [rule_to_doc(rule) for rule in rules]
+        return doc
 
     @classmethod
     def from_json(cls, doc: Any) -> "Plan":
@@ -258,6 +265,10 @@ class Plan:
             skipped = tuple(Skipped(**s) for s in doc.get("skipped", ()))
             warnings = tuple(doc.get("warnings", ()))
             undeclared = tuple((u["topic"], u["subscription"]) for u in doc.get("undeclared", ()))
+            bystanders = {
+                (u["topic"], u["subscription"]): tuple(rule_from_doc(r) for r in u["rules"])
+                for u in doc.get("undeclared", ()) if "rules" in u
+            }
             notes = tuple(doc.get("notes", ()))
             environment, namespace = doc.get("environment"), doc.get("namespace")
         except (KeyError, TypeError, ValueError) as exc:
@@ -268,7 +279,7 @@ class Plan:
         if by_subscription:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
-        return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace)
+        return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace, bystanders)
 
 
 def read_plan_file(path: str | Path) -> Plan:
