@@ -9,7 +9,7 @@ import click
 from reconciler import progress
 from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import Namespace, env_option, load_rules, namespace_options
-from reconciler.cli.impact import declared_names, report_options, spark_master_option
+from reconciler.cli.impact import declared_names, report_options, spark_master_option, warn_of_gaps
 from reconciler.errors import InputError
 from reconciler.model import DesiredState
 
@@ -63,6 +63,7 @@ def analyze(
         )
         progress.phase("writing the report")
         text = render_analysis(doc, fmt)
+    warn_of_gaps(traffic, [t.name for t in rules.state.topics])
     if out is None:
         click.echo(text)
         return
