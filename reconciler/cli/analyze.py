@@ -54,12 +54,13 @@ def analyze(
     from reconciler.traffic.health_report import render_analysis
     from reconciler.traffic.impact import desired_subscribers
 
-    subscribers = desired_subscribers(rules.state)
+    subscribers, complete = desired_subscribers(rules.state), False
     if live:
-        subscribers = _live(rules.state, subscribers, namespace.for_environment(rules.environment))
+        subscribers, complete = _live(rules.state, subscribers, namespace.for_environment(rules.environment))
     with progress.task():
         doc = analyze_report(
-            subscribers, "live" if live else "desired", traffic, spark_master, declared_names(rules.environment)
+            subscribers, "live" if live else "desired", traffic, spark_master, declared_names(rules.environment),
+            complete=complete,
         )
         progress.phase("writing the report")
         text = render_analysis(doc, fmt)
@@ -74,9 +75,10 @@ def analyze(
     click.echo(f"wrote the routing-health report to {out}", err=True)
 
 
-def _live(desired: DesiredState, subscribers: list, namespace: Namespace) -> list:
+def _live(desired: DesiredState, subscribers: list, namespace: Namespace) -> tuple[list, bool]:
     """The declared subscriptions with their current rules (those missing from the namespace left
-    out), and the subscriptions of the declared topics that no file mentions, with theirs."""
+    out), and the subscriptions of the declared topics that no file mentions, with theirs; and
+    whether discovery listed them all."""
     from reconciler.discovery import discover, undeclared_subscriptions
     from reconciler.observe import observe_subscriptions
     from reconciler.plan.live import read_bystanders
@@ -96,4 +98,5 @@ def _live(desired: DesiredState, subscribers: list, namespace: Namespace) -> lis
         for s in subscribers
         if (s.topic, s.subscription) in live
     ]
-    return declared + [Subscriber(t, s, rules, False, False) for (t, s), rules in others.items()]
+    found = [Subscriber(t, s, others.get((t, s)), declared=False) for t, s in undeclared]
+    return declared + found, inventory.listed

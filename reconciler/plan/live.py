@@ -68,7 +68,9 @@ def plan_live(
     notes = [REST_NOTE.format(path=f"{t}/{s}") for t, s in actual.read_over_rest]
     if inventory.note:
         notes.append(inventory.note)
-    return dataclasses.replace(plan, undeclared=tuple(undeclared), notes=(*plan.notes, *notes), bystanders=others)
+    return dataclasses.replace(
+        plan, undeclared=tuple(undeclared), notes=(*plan.notes, *notes), bystanders=others, listed=inventory.listed
+    )
 
 
 def read_bystanders(

@@ -179,6 +179,9 @@ class Plan:
     #: fall-through subscription, a traffic report): they receive messages too. Saved with the plan
     #: (``undeclared[].rules``), so a report on the saved plan knows what the plan knew.
     bystanders: Mapping[tuple[str, str], tuple[Rule, ...]] = field(default_factory=dict, compare=False)
+    #: Discovery listed every subscription of the declared topics: ``undeclared`` is all of the others
+    #: (a traffic report's credits are then exact where their rules are known).
+    listed: bool = False
 
     def check_target(self, environment: str | None, namespace: str) -> None:
         """Refuse to apply this plan to another namespace, or for another environment, than it was made for."""
@@ -221,6 +224,7 @@ class Plan:
             "warnings": list(self.warnings),
             "undeclared": [self._undeclared_json(t, s) for t, s in self.undeclared],
             "notes": list(self.notes),
+            "listed": self.listed,
         }
 
     def _undeclared_json(self, topic: str, subscription: str) -> dict[str, Any]:
@@ -271,6 +275,7 @@ class Plan:
             }
             notes = tuple(doc.get("notes", ()))
             environment, namespace = doc.get("environment"), doc.get("namespace")
+            listed = bool(doc.get("listed", False))
         except (KeyError, TypeError, ValueError) as exc:
             from reconciler.rulefiles.schema import first_violation
 
@@ -279,7 +284,7 @@ class Plan:
         if by_subscription:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
-        return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace, bystanders)
+        return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace, bystanders, listed)
 
 
 def read_plan_file(path: str | Path) -> Plan:

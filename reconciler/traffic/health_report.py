@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import json
 
-from reconciler.traffic.report_model import Analysis, Credits, Group, Quota, RoutingHealth
+from reconciler.traffic.report_model import Analysis, Credits, Group, Quota, RoutingHealth, TopicHealth
 
 FORMATS = ("text", "json", "markdown", "html")
 
@@ -40,17 +40,16 @@ def _groups(groups: tuple[Group, ...]) -> str:
 
 
 def _credits(credits: Credits) -> str:
-    text = f"{credits.per_message} credits per message sent (1 + {credits.filters} filters)"
+    known = "" if credits.exact else " known filters, plus any it does not know"
+    text = f"{credits.amount} per message sent (1 + {credits.filters}{known or ' filters'})"
     if credits.filters_before is not None and credits.filters_before != credits.filters:
         text += f", {credits.per_message_before} before this change (1 + {credits.filters_before} filters)"
-    if not credits.exact:
-        text += ", more for the unknown subscriptions' filters"
-    if credits.estimated_per_second is not None and credits.share_of_namespace is not None:
-        text += (
-            f"; about {credits.estimated_per_second:,} credits/s at the sampled rate, "
-            f"{_percent(credits.share_of_namespace)} of a Standard namespace's 1,000/s"
-        )
-    return text
+    return f"{text}; {credits.rate}"
+
+
+def _undeclared(topic: TopicHealth) -> str:
+    """The topic's subscriptions the files do not name, each with what it receives."""
+    return ", ".join(b.shown for b in topic.undeclared)
 
 
 def _quota(quota: Quota) -> str:
@@ -75,6 +74,8 @@ def section_text(section: RoutingHealth) -> str:
             lines.append(f"    by sys.To: {_groups(unrouted.by.get('to', ()))}")
         for subscription, reason in topic.not_receiving:
             lines.append(f"  not counted as receiving: {subscription} ({reason})")
+        if topic.undeclared:
+            lines.append(f"  not in the rule files: {_undeclared(topic)}")
         if topic.unknown_subscriptions:
             lines.append(
                 f"  unknown rules (not managed by the files): {', '.join(topic.unknown_subscriptions)}; "
@@ -103,13 +104,21 @@ def section_markdown(section: RoutingHealth) -> str:
         shown = f"`{topic.topic}`" + (f" (`{topic.namespace_topic}` in the namespace)" if topic.namespace_topic else "")
         lines.append(
             f"| {shown} | {topic.messages:,} | {unrouted.count:,} ({_percent(unrouted.share)}) "
-            f"| {_groups(unrouted.by.get('label', ())[:3]) if unrouted.count else ''} | {topic.credits.per_message} "
+            f"| {_groups(unrouted.by.get('label', ())[:3]) if unrouted.count else ''} "
+            f"| {'' if topic.credits.exact else '≥ '}{topic.credits.per_message} "
             f"| {quota.sql_filters:,} / {quota.sql_limit:,} "
             f"| {quota.correlation_filters:,} / {quota.correlation_limit:,} |"
         )
     unknown = [f"`{t.topic}/{s}`" for t in section.topics for s in t.unknown_subscriptions]
     if unknown:
         lines += ["", f"Rules unknown (not managed by the files): {', '.join(unknown)}."]
+    undeclared = [f"`{t.topic}/{b.subscription}` {b.shown.removeprefix(b.subscription).strip()}"
+                  for t in section.topics for b in t.undeclared]
+    if undeclared:
+        lines += ["", f"Not in the rule files: {', '.join(undeclared)}."]
+    for topic in section.topics:
+        if not topic.credits.exact or topic.credits.burst:
+            lines += ["", f"Credits of `{topic.topic}`: {_credits(topic.credits)}."]
     lines.append("")
     if not section.findings:
         lines.append("No findings.")

@@ -16,10 +16,9 @@ traffic its old and new filter match. The report is an
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from reconciler import progress
 from reconciler.errors import ErrorCode, SbrulesError
@@ -44,6 +43,7 @@ from reconciler.traffic.report_model import (
     TimeRange,
     TopicTraffic,
     as_declared,
+    iso,
     named,
 )
 from reconciler.traffic.rows import SCHEMA, row_to_message
@@ -112,7 +112,8 @@ def impact_report(
         subscribers = [s for s in desired_subscribers(desired, plan) if name_key(s.topic) in sampled]
         current = {(scope.topic, scope.subscription): scope.current for scope in scopes}
         return _evaluate(
-            frame, scopes, types, lambda found: Health(subscribers, "desired", dict(found), current), declared
+            frame, scopes, types,
+            lambda found: Health(subscribers, "desired", dict(found), current, complete=plan.listed), declared,
         )
 
     evaluations = None if messages is None else messages * len(filters)
@@ -153,7 +154,7 @@ def desired_subscribers(desired: DesiredState, plan: Plan | None = None) -> list
     unknown (a saved plan keeps their names only)."""
     out = [Subscriber(t.name, s.name, s.rules, s.sampling_tap, s.fallthrough) for t, s in desired.subscriptions()]
     if plan is not None:
-        out += [Subscriber(t, s, plan.bystanders.get((t, s)), False, False) for t, s in plan.undeclared]
+        out += [Subscriber(t, s, plan.bystanders.get((t, s)), declared=False) for t, s in plan.undeclared]
     return out
 
 
@@ -287,8 +288,8 @@ def _evaluate(
     progress.phase("finding the example messages")
     hashes = set().union(*(answers.examples(question) for question in asked if question.examples))
     examples = ExampleIds(answers, resolve(frame, message_id, hashes, shown), declared)
-    report = shape(answers, scopes, filters, fallback, examples, declared)
-    section = None if health is None else health.shape(answers, filters, examples, _span_seconds(answers), declared)
+    report = shape(answers, scopes, filters, fallback, examples, declared, unrouted)
+    section = None if health is None else health.shape(answers, filters, examples, declared)
     return replace(report, routing_health=section, example_messages=examples.messages())
 
 
@@ -316,11 +317,6 @@ class ExampleIds:
     def _example(self, row: dict[str, Any]) -> ExampleMessage:
         topic = row.get("topic")
         return ExampleMessage(None if topic is None else self._declared(topic), row.get("body_size"), row_to_message(row))
-
-
-def _span_seconds(answers: Answers) -> float | None:
-    first, last = answers.time_range()
-    return None if first is None or last is None or last <= first else (last - first) / 1e6
 
 
 def questions(scopes: list[Scope], filters: dict[Filter, int]) -> list[Question]:
@@ -359,12 +355,19 @@ def _subscription_questions(scope: Scope, filters: dict[Filter, int]) -> dict[st
     }
 
 
-def _topic_questions(scopes: list[Scope], filters: dict[Filter, int]) -> dict[str, tuple[Question, Question]]:
-    """Per topic (lower case): its messages, and those no subscription's declared rules take (with examples)."""
-    taken: dict[str, set[int]] = {}
+def _topic_questions(
+    scopes: list[Scope], filters: dict[Filter, int], receiving: Mapping[str, frozenset[int]] | None = None
+) -> dict[str, tuple[Question, Question]]:
+    """Per topic (lower case) of ``scopes``: its messages, and those no subscription receives (with
+    examples): the routing health's receivers (``receiving``, :meth:`Health.receiving`), so that the
+    report's headline and its routing-health section count alike; without them, the scopes' declared rules."""
+    taken: dict[str, frozenset[int]] = {}
     for scope in scopes:
-        taken.setdefault(name_key(scope.topic), set()).update(filters[r.filter] for r in scope.desired)
-    return {key: (Question(key), Question(key, unmatched=frozenset(bits), examples=True)) for key, bits in taken.items()}
+        key = name_key(scope.topic)
+        taken[key] = taken.get(key, frozenset()) | frozenset(filters[r.filter] for r in scope.desired)
+    if receiving is not None:
+        taken = {key: receiving.get(key, frozenset()) for key in taken}
+    return {key: (Question(key), Question(key, unmatched=bits, examples=True)) for key, bits in taken.items()}
 
 
 def shape(
@@ -374,9 +377,11 @@ def shape(
     fallback: dict[int, str],
     examples: Callable[..., tuple[str, ...]],
     declared: Naming = as_declared,
+    receiving: Mapping[str, frozenset[int]] | None = None,
 ) -> ImpactReport:
     """The report from the answers to :func:`questions` (no Spark needed past :func:`tally`), its
-    example ids from ``examples`` (an :class:`ExampleIds`); ``example_messages`` are left to the caller."""
+    example ids from ``examples`` (an :class:`ExampleIds`), its unrouted messages those no receiver
+    of ``receiving`` takes (see :func:`_topic_questions`); ``example_messages`` are left to the caller."""
 
     def outcome(scope: Scope, rule: Rule) -> Outcome:
         matched, failed = _rule_questions(scope.topic, filters[rule.filter])
@@ -421,12 +426,12 @@ def shape(
             )
         )
     names = {name_key(s.topic): s.topic for s in reversed(scopes)}
-    per_topic = _topic_questions(scopes, filters)
+    per_topic = _topic_questions(scopes, filters, receiving)
     unrouted = [unrouted for _, unrouted in per_topic.values()]
     first, last = answers.time_range()
     return ImpactReport(
         messages=answers.total(EVERY_MESSAGE),
-        time_range=TimeRange(_iso(first), _iso(last)),
+        time_range=TimeRange(iso(first), iso(last)),
         topics=tuple(
             _topic_traffic(names[key], declared, answers.total(messages), answers.total(unrouted_here))
             for key, (messages, unrouted_here) in sorted(per_topic.items())
@@ -453,11 +458,3 @@ def _changes(scope: Scope, topic: str) -> tuple[Change, ...]:
     except PlanError as exc:
         raise ImpactError(str(exc)) from None
     return plan.changes
-
-
-def _iso(micros: int | None) -> str | None:
-    """A time in µs since the epoch as ISO 8601 UTC (milliseconds), None when none is known."""
-    if micros is None:
-        return None
-    when = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
