@@ -19,7 +19,7 @@ from markupsafe import Markup
 from reconciler.model import Rule, rule_to_doc
 from reconciler.rulefiles.render import dump_rule_file
 from reconciler.traffic.health_report import section_html
-from reconciler.traffic.report_model import ExampleMessage, ImpactReport, SubscriptionImpact
+from reconciler.traffic.report_model import UNROUTED_MEANS, ExampleMessage, ImpactReport, SubscriptionImpact
 
 #: Changed subscriptions drawn in the chart; the table below it lists every subscription.
 CHART_ROWS = 50
@@ -79,6 +79,7 @@ def render_html(report: ImpactReport) -> str:
         chart=_chart(report.changed(), anchors),
         unchanged=sum(1 for s in subs if not s.changes_traffic),
         routing_health=Markup(section_html(report.routing_health)) if report.routing_health is not None else None,
+        unrouted_means=UNROUTED_MEANS,
     )
 
 

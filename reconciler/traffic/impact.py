@@ -149,10 +149,14 @@ def on_sample(
 
 
 def desired_subscribers(desired: DesiredState, plan: Plan | None = None) -> list[Subscriber]:
-    """Every declared subscription as routing health sees it: its declared rules (None: unmanaged);
-    and, from a plan, the subscriptions no file mentions: with the live rules the plan read, or
-    unknown (a saved plan keeps their names only)."""
-    out = [Subscriber(t.name, s.name, s.rules, s.sampling_tap, s.fallthrough) for t, s in desired.subscriptions()]
+    """Every declared subscription as routing health sees it: its declared rules (an unmanaged one:
+    the live rules a plan read, else unknown); and, from a plan, the subscriptions no file mentions:
+    with the live rules the plan read, or unknown."""
+    read = plan.bystanders if plan is not None else {}
+    out = [
+        Subscriber(t.name, s.name, s.rules if s.managed else read.get((t.name, s.name)), s.sampling_tap, s.fallthrough)
+        for t, s in desired.subscriptions()
+    ]
     if plan is not None:
         out += [Subscriber(t, s, plan.bystanders.get((t, s)), declared=False) for t, s in plan.undeclared]
     return out

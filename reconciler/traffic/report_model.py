@@ -502,6 +502,10 @@ class Analysis:
 # ------------------------------------------------------------------------------------------------
 
 
+#: What every format says the unrouted count is (the routing health's receivers: ``analysis.Health.receiving``).
+UNROUTED_MEANS = "no subscription receives them; sampling taps and the fall-through are not receivers"
+
+
 @dataclass(frozen=True)
 class ImpactReport:
     """What the declared rules would deliver from a traffic sample, compared with the current rules."""
