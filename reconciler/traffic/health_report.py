@@ -8,7 +8,6 @@ documents share: a :class:`~reconciler.traffic.report_model.RoutingHealth`.
 
 from __future__ import annotations
 
-import html
 import json
 
 from reconciler.traffic.report_model import Analysis, Credits, Group, Quota, RoutingHealth, TopicHealth
@@ -27,7 +26,9 @@ def render_analysis(doc: Analysis, fmt: str = "text") -> str:
     if fmt == "text":
         return "\n".join([f"Routing health of the {doc.health.source} rules", doc.sample_line, "", section_text(doc.health)])
     if fmt == "html":
-        return _page(doc)
+        from reconciler.traffic.html_report import render_analysis_html  # jinja2: only for a page
+
+        return render_analysis_html(doc)
     raise ValueError(f"unknown format {fmt!r} ({', '.join(FORMATS)})")
 
 
@@ -127,48 +128,3 @@ def section_markdown(section: RoutingHealth) -> str:
         if finding.suggestion:
             lines.append(f"  suggested rule: `{finding.suggestion}`")
     return "\n".join(lines)
-
-
-def section_html(section: RoutingHealth) -> str:
-    """The section as an HTML fragment (escaped)."""
-    e = html.escape
-    rows = []
-    for topic in section.topics:
-        unrouted = topic.unrouted
-        rows.append(
-            "<tr>"
-            f"<td>{e(topic.title)}</td><td>{topic.messages:,}</td>"
-            f"<td>{unrouted.count:,} ({_percent(unrouted.share)})</td>"
-            f"<td>{e(_groups(unrouted.by.get('label', ())))}</td><td>{e(_groups(unrouted.by.get('to', ())))}</td>"
-            f"<td>{e(', '.join(unrouted.examples))}</td>"
-            f"<td>{e(_credits(topic.credits))}</td><td>{e(_quota(topic.quota))}</td>"
-            "</tr>"
-        )
-    items = []
-    for finding in section.findings:
-        extra = f"<br><code>{e(finding.suggestion)}</code>" if finding.suggestion else ""
-        items.append(
-            f"<li><strong>{e(finding.code)}</strong> <code>{e(finding.where)}</code>: {e(finding.message)}{extra}</li>"
-        )
-    return (
-        "<section id=\"routing-health\"><h2>Routing health</h2>"
-        "<table><thead><tr><th>Topic</th><th>Messages</th><th>Unrouted</th><th>By sys.Label</th><th>By sys.To</th>"
-        "<th>Examples</th><th>Credits</th><th>Quota</th></tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table>"
-        + (f"<ul>{''.join(items)}</ul>" if items else "<p>No findings.</p>")
-        + "</section>"
-    )
-
-
-def _page(doc: Analysis) -> str:
-    e = html.escape
-    return (
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>Routing health: {e(doc.dataset)}</title>"
-        "<style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}</style></head><body>"
-        f"<h1>Routing health of the {e(doc.health.source)} rules</h1><p>{e(doc.sample_line)}</p>"
-        + section_html(doc.health)
-        + "</body></html>"
-    )
