@@ -39,17 +39,17 @@ from reconciler.model import (
     CorrelationFilter,
     Filter,
     Rule,
-    SqlFilter,
     TypedValue,
     ValueType,
     rule_to_doc,
 )
 from reconciler.names import name_key
 from reconciler.namespace.credits import FILTER_EVALUATION_CREDITS, MESSAGE_CREDITS, STANDARD_CREDITS_PER_SECOND
-from reconciler.sql import SqlError, ast, parse_filter, values
+from reconciler.sql import ast, values
 from reconciler.sql.canonical import literal_text
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.static import analyse_rules, is_plain_false
+from reconciler.traffic.near_misses import Equality, Key, NearMiss, equalities, sql_equalities, sql_tree
 from reconciler.traffic.report_model import (
     Bystander,
     Credits,
@@ -195,6 +195,17 @@ class Health:
             Question(key, matched=frozenset({suggested}), unmatched=frozenset({sql}), examples=True),
         ]
 
+    def never_matched(self, answers: Answers, filters: dict[Filter, int]) -> dict[Key, list[Equality]]:
+        """The rules no sampled message of their topic matched, by (topic key, subscription, rule),
+        with the equalities whose near misses to look for (:mod:`reconciler.traffic.near_misses`)."""
+        out: dict[Key, list[Equality]] = {}
+        for s in self.subscribers:
+            for rule in s.rules or ():
+                found = equalities(rule)
+                if found and not answers.total(self._matched(s, rule, filters)):
+                    out[(name_key(s.topic), s.subscription, rule.name)] = found
+        return out
+
     # -- the section -----------------------------------------------------------------------------
 
     def shape(
@@ -203,9 +214,12 @@ class Health:
         filters: dict[Filter, int],
         examples: Callable[..., tuple[str, ...]],
         declared: Naming = as_declared,
+        misses: Mapping[Key, Sequence[NearMiss]] | None = None,
+        ids: Callable[[Sequence[int]], tuple[str, ...]] = lambda hashes: (),
     ) -> RoutingHealth:
-        """The routing-health section, its example ids from ``examples`` and its topics named by
-        ``declared`` (see :func:`reconciler.traffic.impact.shape`)."""
+        """The routing-health section, its example ids from ``examples`` (and of near misses from
+        ``ids``, given their id hashes), its topics named by ``declared`` (see
+        :func:`reconciler.traffic.impact.shape`); ``misses``: the never-matched rules' near misses."""
         total = answers.total(Question())
         receiving = self.receiving(filters)
         names = {name_key(s.topic): s.topic for s in reversed(self.subscribers)}
@@ -244,7 +258,7 @@ class Health:
                     namespace_topic=namespace_topic,
                 )
             )
-        findings = self._findings(answers, filters, examples, declared)
+        findings = self._findings(answers, filters, examples, declared, misses or {}, ids)
         return RoutingHealth(self.source, total, tuple(topics), tuple(findings))
 
     def _filters_before(self, here: list[Subscriber]) -> int | None:
@@ -256,6 +270,7 @@ class Health:
 
     def _findings(
         self, answers: Answers, filters: dict[Filter, int], examples: Callable[..., tuple[str, ...]], declared: Naming,
+        misses: Mapping[Key, Sequence[NearMiss]], ids: Callable[[Sequence[int]], tuple[str, ...]],
     ) -> list[Finding]:
         out: list[Finding] = []
         for s in self.subscribers:
@@ -274,9 +289,14 @@ class Health:
                                         "NULL and missing properties included): the rule delivers nothing",
                                         {"kind": "static"}))
                 elif matched == 0 and not is_plain_false(rule.filter):
+                    near = misses.get((key, s.subscription, rule.name), ())
+                    shown = [(miss, ids(miss.hashes)) for miss in near]
+                    causes = "; ".join(f"{m.describe()} (e.g. {', '.join(e)})" if e else m.describe() for m, e in shown)
                     out.append(_finding("never-matched", "warning", where, f"matched none of the {total:,} sampled "
-                                        f"messages of {declared(s.topic)} ({span} of traffic)",
-                                        {"kind": "traffic", "sample_messages": total, "sample_seconds": span_seconds}))
+                                        f"messages of {declared(s.topic)} ({span} of traffic)"
+                                        + (f"; near misses: {causes}" if causes else ""),
+                                        {"kind": "traffic", "sample_messages": total, "sample_seconds": span_seconds,
+                                         "near_misses": [m.to_json(e) for m, e in shown]}))
                 if found is not None and found.code == "redundant-rule":
                     assert found.covered_by is not None
                     out.append(_finding("redundant-rule", "warning", where, f"rule {found.covered_by.name!r} delivers "
@@ -372,17 +392,8 @@ def _quota(here: list[Subscriber]) -> Quota:
 # ------------------------------------------------------------------------------------------------
 
 
-def _tree(rule: Rule) -> ast.Predicate | None:
-    if not isinstance(rule.filter, SqlFilter):
-        return None
-    try:
-        return parse_filter(rule.filter.expression)
-    except SqlError:
-        return None
-
-
 def _costly_like(where: dict[str, Any], rule: Rule) -> list[Finding]:
-    tree = _tree(rule)
+    tree = sql_tree(rule)
     if tree is None:
         return []
     out = []
@@ -439,8 +450,8 @@ def _candidates(s: Subscriber, types: dict[str, frozenset[str]]) -> Iterable[Can
     for rule in s.rules or ():
         if rule.has_action:
             continue
-        tree = _tree(rule)
-        equalities = _equalities(tree) if tree is not None else None
+        tree = sql_tree(rule)
+        equalities = sql_equalities(tree) if tree is not None else None
         if not equalities:
             continue
         fields: dict[str, str] = {}
@@ -466,21 +477,6 @@ def _candidates(s: Subscriber, types: dict[str, frozenset[str]]) -> Iterable[Can
             yield Candidate(s, rule, None, reason)
         else:
             yield Candidate(s, rule, CorrelationFilter(**fields, properties=tuple(properties)))
-
-
-def _equalities(tree: ast.Predicate) -> list[tuple[ast.Property, ast.Literal]] | None:
-    """``prop = literal`` conjuncts, or None when the filter is anything else."""
-    out = []
-    for node in ast.conjuncts(tree):
-        if not (isinstance(node, ast.Comparison) and node.op == "="):
-            return None
-        left, right = node.left, node.right
-        if isinstance(left, ast.Literal) and isinstance(right, ast.Property):
-            left, right = right, left
-        if not (isinstance(left, ast.Property) and isinstance(right, ast.Literal)) or right.type is ValueType.NULL:
-            return None
-        out.append((left, right))
-    return out
 
 
 _NUMERIC = {"byte", "ubyte", "short", "ushort", "int", "uint", "long", "ulong", "float", "double", "decimal"}

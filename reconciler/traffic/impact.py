@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from reconciler import progress
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import DesiredState, Filter, Rule
 from reconciler.names import key_translation, name_key
 from reconciler.plan import Change, Plan, PlanError, plan_subscription
-from reconciler.traffic import failures
+from reconciler.traffic import failures, near_misses
 from reconciler.traffic.analysis import BREAKDOWN, Health, Subscriber
 from reconciler.traffic.footers import OutdatedSample, PropertyTypes, property_types, sample_facts
 from reconciler.traffic.location import for_spark
@@ -289,11 +289,16 @@ def _evaluate(
             frame, topic_of, message_id, outcomes, list(dict.fromkeys(asked)), F.col("enqueued_time"), unrouted, breakdown
         )
     shown = [name for name in SCHEMA.names if name in frame.columns]
+    misses = {}
+    if health is not None and (never := health.never_matched(answers, filters)):
+        progress.phase(f"looking for near misses of {_count(len(never), 'rule')} that matched nothing")
+        misses = near_misses.find(frame, topic_of, message_id, never)
     progress.phase("finding the example messages")
     hashes = set().union(*(answers.examples(question) for question in asked if question.examples))
+    hashes |= {h for found in misses.values() for miss in found for h in miss.hashes}
     examples = ExampleIds(answers, resolve(frame, message_id, hashes, shown), declared)
     report = shape(answers, scopes, filters, fallback, examples, declared, unrouted)
-    section = None if health is None else health.shape(answers, filters, examples, declared)
+    section = None if health is None else health.shape(answers, filters, examples, declared, misses, examples.ids)
     return replace(report, routing_health=section, example_messages=examples.messages())
 
 
@@ -311,7 +316,11 @@ class ExampleIds:
         self._shown: dict[str, dict[str, Any]] = {}
 
     def __call__(self, *asked: Question) -> tuple[str, ...]:
-        rows = dict(self._found[h] for h in self._answers.examples(*asked) if h in self._found)
+        return self.ids(self._answers.examples(*asked))
+
+    def ids(self, hashes: Iterable[int]) -> tuple[str, ...]:
+        """The ids of the example messages with these id hashes (sorted)."""
+        rows = dict(self._found[h] for h in hashes if h in self._found)
         self._shown.update(rows)
         return tuple(sorted(rows))
 
