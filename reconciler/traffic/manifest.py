@@ -6,7 +6,8 @@ identity is its sequence number in its topic (the partition's number in its top 
 topic numbers its messages without gaps, per partition, and every subscription's copy carries the
 topic's number. So a *gap* — numbers between a topic's first and last stored message that no
 stored message has — is traffic the sample does not hold: messages that expired or were received
-before they were peeked, or that no sampled subscription's rules let through. ``analyze`` and
+before they were peeked, that no sampled subscription's rules let through, or copies a rule action
+made in another subscription (each copy is a message of its own there, with a number of its own). ``analyze`` and
 ``impact`` print gaps as a warning: the counts are of the sampled messages only.
 
 A message peeked through several subscriptions is stored once, under the first that delivered it:
@@ -73,8 +74,8 @@ class TopicManifest:
         return (
             f"the sample of {self.topic} misses {self.missing:,} of the sequence numbers "
             f"{self.stored.first_sequence}–{self.stored.last_sequence} ({listed}{more}): messages that expired or were "
-            "received before they were peeked, or that no sampled subscription let through; its counts are of the "
-            f"{self.stored.messages:,} sampled messages only"
+            "received before they were peeked, that no sampled subscription let through, or copies a rule action made "
+            f"elsewhere; its counts are of the {self.stored.messages:,} sampled messages only"
         )
 
 
