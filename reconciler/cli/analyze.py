@@ -51,8 +51,8 @@ def analyze(
         raise click.UsageError("--format html writes a page: give --out FILE.html")
     rules = load_rules(paths, env)
     from reconciler.traffic.analyze import analyze_report
-    from reconciler.traffic.health_report import render_analysis
     from reconciler.traffic.impact import desired_subscribers
+    from reconciler.traffic.render import render_analysis
 
     subscribers, complete = desired_subscribers(rules.state), False
     if live:

@@ -1,35 +1,25 @@
-"""Render routing health: the ``sbrules analyze`` document, and the "Routing health" section of the
-traffic impact report (both :mod:`reconciler.traffic.report_model` values).
-
-``text`` for a terminal, ``markdown`` for a pull-request comment, ``html`` for one self-contained
-file, ``json`` for machines (the document itself). The section renderers take the part both
-documents share: a :class:`~reconciler.traffic.report_model.RoutingHealth`.
+"""Render routing health as text and Markdown: the ``sbrules analyze`` document, and the "Routing
+health" section of the traffic impact report (both :mod:`reconciler.traffic.report_model` values).
+The section renderers take the part both documents share: a
+:class:`~reconciler.traffic.report_model.RoutingHealth`; the HTML page is
+:mod:`~reconciler.traffic.html_report`'s, and :mod:`~reconciler.traffic.render` picks the format.
 """
 
 from __future__ import annotations
 
-import json
-
 from reconciler.traffic.report_model import Analysis, Credits, Group, Quota, RoutingHealth, TopicHealth
 
-FORMATS = ("text", "json", "markdown", "html")
+
+def analysis_text(doc: Analysis) -> str:
+    """The ``sbrules analyze`` document for a terminal."""
+    return "\n".join([f"Routing health of the {doc.health.source} rules", doc.sample_line, "", section_text(doc.health)])
 
 
-def render_analysis(doc: Analysis, fmt: str = "text") -> str:
-    """The ``sbrules analyze`` document in ``fmt``."""
-    if fmt == "json":
-        return json.dumps(doc.to_json(), indent=2, sort_keys=True)
-    if fmt == "markdown":
-        return "\n".join(
-            [f"## Routing health ({doc.health.source} rules)", "", doc.sample_line, "", section_markdown(doc.health)]
-        )
-    if fmt == "text":
-        return "\n".join([f"Routing health of the {doc.health.source} rules", doc.sample_line, "", section_text(doc.health)])
-    if fmt == "html":
-        from reconciler.traffic.html_report import render_analysis_html  # jinja2: only for a page
-
-        return render_analysis_html(doc)
-    raise ValueError(f"unknown format {fmt!r} ({', '.join(FORMATS)})")
+def analysis_markdown(doc: Analysis) -> str:
+    """The ``sbrules analyze`` document as a pull-request comment."""
+    return "\n".join(
+        [f"## Routing health ({doc.health.source} rules)", "", doc.sample_line, "", section_markdown(doc.health)]
+    )
 
 
 def _percent(share: float) -> str:

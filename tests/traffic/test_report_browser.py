@@ -100,7 +100,7 @@ def test_the_analysis_page_renders_its_chart_findings_and_examples_in_a_browser(
     from dataclasses import replace
     from pathlib import Path
 
-    from reconciler.traffic.health_report import render_analysis
+    from reconciler.traffic.render import render_analysis
     from reconciler.traffic.report_model import Analysis
 
     golden = json.loads((Path(__file__).parent / "golden" / "analyze.json").read_text(encoding="utf-8"))
