@@ -30,7 +30,7 @@ burst, whose rate the sample cannot tell.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reconciler.limits import CORRELATION_FILTERS_PER_TOPIC, SQL_FILTERS_PER_TOPIC, counts_as_sql_filter
@@ -335,6 +335,14 @@ class Health:
                            "sampled messages")
                 evidence = {"kind": "traffic", "suggested": suggested, "verified": True, "examples": []}
             out.append(_finding("correlation-candidate", "info", where, message, evidence))
+        # Every finding seen on the sample cites its own topic's sample: its size and enqueued span.
+        keys = {declared(s.topic): name_key(s.topic) for s in self.subscribers}
+        sampled = {
+            name: {"sample_messages": answers.total(Question(key)), "sample_seconds": span_of(*answers.time_range(key))}
+            for name, key in keys.items()
+        }
+        out = [replace(f, evidence={**f.evidence, **sampled[f.topic]}) if f.evidence.get("kind") == "traffic" else f
+               for f in out]
         order = {code: i for i, code in enumerate(CODES)}
         return sorted(out, key=lambda f: (name_key(f.topic), f.subscription or "", f.rule or "", order[f.code]))
 

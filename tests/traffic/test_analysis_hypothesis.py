@@ -313,7 +313,8 @@ def check_document(doc: dict[str, Any], subscribers: Sequence[Subscriber], batch
                     assert redundant["severity"] == "info"
                     evidence = redundant["evidence"]
                     assert {k: v for k, v in evidence.items() if k != "examples"} == {
-                        "kind": "traffic", "matched": len(matched[rule.name])
+                        "kind": "traffic", "matched": len(matched[rule.name]),
+                        "sample_messages": len(batch), "sample_seconds": span,
                     }
                     # Three distinct messages it matched, or all of them when fewer (ids are unique here).
                     shown = evidence["examples"]
