@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from reconciler.model import FalseFilter, Filter, SqlFilter, TrueFilter
+from reconciler.model import FalseFilter, Filter, Rule, SqlFilter, SqlRuleAction, TrueFilter
 from reconciler.names import name_key
 
 
@@ -144,13 +144,61 @@ def is_temp_rule_name(name: str) -> bool:
 
 #: sbrules' other reservation: the rules of the per-subscription apply lock (``reconciler.lock``)
 #: are named this prefix and a generation number; plan, drift, export and apply's removal of
-#: undeclared rules leave them alone, so no declared rule may start with it.
+#: undeclared rules leave a lock alone, so no declared rule may start with it.
 LOCK_RULE_PREFIX = "sbrules-lock."
+#: The most digits a lock's generation may have: the name stays within the rule-name limit.
+LOCK_GENERATION_DIGITS = RULE_NAME.value - len(LOCK_RULE_PREFIX)
+_LOCK_NAME = re.compile(rf"(?ia){re.escape(LOCK_RULE_PREFIX)}([0-9]{{1,{LOCK_GENERATION_DIGITS}}})")
+#: One ``SET sbrules_lock_FIELD = 'text'`` of a lock's action; a lock's action is only these.
+LOCK_ACTION_FIELD = re.compile(r"\s*SET\s+sbrules_lock_([a-z]+)\s*=\s*'((?:[^']|'')*)'\s*(?:;|$)", re.IGNORECASE | re.ASCII)
+
+
+def lock_generation(name: str) -> int | None:
+    """The generation a lock rule of this name has (``sbrules-lock.`` + ASCII digits, within the
+    rule-name limit), or None when no lock may have this name."""
+    found = _LOCK_NAME.fullmatch(name)
+    return int(found.group(1)) if found else None
 
 
 def is_lock_rule_name(name: str) -> bool:
-    """Whether ``name`` is (or would be taken for) a lock rule of sbrules."""
-    return name_key(name).startswith(name_key(LOCK_RULE_PREFIX))
+    """Whether a lock rule may have this name (the name alone does not make a rule a lock)."""
+    return lock_generation(name) is not None
+
+
+def lock_action_fields(expression: str) -> dict[str, str] | None:
+    """The fields of a lock's action text (lower-case names), or None when the text is anything
+    else than ``SET sbrules_lock_…`` statements carrying at least the run."""
+    fields: dict[str, str] = {}
+    at = 0
+    for found in LOCK_ACTION_FIELD.finditer(expression):
+        if found.start() != at:
+            return None
+        fields[found.group(1).lower()] = found.group(2).replace("''", "'")
+        at = found.end()
+    if expression[at:].strip() or "run" not in fields:
+        return None
+    return fields
+
+
+def is_lock_rule(rule: Rule) -> bool:
+    """Whether ``rule`` is an sbrules lock: a lock's name, the false filter, and sbrules' lock action.
+    Anything else, whatever its name, is an ordinary rule."""
+    return (
+        is_lock_rule_name(rule.name)
+        and is_false_filter(rule.filter)
+        and isinstance(rule.action, SqlRuleAction)
+        and lock_action_fields(rule.action.expression) is not None
+    )
+
+
+def looks_like_lock(rule: Rule) -> bool:
+    """An ordinary rule under the lock prefix: shown like any other rule, with a warning."""
+    return name_key(rule.name).startswith(name_key(LOCK_RULE_PREFIX)) and not is_lock_rule(rule)
+
+
+def is_false_filter(flt: Filter) -> bool:
+    """The false filter, or a SQL filter written as exactly ``1=0`` (what the service stores for it)."""
+    return isinstance(flt, FalseFilter) or (isinstance(flt, SqlFilter) and "".join(flt.expression.split()) == "1=0")
 
 
 def reserved_rule_name_problem(name: str) -> str | None:
@@ -158,7 +206,7 @@ def reserved_rule_name_problem(name: str) -> str | None:
     if is_temp_rule_name(name):
         return (f"rule name {name!r} ends with {TEMP_RULE_SUFFIX!r}, which sbrules reserves for the "
                 "temporary rule of a gapless replace (plan and apply would take it for a leftover and remove it)")
-    if is_lock_rule_name(name):
+    if name_key(name).startswith(name_key(LOCK_RULE_PREFIX)):
         return (f"rule name {name!r} starts with {LOCK_RULE_PREFIX!r}, which sbrules reserves for its apply "
-                "lock (plan and apply would take it for a lock and never manage it)")
+                "lock (a rule named so is easily taken for a lock by people and by older versions of sbrules)")
     return None

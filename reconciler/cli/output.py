@@ -18,17 +18,19 @@ into an exception never reaches the terminal or a log.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import click
 
-from reconciler.errors import ErrorCode, ExitCode, SbrulesError
+from reconciler.atomic_file import write_atomically
+from reconciler.errors import ErrorCode, ExitCode, SbrulesError, UsageError
+from reconciler.json_text import json_text
+from reconciler.redaction import redact
 
 #: Exceptions that are not sbrules' own, with their code: (module, class name, code). An
 #: :class:`SbrulesError` carries its own code. Classes are named, not imported, so that classifying
@@ -134,29 +136,6 @@ def classify(exc: BaseException, secrets: Iterable[str] = ()) -> Failure:
 # Secrets
 # ------------------------------------------------------------------------------------------------
 
-REDACTED = "<redacted>"
-
-_SECRET_PATTERNS = (
-    # SharedAccessKey=…; in a connection string (the key name is not secret).
-    re.compile(r"(?i)(SharedAccessKey\s*=\s*)[^;\s\"']+"),
-    # The signature of a SAS token, whether in a connection string or a token.
-    re.compile(r"(?i)(\bsig=)[^&;\s\"']+"),
-    # Entra ID access tokens (JWTs) and bearer tokens.
-    re.compile(r"()\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*"),
-    re.compile(r"(?i)(\bBearer\s+)[A-Za-z0-9._~+/=-]+"),
-)
-
-
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every known secret value and anything shaped like a key, signature or token
-    replaced by ``<redacted>``."""
-    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
-    return text
-
-
 def _redact_tree(value: Any, secrets: Iterable[str]) -> Any:
     secrets = tuple(secrets)
     if isinstance(value, str):
@@ -208,15 +187,19 @@ def wants_json(argv: Sequence[str]) -> bool:
     return fmt == "json"
 
 
-def dump_json(doc: Any) -> str:
-    """The one JSON text style of sbrules' stdout: indented, key order kept, UTF-8 as is."""
-    return json.dumps(doc, indent=2, ensure_ascii=False)
-
-
 def echo_json(doc: Any) -> None:
     """Print a command's one JSON document on stdout (anything shaped like a secret redacted: a key
     pasted into a rule file is quoted by the findings about it)."""
-    click.echo(redact(dump_json(doc)))
+    click.echo(redact(json_text(doc)), nl=False)
+
+
+def write_output(out: Path, text: str, what: str) -> None:
+    """Write ``text`` to the file a user named with ``--out`` (whole or not at all); a path that
+    cannot be written is a usage error naming it and the cause, never a traceback."""
+    try:
+        write_atomically(out, text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {what} to {out}: {exc.strerror or exc}") from None
 
 
 def echo_text(text: str) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from reconciler.cli.common import Namespace, env_option, namespace_options, project_environment
@@ -29,10 +27,11 @@ def _target(text: str) -> tuple[str, str]:
 def unlock(subscriptions: tuple[str, ...], every: bool, approved: bool, env: str | None, namespace: Namespace) -> None:
     """Remove the apply lock of TOPIC/SUBSCRIPTION... (or of --all subscriptions).
 
-    A run killed while writing leaves its lock behind; it expires by itself (docs/locking.md), and
-    this removes it at once. The locks found are listed, with who holds them and until when,
-    before the confirmation. Removing a lock that is still held lets another apply write the
-    subscription while its holder does.
+    A run killed while writing leaves its lock behind; the next apply takes it over once it has seen
+    it unchanged for its lease and margin (docs/locking.md), and this removes it at once. The locks
+    found are listed, with who holds them and when their holder expected them to end (by its own
+    clock: shown, never trusted), before the confirmation. Removing a lock whose holder is still
+    running lets another apply write the subscription while its holder does.
     """
     from reconciler.export import discovered_targets
     from reconciler.observe import observe_subscriptions
@@ -59,10 +58,9 @@ def unlock(subscriptions: tuple[str, ...], every: bool, approved: bool, env: str
         if not found:
             click.echo(f"No locks in {len(targets)} subscription(s).")
             return
-        now = time.time()
         for topic, sub, lock in found:
-            still = "" if lock.expired(now) else " — still held: removing it lets another apply write alongside it"
-            click.echo(f"{shown(topic, sub)}: {lock.describe(now)} ({lock.name}){still}")
+            click.echo(f"{shown(topic, sub)}: {lock.describe()} ({lock.name}, lease {lock.lease:g}s)")
+        click.echo("If a holder above is still running, removing its lock lets another apply write alongside it.")
         confirm(
             approved, f"Remove {len(found)} lock(s)?",
             refused="refusing to unlock without confirmation: input is not a terminal. Pass --yes",

@@ -105,6 +105,11 @@ class ConnectionLostError(ManagementError):
     transient = True
 
 
+class NotSentError(ManagementError):
+    """The caller's send guard (``pipeline.send_guard``) stopped an attempt before it went out:
+    nothing was sent, so nothing took effect."""
+
+
 class AuthenticationError(UnauthorizedError):
     """The token was refused (CBS put-token, or the management API), or none could be had."""
 

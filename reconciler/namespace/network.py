@@ -51,7 +51,13 @@ class Proxy:
     @classmethod
     def parse(cls, text: str, source: str = "--proxy") -> "Proxy":
         """``http://[user:password@]host[:port]`` (no scheme: http); NetworkError otherwise."""
-        url = urllib.parse.urlsplit(text if "://" in text else f"http://{text}")
+        try:
+            url = urllib.parse.urlsplit(text if "://" in text else f"http://{text}")
+        except ValueError:  # an unclosed IPv6 bracket, for one; only the host part is shown (never a password)
+            shown = text.split("://", 1)[-1].rpartition("@")[2].split("/", 1)[0]
+            raise NetworkError(
+                f"{source}: the proxy URL's host {shown!r} is not valid (http://[user:password@]host:port)"
+            ) from None
         if url.scheme.lower() != "http":
             raise NetworkError(f"{source}: the proxy URL must be http:// (sbrules tunnels TLS through it with CONNECT)")
         try:

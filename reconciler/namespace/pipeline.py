@@ -10,7 +10,9 @@ and read responses; they never loop, wait or retry themselves.
 A batch (``call_all``) is pipelined from the calling thread alone, which costs far less than a
 thread per request; ``call`` is a batch of one, so many threads may call at once and share the
 pacer. Every attempt of every request can be reported to an ``on_attempt`` callback (apply
-journals them).
+journals them). A caller that may send only while a condition holds (apply, while its lock's
+lease lasts) sets a ``send_guard``: it is asked right before each attempt goes out, after any
+pacing wait, so no retry and no paced request leaves once the condition is gone.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from reconciler.namespace.credits import THROTTLED_CONDITION, wait_hint
 from reconciler.namespace.errors import (
     ConnectionLostError,
     ManagementError,
+    NotSentError,
     OperationTimeoutError,
     ServerBusyError,
     error_for,
@@ -38,6 +43,20 @@ from reconciler.namespace.retry import RetryPolicy
 from reconciler.progress import log as progress
 
 log = logging.getLogger("reconciler.amqp")
+
+#: Asked before each attempt this context sends: None lets it go, a reason stops it (NotSentError).
+SendGuard = Callable[[], str | None]
+_guard: ContextVar[SendGuard | None] = ContextVar("send_guard", default=None)
+
+
+@contextmanager
+def send_guard(guard: SendGuard) -> Iterator[None]:
+    """Requests made from this context (this thread) go out only while ``guard`` returns None."""
+    token = _guard.set(guard)
+    try:
+        yield
+    finally:
+        _guard.reset(token)
 #: A run of retries is told on ``progress`` once it has lasted this long.
 QUIET_SECONDS = 1.0
 
@@ -325,6 +344,7 @@ class RequestPipeline:
         """
         ok, timeout = tuple(ok), timeout or self.timeout
         pacer, clock = self.pacer, self.pacer.clock
+        guard = _guard.get()
         window = max(1, window or pacer.max_window)
         results: list[Response | ManagementError | None] = [None] * len(calls)
         tries = [_Tries(queued_since=clock()) for _ in calls]
@@ -352,6 +372,13 @@ class RequestPipeline:
                     results[index] = OperationTimeoutError(f"{call.context}: no free request slot within {timeout:g}s")
                     continue
                 ready.popleft()
+                refused = guard() if guard is not None else None
+                if refused is not None:
+                    pacer.release(call.credits, 0)
+                    stopped = NotSentError(f"{call.context}: not sent: {refused}")
+                    stopped.after_retry = tries[index].number > 0  # an earlier attempt may have landed
+                    results[index] = stopped
+                    continue
                 self._submit(index, call, tries[index], timeout, in_flight, finished)
             if not in_flight and not retries:
                 continue  # every ready call failed to get a slot: nothing left to wait for

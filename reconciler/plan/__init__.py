@@ -8,7 +8,7 @@
 """
 
 from reconciler.limits import is_temp_rule_name
-from reconciler.plan.compare import compute_plan, plan_subscription
+from reconciler.plan.compare import compute_plan, lookalike_warnings, plan_subscription
 from reconciler.plan.ops import (
     PLAN_FORMAT_VERSION,
     TEMP_SUFFIX,
@@ -48,6 +48,7 @@ __all__ = [
     "compute_plan",
     "fingerprint",
     "is_temp_rule_name",
+    "lookalike_warnings",
     "plan_subscription",
     "read_plan_file",
     "render_drift_json",

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import time
 from typing import Sequence
 
-from reconciler.limits import is_temp_rule_name, reserved_rule_name_problem
+from reconciler.limits import LOCK_RULE_PREFIX, is_temp_rule_name, looks_like_lock, reserved_rule_name_problem
 from reconciler.lock import find_locks, without_locks
 from reconciler.model import CORRELATION_FIELDS, DEFAULT_RULE_NAME, CorrelationFilter, DesiredState, Rule
 from reconciler.names import name_key
@@ -28,14 +27,13 @@ from reconciler.plan.ops import (
 from reconciler.plan.signature import FilterKind, Signature, fingerprint, signature
 
 
-def compute_plan(desired: DesiredState, actual: ActualState, *, now: float | None = None) -> Plan:
+def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
     """The plan that turns ``actual`` into ``desired`` for every managed subscription; a lock an
-    apply holds (as of ``now``, default the current time) is a note, never a change."""
+    apply holds is a note, never a change."""
     subs: list[SubscriptionPlan] = []
     skipped: list[Skipped] = []
     replaced_with_action: list[str] = []
     notes: list[str] = []
-    now = time.time() if now is None else now
     for topic, sub in desired.subscriptions():
         if not sub.managed:
             skipped.append(Skipped(topic.name, sub.name, "no rules declared (unmanaged): left as it is"))
@@ -43,7 +41,8 @@ def compute_plan(desired: DesiredState, actual: ActualState, *, now: float | Non
         live = actual.get((topic.name, sub.name))
         if live is None:
             raise PlanError(f"no live state was read for {topic.name}/{sub.name}")
-        notes += lock_notes(f"{topic.name}/{sub.name}", live, now)
+        notes += lock_notes(f"{topic.name}/{sub.name}", live)
+        notes += lookalike_warnings(f"{topic.name}/{sub.name}", live)
         plan = plan_subscription(topic.name, sub.name, sub.rules or (), live, allow_empty=sub.allow_empty)
         if topic.declared is not None:
             plan = dataclasses.replace(plan, declared_topic=topic.declared)
@@ -63,16 +62,18 @@ def compute_plan(desired: DesiredState, actual: ActualState, *, now: float | Non
     return Plan(tuple(subs), tuple(skipped), tuple(warnings), notes=tuple(notes))
 
 
-def lock_notes(path: str, live: Sequence[Rule], now: float) -> list[str]:
-    """One note per lock rule in a subscription: who is writing it, or who left an expired lock."""
-    notes = []
-    for lock in find_locks(live):
-        if lock.expired(now):
-            notes.append(f"{path}: {lock.describe(now)} (the next apply takes it over; "
-                         f"`sbrules unlock {path}` removes it now)")
-        else:
-            notes.append(f"{path}: {lock.describe(now)}; an apply is writing it (its lock rule is not drift)")
-    return notes
+def lock_notes(path: str, live: Sequence[Rule]) -> list[str]:
+    """One note per lock rule in a subscription: who is writing it."""
+    return [f"{path}: {lock.describe()} ({lock.name}); an apply is writing it, or left it when killed: the "
+             f"next apply takes it over once unchanged for {lock.patience:g}s, `sbrules unlock {path}` removes it "
+             "now (a lock rule is not drift)" for lock in find_locks(live)]
+
+
+def lookalike_warnings(path: str, live: Sequence[Rule]) -> list[str]:
+    """A warning (a plan note) for each live rule that carries the lock prefix but is no lock of sbrules."""
+    return [f"{path}: warning: rule {rule.name!r} looks like an sbrules lock but is not one (a lock is the false filter "
+            f"with sbrules' action, named {LOCK_RULE_PREFIX!r} and digits): it is an ordinary rule" for rule in live
+            if looks_like_lock(rule)]
 
 
 def _some(subjects: Sequence[str], shown: int = 3) -> str:

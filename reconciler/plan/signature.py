@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Iterable
 
 from reconciler import sql
-from reconciler.limits import is_lock_rule_name
+from reconciler.limits import is_lock_rule
 from reconciler.model import CorrelationFilter, FalseFilter, Rule, SqlFilter, SqlRuleAction, TrueFilter
 from reconciler.names import same_name
 
@@ -123,5 +123,5 @@ def same_rule(a: Rule, b: Rule) -> bool:
 def fingerprint(rules: Iterable[Rule]) -> str:
     """sha256 of the canonical rule set: what apply re-reads and compares with the plan's. Lock
     rules are no part of it: a subscription locked by an apply is the same rule set."""
-    entries = sorted(json.dumps(rule.name) + ":" + signature(rule).token for rule in rules if not is_lock_rule_name(rule.name))
+    entries = sorted(json.dumps(rule.name) + ":" + signature(rule).token for rule in rules if not is_lock_rule(rule))
     return "sha256:" + hashlib.sha256("\n".join(entries).encode()).hexdigest()

@@ -35,15 +35,16 @@ def dump_rule_file(doc: dict[str, Any], *, width: int = 120) -> str:
     return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=width)
 
 
-def topic_document(topic: Topic) -> dict[str, Any]:
-    """The rule-file document of one topic (a subscription without rules stays unmanaged)."""
+def topic_document(topic: Topic, *, explicit_types: bool = True) -> dict[str, Any]:
+    """The one rule-file document of a topic (``render`` and ``export``): a subscription without
+    rules stays unmanaged; ``explicit_types`` names every correlation property's type."""
     subs: dict[str, Any] = {}
     for sub in topic.subscriptions:
         entry: dict[str, Any] = {}
         if sub.fallthrough:
             entry["fallthrough"] = True
         elif sub.rules is not None:
-            entry["rules"] = [rule_to_doc(rule, explicit_types=True) for rule in sub.rules]
+            entry["rules"] = [rule_to_doc(rule, explicit_types=explicit_types) for rule in sub.rules]
         if sub.allow_empty:
             entry["allow_empty"] = True
         if sub.sampling_tap:
@@ -63,13 +64,14 @@ def file_name(topic: str) -> str:
     """A safe file name for a topic: the name itself when it is one, else a slug and a digest.
 
     Topic names may contain '/' and characters a file system treats differently, so those become
-    '_'; a name changed that way gets the first 8 hex digits of its key's sha256 (``names.name_key``,
-    so every spelling of one topic gets the same file), which keeps ``orders/eu`` and ``orders_eu`` apart.
+    '_'; a name changed that way gets the first 16 hex digits (64 bits) of its key's sha256
+    (``names.name_key``, so every spelling of one topic gets the same file), which keeps ``orders/eu``
+    and ``orders_eu`` apart, and makes a colliding pair of real names too costly to find.
     """
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", topic).strip("._") or "topic"
     if slug == topic:
         return slug + ".yaml"
-    return f"{slug}-{hashlib.sha256(name_key(topic).encode()).hexdigest()[:8]}.yaml"
+    return f"{slug}-{hashlib.sha256(name_key(topic).encode()).hexdigest()[:16]}.yaml"
 
 
 def file_names(topics: Iterable[str]) -> dict[str, str]:

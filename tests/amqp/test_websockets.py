@@ -83,6 +83,15 @@ def test_proxy_from_the_environment_no_proxy_and_secrets_never_shown(tmp_path):
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("url", ["http://deployer:hunter2@[::1", "http://deployer:hunter2@[::1]:99999", "http://deployer:hunter2@/x"])
+def test_an_invalid_proxy_url_is_a_usage_error_that_shows_no_credentials(url, run_cli, check):
+    code, out, err = run_cli("drift", "--proxy", url, "--connection-string",
+                             "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0")
+    check.one_error(code, out, err, 64, "--proxy: the proxy URL")
+    assert "hunter2" not in err and "deployer" not in err
+
+
+@pytest.mark.unit
 def test_ca_file_from_the_option_then_ssl_cert_file_then_requests_ca_bundle(tmp_path):
     first, second = tmp_path / "a.pem", tmp_path / "b.pem"
     first.write_text("x")

@@ -20,6 +20,7 @@ from reconciler.emulator import Emulator
 from reconciler.model import Message, TypedValue
 from reconciler.plan import TEMP_SUFFIX
 from reconciler.rulefiles import load_paths
+from tests import processes
 
 #: The declared rules: every subscription gets a changed rule, so the plan replaces one in each.
 DESIRED = """\
@@ -55,7 +56,7 @@ def interruptible() -> None:
 def sbrules(*args: object) -> subprocess.Popen:
     """A real `sbrules` process whose Ctrl-C the test sends."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
+    return processes.spawn(
         [sys.executable, "-m", "reconciler", *map(str, args)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=interruptible,
     )
@@ -153,7 +154,7 @@ def test_second_ctrl_c_stops_at_once_and_says_the_next_run_cleans_up(namespace, 
     assert process.returncode == 130, (out, err)
     assert_no_traceback(out, err)
     assert "stopped at once" in err and "the next `sbrules plan` or `sbrules apply` removes it" in err, (out, err)
-    assert "stay locked until their locks expire, or `sbrules unlock --all`" in err, err
+    assert "stay locked until another apply takes their locks over, or `sbrules unlock --all`" in err, err
     assert "Apply" not in out  # no report: it stopped before finishing
     emu.faults.update(latency=0.0)
     code, out, err = run_cli("unlock", "--all", "--yes", "--connection-string", emu.connection_string)

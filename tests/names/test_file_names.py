@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -37,6 +39,7 @@ def test_the_issue_pair_and_a_plain_name():
     assert file_name("orders_eu") == "orders_eu.yaml"
     assert file_name("orders/eu") != file_name("orders_eu")
     assert file_name("Orders/EU") == file_name("orders/eu").replace("orders_eu", "Orders_EU")  # one topic, one digest
+    assert re.fullmatch(r"orders_eu-[0-9a-f]{16}\.yaml", file_name("orders/eu"))  # 64 bits: no pair found by trying
 
 
 @pytest.mark.unit

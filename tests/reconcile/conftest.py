@@ -9,7 +9,7 @@ from typing import Callable
 
 import pytest
 
-from reconciler.limits import is_lock_rule_name
+from reconciler.limits import is_lock_rule, is_lock_rule_name
 from reconciler.model import CorrelationFilter, DesiredState, Rule, Subscription, Topic, TrueFilter
 from reconciler.namespace.errors import AlreadyExistsError, ConnectionLostError, ManagementError, NotFoundError
 from reconciler.namespace.pipeline import Call, Request, RequestPipeline, Response
@@ -119,7 +119,7 @@ class FakeClient:
                 if rules.pop(name.casefold(), None) is None:
                     raise NotFoundError(f"rule {name} could not be found", status=404)
                 self.ops.append(("remove", topic, sub, name))
-                left = sum(not is_lock_rule_name(n) for n in rules)  # a lock rule delivers nothing
+                left = sum(not is_lock_rule(r) for r in rules.values())  # a lock rule delivers nothing
                 self.min_rules[(topic, sub)] = min(self.min_rules[(topic, sub)], left)
             self._hook("remove", topic, sub, name, "after")
 

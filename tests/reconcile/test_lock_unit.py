@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 
 import pytest
 
@@ -14,7 +15,7 @@ from reconciler.lint import lint
 from reconciler.lock import (
     Holder,
     LockBusy,
-    LockError,
+    LockLost,
     LockWaitInterrupted,
     SubscriptionLock,
     find_locks,
@@ -22,6 +23,7 @@ from reconciler.lock import (
     parse_lock,
 )
 from reconciler.model import Rule, SqlFilter, SqlRuleAction
+from reconciler.namespace.errors import QuotaExceededError
 from reconciler.plan import PlanError, compute_plan, plan_subscription
 
 pytestmark = pytest.mark.unit
@@ -32,15 +34,30 @@ NEVER = threading.Event()
 
 
 class Clock:
-    def __init__(self, now: float = 1_800_000_000.0):
+    """The lease clock of one run (monotonic); each run may have its own."""
+
+    def __init__(self, now: float = 1_000.0):
         self.now = now
 
     def __call__(self) -> float:
         return self.now
 
 
-def _lock(client, holder, clock, lease=120.0) -> SubscriptionLock:
-    return SubscriptionLock(client, T, S, holder, lease=lease, clock=clock)
+class Ticking(threading.Event):
+    """A stop event whose waits pass on the fake clocks instead of in real time."""
+
+    def __init__(self, *clocks: Clock):
+        super().__init__()
+        self.clocks = clocks
+
+    def wait(self, timeout=None):
+        for clock in self.clocks:
+            clock.now += timeout or 0
+        return False
+
+
+def _lock(client, holder, clock, lease=120.0, **kw) -> SubscriptionLock:
+    return SubscriptionLock(client, T, S, holder, lease=lease, clock=clock, **kw)
 
 
 def _store(kit, *rules):
@@ -51,15 +68,14 @@ def _locks(client):
     return [(lock.name, lock.holder) for lock in find_locks(client.subs[(T, S)].values())]
 
 
-def test_a_lock_rule_carries_holder_and_expiry_and_delivers_nothing():
-    rule = lock_rule(7, A, 1_800_000_000.0)
+def test_a_lock_rule_carries_holder_run_and_lease_and_delivers_nothing():
+    rule = lock_rule(7, A, 90.0, wall=1_800_000_000.0)
     assert rule.name == "sbrules-lock.7" and rule.filter.__class__.__name__ == "FalseFilter"
     lock = parse_lock(rule)
-    assert (lock.generation, lock.holder, lock.run) == (7, A.who, A.run)
-    assert lock.expired(1_800_000_000.0) and not lock.expired(1_799_999_999.0)
+    assert (lock.generation, lock.holder, lock.run, lock.lease) == (7, A.who, A.run, 90.0)
+    assert lock.expires == "2027-01-15T08:01:30Z" and lock.patience == 90.0 * 1.25
     assert parse_lock(Rule("r", SqlFilter("1=0"))) is None
-    by_hand = parse_lock(Rule("sbrules-lock.x", SqlFilter("1=0"), SqlRuleAction("SET a = 1")))
-    assert by_hand.holder == "unknown" and by_hand.expired(0)  # unreadable: anyone may take it over
+    assert parse_lock(Rule("sbrules-lock.x", SqlFilter("1=0"), SqlRuleAction("SET a = 1"))) is None
 
 
 def test_holder_names_are_made_safe_for_the_action_text():
@@ -67,13 +83,24 @@ def test_holder_names_are_made_safe_for_the_action_text():
     assert "'" not in holder.who and ";" not in holder.who and len(holder.run) == 12
 
 
-def test_a_second_run_waits_then_names_the_holder(kit):
+def test_a_second_run_waits_then_names_the_holder_and_unlock(kit):
     client, clock = _store(kit), Clock()
     rules = _lock(client, A, clock).acquire(10, NEVER)
     assert [r.name for r in rules] == ["$Default"]  # read under the lock, the lock itself left out
-    with pytest.raises(LockBusy, match=r"LOCKED by alice@ci pid 1"):
+    with pytest.raises(LockBusy, match=r"LOCKED by alice@ci pid 1 .*`sbrules unlock orders/s`"):
         _lock(client, B, clock).acquire(0, NEVER)
     assert _locks(client) == [("sbrules-lock.1", A.who)]
+
+
+def test_a_waiting_run_says_once_who_holds_which_lock_and_for_how_long_it_waits(kit):
+    client, clock = _store(kit), Clock()
+    _lock(client, A, clock).acquire(10, NEVER)
+    told = []
+    with pytest.raises(LockBusy):
+        _lock(client, B, clock, on_wait=lambda line, lock: told.append(line)).acquire(30, Ticking(clock))
+    assert len(told) == 1
+    assert told[0].startswith(f"orders/s: locked by {A.who} (sbrules-lock.1); waiting up to 30s, taken over if it "
+                              "stays unchanged for 150s more; `sbrules unlock orders/s`")
 
 
 def test_waiting_ends_at_ctrl_c(kit):
@@ -85,37 +112,53 @@ def test_waiting_ends_at_ctrl_c(kit):
         _lock(client, B, clock).acquire(3600, pressed)
 
 
-def test_an_expired_lock_is_taken_over_with_the_next_generation(kit):
-    client, clock = _store(kit), Clock()
-    first = _lock(client, A, clock)
+def test_a_lock_seen_unchanged_for_lease_and_margin_is_taken_over_with_the_next_generation(kit):
+    client, a_clock, b_clock = _store(kit), Clock(), Clock(5_000.0)
+    first = _lock(client, A, a_clock)
     first.acquire(10, NEVER)
-    clock.now += 121  # A was killed: its lock expired
-    second = _lock(client, B, clock)
-    second.acquire(0, NEVER)
-    assert _locks(client) == [("sbrules-lock.2", B.who)]  # A's expired lock cleared
-    with pytest.raises(LockError, match="took it over"):
-        first.keep()  # A wakes up: its renewal finds the next generation taken, so it writes no more
+    waiter = _lock(client, B, b_clock)
+    with pytest.raises(LockBusy):
+        waiter.acquire(149, Ticking(b_clock))  # A's lock seen unchanged for 149 s: not yet
+    waiter.acquire(10, Ticking(b_clock))  # the same waiter, having seen it for 150 s: taken over
+    assert _locks(client) == [("sbrules-lock.2", B.who)]  # A's lock cleared
+    a_clock.now += 30  # A was stalled, but its own clock says 30 s: its renewal finds generation 2 taken
+    a_clock.now += 40
+    with pytest.raises(LockLost, match="took its lock over"):
+        first.keep()
 
 
-def test_two_takers_from_different_reads_never_both_hold(kit):
-    """B read an expired lock and adds generation 2 while C, having read none, added generation 1:
-    B's check sees C's lock and withdraws."""
+@pytest.mark.parametrize("skew", [150.0, -150.0, 3600.0, -3600.0])
+def test_no_wall_clock_decides_a_take_over(kit, skew):
+    """The holder's written expiry lies by ``skew``: the waiter still waits for lease + margin."""
     client, clock = _store(kit), Clock()
-    client.subs[(T, S)]["sbrules-lock.1"] = lock_rule(1, A, clock.now - 1)  # expired
-    injected = []
+    client.subs[(T, S)]["sbrules-lock.1"] = lock_rule(1, A, 120.0, wall=time.time() + skew - 120.0)
+    with pytest.raises(LockBusy):
+        _lock(client, B, clock).acquire(149, Ticking(clock))
+    assert _locks(client) == [("sbrules-lock.1", A.who)]
 
-    def c_adds_meanwhile(op, topic, sub, name, phase):
-        if (op, name, phase) == ("add", "sbrules-lock.2", "before") and not injected:
-            with client.lock:
-                client.subs[(T, S)].pop("sbrules-lock.1")
-                client.subs[(T, S)]["sbrules-lock.1"] = lock_rule(1, C, clock.now + 120)
-            injected.append(True)
 
-    client.fault = c_adds_meanwhile
-    with pytest.raises(LockBusy, match="carol"):
-        _lock(client, B, clock).acquire(0, NEVER)
-    assert _locks(client) == [("sbrules-lock.1", C.who)]
-    assert ("remove", T, S, "sbrules-lock.2") in client.ops  # B added, saw C, withdrew
+def test_a_renewing_holder_is_never_taken_over(kit):
+    client, a_clock, b_clock = _store(kit), Clock(), Clock()
+    holder = _lock(client, A, a_clock)
+    holder.acquire(0, NEVER)
+    waiter = _lock(client, B, b_clock)
+    for _ in range(10):  # 600 s on both clocks; A renews every 60 s, which B sees as a change
+        with pytest.raises(LockBusy):
+            waiter.acquire(60, Ticking(a_clock, b_clock))
+        holder.keep()
+    assert [name for name, _ in _locks(client)] == ["sbrules-lock.11"]
+
+
+def test_a_holder_stops_writing_before_its_lease_could_lapse(kit):
+    client, clock = _store(kit), Clock()
+    lock = _lock(client, A, clock, lease=60)
+    lock.acquire(0, NEVER)
+    clock.now += 44.9
+    assert lock.lapsed() is None
+    clock.now += 0.1  # lease 60 - margin 15
+    assert "45s since its lock was last renewed" in lock.lapsed()
+    with pytest.raises(LockLost):
+        lock.keep()
 
 
 def test_a_lock_is_renewed_before_a_write_once_half_its_lease_is_gone(kit):
@@ -125,12 +168,30 @@ def test_a_lock_is_renewed_before_a_write_once_half_its_lease_is_gone(kit):
     clock.now += 20
     lock.keep()
     assert _locks(client) == [("sbrules-lock.1", A.who)]
-    clock.now += 15  # 25 s left of 60
+    clock.now += 15  # 35 s of 60 since it was taken
     lock.keep()
     assert _locks(client) == [("sbrules-lock.2", A.who)]
-    assert parse_lock(client.subs[(T, S)]["sbrules-lock.2"]).expires.timestamp() == clock.now + 60
+    clock.now += 40  # counted from the renewal: 40 of the 45 s it may write
+    assert lock.lapsed() is None
     lock.release()
     assert _locks(client) == []
+
+
+def test_failures_to_renew_and_release_are_reported(kit):
+    client, clock = _store(kit), Clock()
+    problems = []
+    lock = _lock(client, A, clock, lease=60, on_problem=problems.append)
+    lock.acquire(0, NEVER)
+    client.fault = lambda op, topic, sub, name, phase: (
+        QuotaExceededError("refused", status=403) if op in ("add", "remove") and name.startswith("sbrules-lock") else None)
+    clock.now += 31
+    lock.keep()  # the renewal fails: reported; it may still write for 14 s
+    assert "could not be renewed" in problems[0]
+    clock.now += 14
+    with pytest.raises(LockLost):
+        lock.keep()
+    lock.release()
+    assert "'sbrules-lock.1' could not be removed" in problems[1] and "sbrules unlock orders/s" in problems[1]
 
 
 def _apply_setup(kit, live, declared):
@@ -141,13 +202,13 @@ def _apply_setup(kit, live, declared):
 
 def test_apply_reports_a_locked_subscription_and_changes_nothing(kit):
     client, desired, plan = _apply_setup(kit, [kit.DEFAULT], [kit.corr("a", "A")])
-    client.subs[(T, S)]["sbrules-lock.4"] = lock_rule(4, B, 4_000_000_000.0)
+    client.subs[(T, S)]["sbrules-lock.4"] = lock_rule(4, B, 120.0)
     journal = io.StringIO()
     report = apply_plan(client, plan, ApplyOptions(lock_timeout=0, journal=journal, holder=A))
     assert not report.ok and report.results[0].status == "locked"
     assert client.rule_ops == []
     text = render_report(report)
-    assert f"orders/s: LOCKED by {B.who}; nothing was changed" in text
+    assert f"orders/s: LOCKED by {B.who} (`sbrules unlock orders/s` if that run is gone); nothing was changed" in text
     assert "NOT applied: create rule 'a'" in text and "1 locked by another run" in text
     entry = next(json.loads(x) for x in journal.getvalue().splitlines() if '"locked"' in x)
     assert entry["holder"] == B.who
@@ -165,14 +226,14 @@ def test_a_stale_subscription_is_planned_again_under_the_lock_from_the_rule_file
 
 
 def test_plan_shows_a_lock_as_a_note_never_as_drift(kit):
-    live = [kit.corr("a", "A"), lock_rule(3, B, 2_000_000_000.0)]
+    live = [kit.corr("a", "A"), lock_rule(3, B, 120.0, wall=2_000_000_000.0)]
     desired = kit.desired_of({(T, S): [kit.corr("a", "A")]})
-    plan = compute_plan(desired, {(T, S): live}, now=1_900_000_000.0)
+    plan = compute_plan(desired, {(T, S): live})
     assert not plan.has_changes
-    assert plan.notes == (f"orders/s: locked by {B.who} until 2033-05-18 03:33:20Z; an apply is writing it "
-                          "(its lock rule is not drift)",)
-    late = compute_plan(desired, {(T, S): live}, now=2_100_000_000.0)
-    assert "expired at" in late.notes[0] and "sbrules unlock orders/s" in late.notes[0]
+    assert plan.notes == (f"orders/s: locked by {B.who}, until about 2033-05-18T03:35:20Z by its holder's clock "
+                          "(sbrules-lock.3); an apply is writing it, or left it when killed: the next apply takes it "
+                          "over once unchanged for 150s, `sbrules unlock orders/s` removes it now (a lock rule is not "
+                          "drift)",)
 
 
 def test_declared_rules_may_not_use_the_lock_name(kit):
@@ -257,3 +318,30 @@ def test_removing_down_to_one_rule_re_reads_and_refuses_when_it_is_gone(kit):
     result = report.results[0]
     assert result.status == "failed" and "no longer has r1" in result.error
     assert set(client.rules(T, S)) == {"r2"}  # refused: the subscription kept its rule
+
+
+def test_a_lock_removed_by_someone_else_while_held_is_reported_at_release(kit):
+    client, clock = _store(kit), Clock()
+    problems = []
+    lock = _lock(client, A, clock, on_problem=problems.append)
+    lock.acquire(0, NEVER)
+    client.remove_rule(T, S, "sbrules-lock.1")  # `sbrules unlock --yes`, or a run with a broken clock
+    lock.release()
+    assert len(problems) == 1 and "was already gone when this run removed it" in problems[0]
+    quiet = _lock(client, B, clock, on_problem=problems.append)
+    quiet.acquire(0, NEVER)
+    quiet.release()  # removed by its holder alone: nothing to say
+    assert len(problems) == 1
+
+
+def test_an_apply_waiting_for_one_run_on_many_subscriptions_says_so_once(kit):
+    subs = [(T, "s1"), (T, "s2")]
+    client = kit.FakeClient({key: [kit.DEFAULT] for key in subs})
+    for topic, sub in subs:
+        client.add_rule(topic, sub, lock_rule(4, B, 120.0))
+    desired = kit.desired_of({key: [kit.corr("a", "A")] for key in subs})
+    plan = compute_plan(desired, {key: client.list_rules(*key) for key in subs})
+    told = []
+    report = apply_plan(client, plan, ApplyOptions(lock_timeout=0.05, holder=A, on_lock_wait=told.append))
+    assert [r.status for r in report.results] == ["locked", "locked"]
+    assert len(told) == 1 and told[0].startswith("orders/s") and f"locked by {B.who} (sbrules-lock.4)" in told[0]

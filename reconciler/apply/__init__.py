@@ -5,7 +5,9 @@ namespace itself keeps unique), waiting while another run holds it, and releases
 write. Under the lock it re-reads the live rules and refuses the subscription when their
 fingerprint is not the one the plan was computed from (a subscription already in the planned end
 state counts as done, so applying a plan twice changes nothing); given the declared rules (an
-apply of rule files), it plans that subscription again instead. It then runs creations,
+apply of rule files), it plans that subscription again instead. No request goes out once the
+lock's lease could have lapsed (``send_guard``): the subscription is then locked and planned again
+once from the declared rules, or reported LOCK LOST. It then runs creations,
 replacements and deletions in that order, so a message is at worst delivered twice for a moment,
 never dropped, and the subscription never has zero rules unless the files declare that. A gapless
 replacement adds the new version under a temporary name first (see ``plan.temp_rule_name``);
@@ -39,22 +41,26 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Callable, Iterable, TextIO
 
+from reconciler.apply.report import ApplyReport, ApplyStatus, SubscriptionResult, render_report, report_to_json
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.lock import (
     DEFAULT_TIMEOUT_SECONDS,
     LEASE_SECONDS,
     Holder,
     LockBusy,
+    LockLost,
+    LockRule,
     LockWaitInterrupted,
     RuleWriter,
     SubscriptionLock,
+    lease_clock,
     without_locks,
 )
 from reconciler.model import DesiredState, Rule
 from reconciler.names import name_key, same_name
-from reconciler.namespace.errors import AlreadyExistsError, ManagementError, NotFoundError, outcome_unknown
+from reconciler.namespace.errors import AlreadyExistsError, ManagementError, NotFoundError, NotSentError, outcome_unknown
 from reconciler.namespace.pacing import Pacer
-from reconciler.namespace.pipeline import Attempt, OnAttempt
+from reconciler.namespace.pipeline import Attempt, OnAttempt, send_guard
 from reconciler.observe import explain
 from reconciler.plan import (
     TEMP_SUFFIX,
@@ -69,7 +75,17 @@ from reconciler.plan import (
     temp_rule_name,
 )
 
-__all__ = ["ApplyOptions", "ApplyReport", "ApplyStatus", "ReplaceStrategy", "RuleWriter", "apply_plan", "render_report"]
+__all__ = [
+    "ApplyOptions",
+    "ApplyReport",
+    "ApplyStatus",
+    "ReplaceStrategy",
+    "RuleWriter",
+    "SubscriptionResult",
+    "apply_plan",
+    "render_report",
+    "report_to_json",
+]
 
 
 class ReplaceStrategy(StrEnum):
@@ -103,162 +119,16 @@ class ApplyOptions:
     holder: Holder | None = None
     #: Seconds to wait for a subscription another run has locked, before reporting it LOCKED.
     lock_timeout: float = DEFAULT_TIMEOUT_SECONDS
-    #: Seconds a lock lasts unless renewed (renewed before a write once half of it is gone).
+    #: Seconds a lock lasts after its last confirmed renewal (renewed before a write once half of
+    #: it is gone; no write once all but the safety margin is gone).
     lock_lease: float = LEASE_SECONDS
+    #: Told when apply starts waiting for another run's lock: one progress line per run waited for.
+    on_lock_wait: Callable[[str], None] | None = None
+    #: The clock leases are measured on (``lock.lease_clock``; tests give their own).
+    lock_clock: Callable[[], float] = lease_clock
     #: The declared rules the plan was made from (an apply of rule files): a subscription that
     #: changed since the plan is planned again under its lock instead of refused as stale.
     desired: DesiredState | None = None
-
-
-class ApplyStatus(StrEnum):
-    """Where one subscription ended up."""
-
-    PENDING = "pending"
-    APPLIED = "applied"
-    ALREADY_APPLIED = "already-applied"  # found in the planned end state: nothing to do
-    UNCHANGED = "unchanged"  # the plan has no changes for it
-    STALE = "stale"  # refused: the live rules are not the ones the plan was computed from
-    FAILED = "failed"
-    NOT_STARTED = "not-started"  # --fail-fast or Ctrl-C stopped it before it began
-    INTERRUPTED = "interrupted"  # Ctrl-C: the changes in flight finished, the rest did not run
-    LOCKED = "locked"  # another run held its lock for all of --lock-timeout: nothing was changed
-    UNKNOWN = "unknown"  # a change's answer never came and the subscription could not be re-read
-
-    @property
-    def ok(self) -> bool:
-        return self in (ApplyStatus.APPLIED, ApplyStatus.ALREADY_APPLIED, ApplyStatus.UNCHANGED)
-
-
-@dataclass
-class SubscriptionResult:
-    """What happened to one subscription: which changes were applied and which were not."""
-
-    plan: SubscriptionPlan
-    status: ApplyStatus = ApplyStatus.PENDING
-    applied: list[Change] = field(default_factory=list)
-    error: str | None = None
-    #: The change whose request went unanswered and whose outcome a re-read could not establish.
-    unknown: Change | None = None
-    #: The live rules had changed since the plan: ``plan`` was made again under the lock.
-    replanned: bool = False
-    #: What else the report should say (a lock that could not be released).
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def not_applied(self) -> list[Change]:
-        """Changes run in plan order and stop at the first failure: the rest were not applied."""
-        return list(self.plan.changes[len(self.applied) + (self.unknown is not None):])
-
-
-@dataclass
-class ApplyReport:
-    results: list[SubscriptionResult]
-    #: Ctrl-C stopped the apply after the changes in flight.
-    interrupted: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return all(r.status.ok for r in self.results)
-
-    def counts(self) -> dict[str, int]:
-        return {
-            "applied": sum(len(r.applied) for r in self.results),
-            "not_applied": sum(
-                len(r.not_applied) for r in self.results if r.status is not ApplyStatus.ALREADY_APPLIED
-            ),
-            "stale": sum(r.status is ApplyStatus.STALE for r in self.results),
-            "failed": sum(r.status is ApplyStatus.FAILED for r in self.results),
-            "not_started": sum(r.status is ApplyStatus.NOT_STARTED for r in self.results),
-            "interrupted": sum(r.status is ApplyStatus.INTERRUPTED for r in self.results),
-            "locked": sum(r.status is ApplyStatus.LOCKED for r in self.results),
-            "unknown": sum(r.unknown is not None for r in self.results),
-        }
-
-
-_VERB = {
-    ChangeKind.CREATE: ("+", "created"),
-    ChangeKind.REPLACE: ("~", "replaced"),
-    ChangeKind.DELETE: ("-", "deleted"),
-}
-
-
-def report_to_json(report: ApplyReport) -> dict[str, Any]:
-    """The report as one document (``apply --format json``; schemas/apply.schema.json)."""
-
-    def change(c: Change) -> dict[str, Any]:
-        return {"rule": c.rule, "change": c.kind.value}
-
-    outcome = "interrupted" if report.interrupted else "complete" if report.ok else "incomplete"
-    return {
-        "format_version": 1,
-        "outcome": outcome,
-        "ok": report.ok,
-        "summary": report.counts(),
-        "subscriptions": [
-            {
-                "topic": r.plan.topic,
-                **({"declared_topic": r.plan.declared_topic} if r.plan.declared_topic else {}),
-                "subscription": r.plan.subscription,
-                "status": r.status.value,
-                "applied": [change(c) for c in r.applied],
-                "not_applied": [change(c) for c in r.not_applied] if r.status is not ApplyStatus.ALREADY_APPLIED else [],
-                "unknown": change(r.unknown) if r.unknown is not None else None,
-                "error": r.error,
-                "replanned": r.replanned,
-                "notes": list(r.notes),
-            }
-            for r in report.results
-        ],
-    }
-
-
-def render_report(report: ApplyReport) -> str:
-    """Exactly what was and was not applied, per subscription."""
-    lines: list[str] = []
-    for result in report.results:
-        sp = result.plan
-        if result.status is ApplyStatus.UNCHANGED:
-            continue
-        if result.status is ApplyStatus.ALREADY_APPLIED:
-            lines.append(f"{sp.shown_path}: already in the planned state, nothing to do")
-            continue
-        head = {
-            ApplyStatus.APPLIED: f"{sp.shown_path}: applied {len(result.applied)} change(s)",
-            ApplyStatus.FAILED: f"{sp.shown_path}: FAILED — {result.error}",
-            ApplyStatus.STALE: f"{sp.shown_path}: REFUSED — {result.error}",
-            ApplyStatus.NOT_STARTED: f"{sp.shown_path}: not started ({result.error})",
-            ApplyStatus.INTERRUPTED: f"{sp.shown_path}: INTERRUPTED after {len(result.applied)} change(s) ({result.error})",
-            ApplyStatus.LOCKED: f"{sp.shown_path}: {result.error}; nothing was changed",
-            ApplyStatus.UNKNOWN: f"{sp.shown_path}: UNKNOWN after {len(result.applied)} change(s) — {result.error}",
-        }[result.status]
-        lines.append(head)
-        if result.replanned:
-            lines.append("  (planned again under its lock: its live rules had changed since the plan)")
-        for change in result.applied:
-            symbol, verb = _VERB[change.kind]
-            lines.append(f"  {symbol} {verb} rule {change.rule!r}")
-        if result.unknown is not None:
-            lines.append(f"  ? UNKNOWN: {result.unknown.kind} rule {result.unknown.rule!r} (unknown: run `sbrules plan`)")
-        lines += [f"  note: {note}" for note in result.notes]
-        for change in result.not_applied:
-            symbol, _ = _VERB[change.kind]
-            lines.append(f"  {symbol} NOT applied: {change.kind} rule {change.rule!r}")
-    c = report.counts()
-    outcome = "interrupted" if report.interrupted else "complete" if report.ok else "incomplete"
-    summary = f"Apply {outcome}: {c['applied']} change(s) applied"
-    if not report.ok:
-        interrupted = f", {c['interrupted']} interrupted" if report.interrupted else ""
-        locked = f", {c['locked']} locked by another run" if c["locked"] else ""
-        unknown = f", {c['unknown']} unknown" if c["unknown"] else ""
-        summary += (
-            f", {c['not_applied']} not applied ({c['failed']} subscription(s) failed, "
-            f"{c['stale']} refused as stale, {c['not_started']} not started{interrupted}{locked}){unknown}. "
-            "Re-run `sbrules plan`/`sbrules apply` to converge."
-        )
-    else:
-        summary += "."
-    lines.append(summary)
-    return "\n".join(lines)
 
 
 class Journal:
@@ -285,7 +155,7 @@ class StoppedAtOnce(KeyboardInterrupt):
         return (
             "stopped at once: a rule replacement may have been left half-way, with its temporary rule "
             f"(a name ending in {TEMP_SUFFIX!r}) in place; the next `sbrules plan` or `sbrules apply` removes it. "
-            "Subscriptions being written stay locked until their locks expire, or `sbrules unlock --all`"
+            "Subscriptions being written stay locked until another apply takes their locks over, or `sbrules unlock --all`"
         )
 
 
@@ -295,6 +165,15 @@ class _NameTaken(StepFailed):
 
 class _OutcomeUnknown(StepFailed):
     """A request went unanswered and re-reading the subscription failed: its outcome is unknown."""
+
+
+class _LockLostStep(StepFailed):
+    """The lock's lease could have lapsed (or another run took it over) before a write went out.
+    ``unknown``: an earlier attempt of that write went unanswered, so it may have landed."""
+
+    def __init__(self, message: str, *, unknown: bool = False) -> None:
+        super().__init__(message)
+        self.unknown = unknown
 
 
 def _step_context(step: str, change: Change) -> str:
@@ -317,10 +196,21 @@ class _Runner:
         self.live: set[str] = set()
         #: Why the last unanswered request failed (what an unknown outcome reports).
         self.unanswered: SbrulesError | None = None
+        #: The rules read when the lock was taken; how many changes of ``sp`` came before it
+        #: (applied under a lock that was then lost and taken again).
+        self.live_at_lock: tuple[Rule, ...] = ()
+        self.done = 0
+        #: Where the lock's problems (a renewal or release that failed) are reported.
+        self.notes: list[str] = []
         self.lock = SubscriptionLock(
             client, sp.topic, sp.subscription, holder, lease=options.lock_lease,
             log=lambda **context: self._journal(holder=holder.who, run=holder.run, **context),
+            on_problem=self._lock_problem, on_wait=signals.waiting_for, clock=options.lock_clock,
         )
+
+    def _lock_problem(self, text: str) -> None:
+        self.notes.append(text)
+        self._log(outcome="lock-problem", error=text)
 
     def _log(self, **entry: object) -> None:
         self.journal.write(topic=self.sp.topic, subscription=self.sp.subscription, **entry)
@@ -347,10 +237,15 @@ class _Runner:
             raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): not sent (stopped at once)")
         try:
             self.lock.keep()
+        except LockLost as exc:
+            raise _LockLostStep(f"{exc}; {op} {rule_name!r} ({_step_context(step, change)}) and the rest not sent") from None
         except SbrulesError as exc:
             raise StepFailed(f"{op} {rule_name!r} ({_step_context(step, change)}): not sent: {exc}") from None
         try:
-            call(self._journal(change=change.kind, rule=change.rule, step=step, op=op, target=rule_name))
+            with send_guard(self.lock.lapsed):
+                call(self._journal(change=change.kind, rule=change.rule, step=step, op=op, target=rule_name))
+        except NotSentError as exc:
+            raise _LockLostStep(f"{exc}; nothing more is written there", unknown=exc.after_retry) from None
         except AlreadyExistsError:
             return "already-exists"
         except NotFoundError as exc:
@@ -468,44 +363,60 @@ class _Runner:
             result.status, result.error = ApplyStatus.NOT_STARTED, "stopped by --fail-fast after an earlier failure"
             return
         try:
-            live = self.lock.acquire(self.options.lock_timeout, signals.interrupted)
+            # A lost lock is taken again once, and the subscription planned again from the rule files.
+            lost: str | None = None
+            for again in (False, True):
+                if not self._take(result):
+                    if lost is not None:
+                        result.status, result.error = ApplyStatus.LOCK_LOST, f"{lost}; taking it again failed: {result.error}"
+                    return
+                if lost is not None:
+                    self.notes.append(f"{lost}; took its lock again and planned it again")
+                try:
+                    self._run_locked(result, self.live_at_lock, resumed=again)
+                    return
+                except _LockLostStep as exc:
+                    self._log(outcome=ApplyStatus.LOCK_LOST, error=str(exc))
+                    if exc.unknown:
+                        result.unknown = self.sp.changes[len(result.applied) - self.done]
+                    if again or exc.unknown or self.options.desired is None or signals.interrupted.is_set():
+                        result.status, result.error = ApplyStatus.LOCK_LOST, str(exc)
+                        return
+                    lost = str(exc)
+                finally:
+                    self._release()
+        finally:
+            result.notes += self.notes
+
+    def _take(self, result: SubscriptionResult) -> bool:
+        """Take the subscription's lock (``live_at_lock``: what it read then); False when it could not."""
+        try:
+            self.live_at_lock = tuple(self.lock.acquire(self.options.lock_timeout, self.signals.interrupted))
+            return True
         except LockBusy as exc:
-            result.status, result.error = ApplyStatus.LOCKED, f"LOCKED by {exc.lock.holder}"
-            self._log(outcome=result.status, holder=exc.lock.holder, error=str(exc))
-            return
+            result.status = ApplyStatus.LOCKED
+            result.error = f"LOCKED by {exc.lock.holder} (`sbrules unlock {self.sp.path}` if that run is gone)"
+            self._log(outcome=ApplyStatus.LOCKED, holder=exc.lock.holder, error=str(exc))
         except LockWaitInterrupted:
             result.status, result.error = ApplyStatus.NOT_STARTED, "interrupted while waiting for its lock"
             self._log(outcome=result.status, error=result.error)
-            return
         except SbrulesError as exc:
             result.status, result.error = ApplyStatus.FAILED, f"could not take its lock: {self._failure(exc)}"
             self._log(outcome=result.status, error=result.error)
-            self._release(result)  # in case the add landed unanswered
-            return
-        try:
-            self._run_locked(result, tuple(live))
-        finally:
-            self._release(result)
+            self._release()  # in case the add landed unanswered
+        return False
 
-    def _release(self, result: SubscriptionResult) -> None:
-        held = self.lock.held
-        try:
-            self.lock.release()
-        except SbrulesError as exc:
-            assert held is not None
-            note = (f"its lock {held.name!r} could not be removed ({exc}); it expires at "
-                    f"{held.expires.strftime('%H:%M:%SZ')}, or `sbrules unlock {self.sp.path}` removes it")
-            result.notes.append(note)
-            self._log(outcome="lock-not-released", error=note)
+    def _release(self) -> None:
+        self.lock.release()  # what cannot be removed is reported through _lock_problem
 
-    def _run_locked(self, result: SubscriptionResult, live: tuple[Rule, ...]) -> None:
-        sp, signals = self.sp, self.signals
+    def _run_locked(self, result: SubscriptionResult, live: tuple[Rule, ...], *, resumed: bool = False) -> None:
+        sp = self.sp
         current = fingerprint(live)
-        if current == sp.target_fingerprint and current != sp.fingerprint:
-            result.status = ApplyStatus.ALREADY_APPLIED
-            self._log(outcome=result.status)
-            return
-        if current != sp.fingerprint:
+        if resumed or current != sp.fingerprint:
+            if not resumed and current == sp.target_fingerprint:
+                result.status = ApplyStatus.ALREADY_APPLIED
+                self._log(outcome=result.status)
+                return
             replanned = self._replan(live)
             if replanned is None:
                 result.status = ApplyStatus.STALE
@@ -515,15 +426,22 @@ class _Runner:
                 )
                 self._log(outcome=result.status, error=result.error)
                 return
-            self.sp = sp = result.plan = replanned
+            # What was applied before the lock was lost stays at the head of the reported plan.
+            self.done = len(result.applied)
+            self.sp = sp = replanned
+            result.plan = replace(replanned, changes=tuple(result.applied) + replanned.changes)
             result.replanned = True
             self._log(outcome="replanned", changes=len(sp.changes))
             if not sp.changes:
-                result.status = ApplyStatus.ALREADY_APPLIED
+                result.status = ApplyStatus.APPLIED if result.applied else ApplyStatus.ALREADY_APPLIED
                 self._log(outcome=result.status)
                 return
         self.live = _names(live)
-        for change in sp.changes:
+        self._apply_changes(result, sp.changes)
+
+    def _apply_changes(self, result: SubscriptionResult, changes: Iterable[Change]) -> None:
+        signals = self.signals
+        for change in changes:
             if signals.interrupted.is_set():
                 result.status, result.error = ApplyStatus.INTERRUPTED, "interrupted by Ctrl-C"
                 self._log(outcome=result.status, changes=len(result.applied))
@@ -537,6 +455,8 @@ class _Runner:
                 result.status, result.error, result.unknown = ApplyStatus.UNKNOWN, str(exc), change
                 self._log(outcome=result.status, rule=change.rule, error=result.error)
                 break
+            except _LockLostStep:
+                raise
             except StepFailed as exc:
                 result.status, result.error = ApplyStatus.FAILED, str(exc)
                 self._log(outcome=result.status, error=result.error)
@@ -574,7 +494,7 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
         choices = " or ".join(ReplaceStrategy)
         raise SbrulesError(f"unknown replace strategy {options.strategy!r} (use {choices})") from None
     journal = Journal(options.journal)
-    signals = _Signals()
+    signals = _Signals(on_lock_wait=options.on_lock_wait)
     results = [SubscriptionResult(sp) for sp in plan.subscriptions]
 
     holder = options.holder or Holder.this_run()
@@ -655,3 +575,14 @@ class _Signals:
     interrupted: threading.Event = field(default_factory=threading.Event)
     #: The second Ctrl-C: send no further request.
     abort: threading.Event = field(default_factory=threading.Event)
+    #: Tells ``on_lock_wait`` of the first wait for each other run (its later waits say nothing more).
+    on_lock_wait: Callable[[str], None] | None = None
+    _told: set[str] = field(default_factory=set)
+    _told_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def waiting_for(self, line: str, lock: LockRule) -> None:
+        with self._told_lock:
+            if self.on_lock_wait is None or lock.run in self._told:
+                return
+            self._told.add(lock.run)
+        self.on_lock_wait(line)
