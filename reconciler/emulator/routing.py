@@ -165,7 +165,7 @@ class Routing:
                 self.filter_errors += 1
                 description = "; ".join(f"rule {name!r}: {error}" for name, error in errors)
                 self._dead_letter_new(sub, message, FILTER_ERROR_REASON, description, now)
-            for index, (rule_name, copy) in enumerate(result.copies):
+            for copy_index, (rule_name, copy) in enumerate(result.copies):
                 if rule_name is None:
                     body, parts = message.payload, parts or OutgoingParts.of(message.sections)
                     copy_parts: OutgoingParts | None = parts
@@ -174,7 +174,7 @@ class Routing:
                 session_id = _sys_text(copy, "SessionId")
                 sub.store.enqueue(
                     body, session_id=session_id, message_id=message_id, ttl=ttl, now=now, parts=copy_parts,
-                    sequence_number=number if index == 0 else topic.store.take_number(session_id),
+                    sequence_number=number if copy_index == 0 else topic.store.take_number(session_id),
                 )
         return router.rule_count
 
