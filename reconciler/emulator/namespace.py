@@ -127,7 +127,7 @@ class MessageStore:
         #: Where dead-lettered messages go (None for dead-letter queues and topics' schedules).
         self.dead_letters = dead_letters
         self.next_sequence = 1
-        #: A partitioned entity's partitions (1: not partitioned): see ``_take_number``.
+        #: A partitioned entity's partitions (1: not partitioned): see ``take_number``.
         self.partitions = partitions
         self._partition_next = [1] * partitions
         self._round_robin = 0
@@ -168,10 +168,13 @@ class MessageStore:
         ttl: float | None = None,
         now: _dt.datetime | None = None,
         parts: OutgoingParts | None = None,
+        sequence_number: int | None = None,
     ) -> StoredMessage:
+        """Store a message under ``sequence_number``, or the store's next one (a subscription's copy
+        carries the number its topic gave the message: ``Routing.route``)."""
         now = now or utcnow()
         stored = StoredMessage(
-            sequence_number=self._take_number(session_id),
+            sequence_number=self.take_number(session_id) if sequence_number is None else sequence_number,
             enqueued_time=now,
             payload=payload,
             parts=parts,
@@ -185,7 +188,7 @@ class MessageStore:
         self.restore(stored)
         return stored
 
-    def _take_number(self, session_id: str | None) -> int:
+    def take_number(self, session_id: str | None) -> int:
         """The next sequence number. In a partitioned entity each partition numbers its own messages
         and the partition's number is the top 16 bits, as at the service; a session's messages share
         a partition, others go round the partitions."""

@@ -55,6 +55,8 @@ def plan_live(
         raise MissingEntitiesError(missing)
     undeclared = undeclared_subscriptions(desired, inventory)
     others = read_bystanders(client, desired, undeclared, every=bystanders, concurrency=concurrency, fallback=rest)
+    unmanaged = [(t.name, s.name) for t, s in desired.subscriptions() if not s.managed] if bystanders else []
+    alone = observe_subscriptions(client, unmanaged, concurrency=concurrency, missing_ok=True, fallback=rest)
     desired = with_bystanders(desired, others)
     actual = observe(client, desired, concurrency=concurrency, fallback=rest, missing_ok=True)
     absent = [
@@ -68,7 +70,10 @@ def plan_live(
     notes = [REST_NOTE.format(path=f"{t}/{s}") for t, s in actual.read_over_rest]
     if inventory.note:
         notes.append(inventory.note)
-    return dataclasses.replace(plan, undeclared=tuple(undeclared), notes=(*plan.notes, *notes), bystanders=others)
+    return dataclasses.replace(
+        plan, undeclared=tuple(undeclared), notes=(*plan.notes, *notes), bystanders={**others, **alone},
+        listed=inventory.listed,
+    )
 
 
 def read_bystanders(

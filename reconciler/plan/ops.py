@@ -175,10 +175,14 @@ class Plan:
     environment: str | None = None
     #: The namespace read (host, and port when not the default): a saved plan applies only there.
     namespace: str | None = None
-    #: The live rules of undeclared subscriptions, where the plan read them (a topic with a
-    #: fall-through subscription, a traffic report): they receive messages too. Not saved with the
-    #: plan; a saved plan knows their names only.
+    #: The live rules of the subscriptions it leaves alone, where the plan read them: undeclared ones
+    #: (on a topic with a fall-through subscription, and for a traffic report) and, for a traffic
+    #: report, declared unmanaged ones. They receive messages too. Saved with the plan
+    #: (``undeclared[].rules``, ``skipped[].rules``), so a report on the saved plan knows what the plan knew.
     bystanders: Mapping[tuple[str, str], tuple[Rule, ...]] = field(default_factory=dict, compare=False)
+    #: Discovery listed every subscription of the declared topics: ``undeclared`` is all of the others
+    #: (a traffic report's credits are then exact where their rules are known).
+    listed: bool = False
 
     def check_target(self, environment: str | None, namespace: str) -> None:
         """Refuse to apply this plan to another namespace, or for another environment, than it was made for."""
@@ -217,11 +221,17 @@ class Plan:
             "summary": self.summary(),
             "changes": [c.to_json() for c in self.changes],
             "subscriptions": [sp.to_json() for sp in self.subscriptions],
-            "skipped": [asdict(s) for s in self.skipped],
+            "skipped": [self._with_rules(asdict(s)) for s in self.skipped],
             "warnings": list(self.warnings),
-            "undeclared": [{"topic": t, "subscription": s} for t, s in self.undeclared],
+            "undeclared": [self._with_rules({"topic": t, "subscription": s}) for t, s in self.undeclared],
             "notes": list(self.notes),
+            "listed": self.listed,
         }
+
+    def _with_rules(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """A left-alone subscription's entry, with its live rules where the plan read them."""
+        rules = self.bystanders.get((doc["topic"], doc["subscription"]))
+        return doc if rules is None else {**doc, "rules": [rule_to_doc(rule) for rule in rules]}
 
     @classmethod
     def from_json(cls, doc: Any) -> "Plan":
@@ -255,11 +265,16 @@ class Plan:
                 )
                 for entry in doc["subscriptions"]
             ]
-            skipped = tuple(Skipped(**s) for s in doc.get("skipped", ()))
+            skipped = tuple(Skipped(s["topic"], s["subscription"], s["reason"]) for s in doc.get("skipped", ()))
             warnings = tuple(doc.get("warnings", ()))
             undeclared = tuple((u["topic"], u["subscription"]) for u in doc.get("undeclared", ()))
+            bystanders = {
+                (u["topic"], u["subscription"]): tuple(rule_from_doc(r) for r in u["rules"])
+                for u in (*doc.get("undeclared", ()), *doc.get("skipped", ())) if "rules" in u
+            }
             notes = tuple(doc.get("notes", ()))
             environment, namespace = doc.get("environment"), doc.get("namespace")
+            listed = bool(doc.get("listed", False))
         except (KeyError, TypeError, ValueError) as exc:
             from reconciler.rulefiles.schema import first_violation
 
@@ -268,7 +283,7 @@ class Plan:
         if by_subscription:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
-        return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace)
+        return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace, bystanders, listed)
 
 
 def read_plan_file(path: str | Path) -> Plan:
