@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 from reconciler.model import Message
 from reconciler.plan import Change
+from reconciler.scalars import format_timestamp
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -55,8 +56,7 @@ def iso(micros: int | None) -> str | None:
     """A time in µs since the epoch as ISO 8601 UTC (milliseconds), None when none is known."""
     if micros is None:
         return None
-    when = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return format_timestamp(dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros))
 
 
 @dataclass(frozen=True)
