@@ -30,7 +30,7 @@ from reconciler.emulator import state as persistence
 from reconciler.emulator.auth import LISTEN, SEND, TokenValidator
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
-from reconciler.emulator.frontdoor import FrontDoor
+from reconciler.emulator.frontdoor import DEFAULT_MAX_CONNECTIONS, FrontDoor
 from reconciler.emulator.namespace import LOCK_DURATION, Namespace, parse_address
 from reconciler.emulator.server import ServerHandler, serving_container
 from reconciler.emulator.throttling import CreditMeter
@@ -86,6 +86,7 @@ class Emulator:
         token_clock: Callable[[], float] = time.time,
         entra_signing_key: str | None = None,
         credit_clock: Callable[[], float] = time.monotonic,
+        max_connections: int | None = None,
     ) -> None:
         """``listen_keys`` (name → key) are further shared access keys with Listen and Send rights but
         not Manage: AMQP accepts them, the management REST API answers them 401, as the service does.
@@ -93,9 +94,14 @@ class Emulator:
         ``entra_signing_key`` (development only, at least 32 bytes) makes the namespace accept Entra
         ID tokens signed HS256 with it, on ``$cbs`` and as ``Bearer`` tokens on the management API
         (``reconciler.emulator.auth``); without it, as by default, only SAS tokens are accepted.
-        ``credit_clock`` is the time the namespace's credits are counted by (``faults.credits_per_second``)."""
+        ``credit_clock`` is the time the namespace's credits are counted by (``faults.credits_per_second``).
+        ``max_connections`` caps the connections served at once (``frontdoor.py``; None: its default);
+        more are refused."""
         self.host = host
         self.port = port
+        self.max_connections = DEFAULT_MAX_CONNECTIONS if max_connections is None else max_connections
+        if self.max_connections < 1:
+            raise EmulatorError("max_connections must be at least 1")
         self.key_name = key_name
         self._key = key
         self._listen_keys = dict(listen_keys or {})
@@ -225,11 +231,12 @@ class Emulator:
         try:
             front = FrontDoor(
                 self.host, self.port, hand_to_proton,
-                lambda scheme: rest.handler_class(self._api, scheme), self._tls_context,
+                lambda scheme: rest.handler_class(self._api, scheme), self._tls_context, self.max_connections,
             )
         except OSError as exc:
             raise EmulatorError(f"cannot listen on {self.host}:{self.port}: {exc}") from None
         self.port = front.port
+        self.handler.on_amqp_closed = front.release
 
         def serve() -> None:
             try:

@@ -19,6 +19,7 @@ files, the state file or the in-process API). Documents come from ``reconciler.r
 
 from __future__ import annotations
 
+import io
 import logging
 import socketserver
 import time
@@ -201,6 +202,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:  # `format` is the base class's parameter name
         log.debug("management API: " + format, *args)
+
+    def handle_one_request(self) -> None:
+        """Wait for a request as long as a keep-alive connection may idle, then give its line and
+        headers the front door's ``header_deadline``: a client that trickles them is cut, not waited for."""
+        door = cast("FrontDoor", self.server)
+        door.headers_by(self.connection, None)
+        if not cast(io.BufferedReader, self.rfile).peek(1):
+            self.close_connection = True
+            return
+        door.headers_by(self.connection, time.monotonic() + door.header_deadline)
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        cast("FrontDoor", self.server).headers_by(self.connection, None)
+        return ok
 
     def do_GET(self) -> None:  # http.server's naming
         url = urllib.parse.urlsplit(self.path)
