@@ -29,6 +29,7 @@ from reconciler.emulator import quiet, rest
 from reconciler.emulator import state as persistence
 from reconciler.emulator.auth import LISTEN, SEND, TokenValidator
 from reconciler.emulator.broker import Broker
+from reconciler.emulator.durability import GroupCommit
 from reconciler.emulator.faults import Faults
 from reconciler.emulator.frontdoor import DEFAULT_MAX_CONNECTIONS, FrontDoor
 from reconciler.emulator.namespace import LOCK_DURATION, Namespace, parse_address
@@ -46,8 +47,6 @@ log = logging.getLogger("reconciler.emulator")
 #: The development key, as in Microsoft's own emulator; documented, never a secret.
 DEV_KEY_NAME = "RootManageSharedAccessKey"
 DEV_KEY = "SAS_KEY_VALUE"
-#: How long state changes may wait before the state file is rewritten.
-SAVE_DELAY = 0.2
 
 
 class EmulatorError(SbrulesError):
@@ -134,10 +133,11 @@ class Emulator:
         self._front: FrontDoor | None = None
         self._thread: threading.Thread | None = None
         self._injector: reactor.Injector | None = None
-        self._dirty = threading.Event()
-        self._stop_saving = threading.Event()
-        self._saver: threading.Thread | None = None
-        self.namespace.on_change(self._dirty.set)
+        #: Responses to writes wait for the state file to hold them (None: no state file).
+        self._commit: GroupCommit | None = None
+        if self.state_file is not None:
+            self._commit = GroupCommit(self.namespace, self.state_file, self._run_on_loop)
+            self.handler.nodes.commit = self._commit
 
     def __repr__(self) -> str:
         return f"Emulator(host={self.host!r}, port={self.port}, key_name={self.key_name!r})"
@@ -250,9 +250,8 @@ class Emulator:
         self._thread.start()
         front.start()
         self._front = front
-        if self.state_file is not None:
-            self._saver = threading.Thread(target=self._save_loop, name="sbrules-emulator-state", daemon=True)
-            self._saver.start()
+        if self._commit is not None:
+            self._commit.start()
         return self
 
     def stop(self) -> None:
@@ -269,33 +268,24 @@ class Emulator:
         if self._ca_dir is not None:
             self._ca_dir.cleanup()
             self._ca_dir = None
-        if self._saver is not None:
-            self._stop_saving.set()
-            self._dirty.set()
-            self._saver.join(10)
-            self._saver = None
+        if self._commit is not None:
+            self._commit.stop()
         self.save()
 
     def save(self) -> None:
         """Write the state file now (no-op without one)."""
-        if self.state_file is None:
-            return
-        try:
-            persistence.save(self.namespace, self.state_file)
-        except OSError as exc:
-            raise persistence.StateFileError(f"cannot write emulator state file {self.state_file}: {exc}") from None
+        if self._commit is not None:
+            self._commit.save()
 
-    def _save_loop(self) -> None:
-        while not self._stop_saving.is_set():
-            self._dirty.wait()
-            if self._stop_saving.is_set():
-                return
-            self._stop_saving.wait(SAVE_DELAY)
-            self._dirty.clear()
-            try:
-                self.save()
-            except persistence.StateFileError as exc:
-                log.error("emulator: %s", exc)
+    def when_saved(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` (on the event loop) once the state file holds every change made so far."""
+        if self._commit is None:
+            raise EmulatorError("this emulator has no state file")
+        self._commit.after_commit(callback)
+
+    def _run_on_loop(self, calls: list[Callable[[], None]]) -> None:
+        if self._injector is not None:
+            self._injector.trigger(ApplicationEvent("emulator_run", subject=calls))
 
     def __enter__(self) -> "Emulator":
         return self.start()

@@ -254,6 +254,12 @@ class ServerHandler(MessagingHandler):
         self._adopted.add(transport)
 
     @_guarded
+    def on_emulator_run(self, event: proton.Event) -> None:
+        """Calls another thread made for the loop (responses released by a save, ``durability.py``)."""
+        for call in event.subject:
+            call()
+
+    @_guarded
     def on_emulator_stop(self, event: proton.Event) -> None:
         self._stopping = True
         for connection in list(self.connections):
