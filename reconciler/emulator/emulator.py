@@ -217,6 +217,8 @@ class Emulator:
     def start(self) -> "Emulator":
         if self._thread is not None:
             return self
+        if self._commit is not None:  # what it was seeded with is on disk before anyone is served
+            self._commit.save()
         if not is_loopback(self.host):
             log.warning("emulator: listening on non-loopback %s without TLS, with a development key", self.host)
         quiet.install()

@@ -11,12 +11,8 @@ from __future__ import annotations
 import contextlib
 import http.client
 import logging
-import os
 import resource
-import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +24,8 @@ from reconciler.emulator import Emulator
 from reconciler.emulator.frontdoor import FrontDoor
 from reconciler.emulator.refusal import QUOTA_CONDITION
 from reconciler.rulefiles import load_paths
+
+from .process import running
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 CROWD = 2000
@@ -42,26 +40,8 @@ KINDS = {
 @contextlib.contextmanager
 def emulator(tmp_path: Path, *args: str) -> Iterator[tuple[str, int, Path]]:
     """An ``sbrules emulator`` process seeded with ./rules: (connection string, port, its log file)."""
-    log = tmp_path / "emulator.log"
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "emulator", "--port", "0", "--rules", str(RULES), *args],
-            stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True,
-        )
-    try:
-        assert proc.stdout is not None
-        conn = proc.stdout.readline().strip()
-        assert conn.startswith("Endpoint="), log.read_text()
-        yield conn, int(conn.split(";")[0].rsplit(":", 1)[1]), log
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(20)
+    with running(tmp_path / "emulator.log", "--rules", str(RULES), *args) as emu:
+        yield emu.connection_string, emu.port, emu.log
 
 
 @contextlib.contextmanager
