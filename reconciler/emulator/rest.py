@@ -96,7 +96,7 @@ class ManagementApi:
 
     def get(self, base: str, path: str, query: dict[str, str]) -> bytes:
         """The document for GET ``path``; raises ApiError (404, 400, 501) otherwise."""
-        parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
+        parts = [p for p in urllib.parse.unquote(path).strip("/").split("/") if p]
         if parts == ["$namespaceinfo"]:
             return self._document(self._namespace_entry(base))
         with self.namespace.lock:
@@ -105,9 +105,10 @@ class ManagementApi:
                     raise ApiError(501, f"listing {parts[1]} is not emulated (only topics)")
                 topics = sorted(self.namespace.topics.values(), key=lambda t: name_key(t.name))
                 return self._feed(base, path, query, "Topics", topics, lambda t: self._topic_entry(base, t, False))
-            if not parts or len(parts) > 5:
+            if not parts:
                 raise ApiError(404, f"no management resource at '/{path}'")
-            topic = self._topic(parts[0])
+            topic_name, parts = _split_topic(parts)
+            topic = self._topic(topic_name)
             if len(parts) == 1:
                 return self._document(self._topic_entry(base, topic, True))
             if not same_name(parts[1], "subscriptions"):
@@ -190,6 +191,17 @@ class ManagementApi:
         description = atom.rule_description(entry.rule, entry.created_at)
         return atom.entry(base, f"{sub.path}/rules/{entry.rule.name}", entry.rule.name, description,
                           entry.created_at, standalone=standalone)
+
+
+def _split_topic(parts: list[str]) -> tuple[str, list[str]]:
+    """A path's topic (its name may have ``/`` segments, as the service's may) and the rest, the
+    rest starting with a stand-in for the topic: ``a/b/subscriptions/s`` → ``a/b``, ``[_, subscriptions, s]``.
+    The topic ends before the first ``subscriptions`` segment that leaves a resource shape after it."""
+    for index in range(1, len(parts)):
+        rest = parts[index:]
+        if same_name(rest[0], "subscriptions") and (len(rest) <= 2 or (len(rest) <= 4 and same_name(rest[2], "rules"))):
+            return "/".join(parts[:index]), ["", *rest]
+    return "/".join(parts), [""]
 
 
 class _Handler(BaseHTTPRequestHandler):
