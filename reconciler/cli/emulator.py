@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 @click.option("--port", default=5672, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0 = any free port).")
 @click.option("--state", "state", type=click.Path(dir_okay=False, path_type=Path),
-              help="State file: loaded at start if it exists, rewritten atomically on change and at exit.")
+              help="State file: loaded at start if it exists, rewritten atomically (fsynced) on change and at exit; "
+                   "a rule or entity write is acknowledged only once it is on disk.")
 @click.option("--key-name", default=None, help="Shared access key name (default RootManageSharedAccessKey).")
 @click.option("--key", default=None, help="Shared access key (default: the documented development key).")
 @click.option("--faults", "faults_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
