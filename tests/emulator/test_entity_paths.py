@@ -12,6 +12,7 @@ from reconciler import model
 from reconciler.amqp.client import ManagementClient
 from reconciler.cli import cli
 from reconciler.emulator import Emulator
+from reconciler.rulefiles.emulator_config import read_config
 
 NESTED = "team/eu/orders"
 DESIRED = model.DesiredState(
@@ -56,3 +57,19 @@ def test_export_all_exports_a_nested_topic(emu, tmp_path):
     docs = {d["topic"]: d for d in yaml.safe_load_all(result.stdout)}
     assert set(docs) == {"plain", NESTED}
     assert docs[NESTED]["subscriptions"]["audit"]["rules"] == [{"name": "eu", "sql": "region = 'eu'"}]
+
+
+@pytest.mark.slow
+def test_a_nested_topic_goes_through_config_json_into_the_emulator(tmp_path):
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "orders.yaml").write_text(
+        f"topic: {NESTED}\nsubscriptions:\n  audit:\n    rules:\n      - name: eu\n        sql: region = 'eu'\n"
+    )
+    config = tmp_path / "Config.json"
+    result = CliRunner().invoke(cli, ["render", str(tmp_path / "rules"), "--format", "emulator-config",
+                                      "--out", str(config)])
+    assert result.exit_code == 0, result.output
+    state, findings = read_config(config)
+    assert not findings
+    with Emulator(state) as running, ManagementClient(running.connection_string, timeout=10) as client:
+        assert [r.name for r in client.list_rules(NESTED, "audit")] == ["eu"]
