@@ -296,6 +296,11 @@ class Emulator:
         self.stop()
 
     @property
+    def open_connections(self) -> int:
+        """Connections counted against ``max_connections`` now (0 when not serving)."""
+        return self._front.open if self._front is not None else 0
+
+    @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 

@@ -315,15 +315,19 @@ class FrontDoor:
         if not self.admit():  # proton's end of the pair is one more connection for its loop
             request.send_error(503, "the emulator is at its connection limit; retry")
             return
-        request.send_response(101, "Switching Protocols")
-        request.send_header("Upgrade", "websocket")
-        request.send_header("Connection", "Upgrade")
-        request.send_header("Sec-WebSocket-Accept", generate_accept_token(key.encode("ascii")).decode("ascii"))
-        request.send_header("Sec-WebSocket-Protocol", SUBPROTOCOL)
-        request.end_headers()
-        ours, theirs = socket.socketpair()
         try:
-            self._on_amqp(theirs, request.client_address)
+            request.send_response(101, "Switching Protocols")
+            request.send_header("Upgrade", "websocket")
+            request.send_header("Connection", "Upgrade")
+            request.send_header("Sec-WebSocket-Accept", generate_accept_token(key.encode("ascii")).decode("ascii"))
+            request.send_header("Sec-WebSocket-Protocol", SUBPROTOCOL)
+            request.end_headers()
+            ours, theirs = socket.socketpair()
+        except BaseException:  # proton never got its end: give its slot back here
+            self.release()
+            raise
+        try:
+            self._on_amqp(theirs, request.client_address)  # proton gives the slot back when it closes
             pump(Connection(ConnectionType.SERVER), request.connection, ours)
         finally:
             _shutdown(ours)

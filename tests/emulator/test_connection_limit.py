@@ -13,6 +13,7 @@ import http.client
 import logging
 import resource
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,3 +150,24 @@ def test_a_websocket_key_that_is_not_ascii_gets_400_and_no_traceback(caplog):
         sock.sendall(request)
         assert sock.makefile("rb").readline().split()[1] == b"400"
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+@pytest.mark.slow
+def test_a_websocket_upgrade_that_would_put_proton_over_the_limit_gets_503():
+    request = (
+        b"GET /$servicebus/websocket HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: AMQPWSB10\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    with Emulator(max_connections=2) as emu, socket.create_connection(("127.0.0.1", emu.port), timeout=10) as idle:
+        with socket.create_connection(("127.0.0.1", emu.port), timeout=10) as upgrade:
+            upgrade.sendall(request)  # its own connection is the second; proton's end would be a third
+            assert upgrade.makefile("rb").readline().split()[1] == b"503"
+        idle.close()
+        deadline = time.monotonic() + 10
+        while emu.open_connections and time.monotonic() < deadline:  # both closes seen by the emulator
+            time.sleep(0.01)
+        assert emu.open_connections == 0
+        with socket.create_connection(("127.0.0.1", emu.port), timeout=10) as upgrade:
+            upgrade.sendall(request)
+            assert upgrade.makefile("rb").readline().split()[1] == b"101"
