@@ -216,9 +216,8 @@ class ServerHandler(MessagingHandler):
         #: Callbacks that failed inside the guard (tests assert this stays 0).
         self.errors = 0
         self._stopping = False
-        #: Transports of the connections the listener handed over, until proton reports them closed.
+        #: Transports the listener handed over; ``on_amqp_closed`` is called as each closes (it counts them).
         self._adopted: set[proton.Transport] = set()
-        #: Called once for each of them when it is closed (the listener counts connections by it).
         self.on_amqp_closed: Callable[[], None] = lambda: None
 
     @property
