@@ -224,18 +224,24 @@ class FrontDoor:
         self._selector.register(sock, selectors.EVENT_READ, "refuse")
 
     def _refuse(self, sock: socket.socket) -> None:
+        """Answer what the over-limit client sent; once answered, only read (and drop) what it still
+        sends until it closes: closing with its frames unread would reset the connection before
+        the client has read the answer."""
         refusal, _ = self._refusing[sock]
         try:
             data = sock.recv(65536)
-            reply = refusal.feed(data) if data else b""
-            if reply:
-                sock.sendall(reply)
+            if data and not refusal.done:
+                reply = refusal.feed(data)
+                if reply:
+                    sock.sendall(reply)
+                if refusal.done:
+                    sock.shutdown(socket.SHUT_WR)
         except OSError:
             data = b""
-        if not data or refusal.done:
+        if not data:
             del self._refusing[sock]
             self._selector.unregister(sock)
-            _shutdown(sock)
+            sock.close()
 
     def _route(self, sock: socket.socket) -> None:
         address, _ = self._pending.pop(sock)

@@ -3,7 +3,7 @@
 The front door accepts a connection it cannot admit only to say why, as the service does: an AMQP
 client gets the protocol header, an ``open`` and a ``close`` whose error is
 ``amqp:resource-limit-exceeded`` (what Service Bus sends when a quota such as the namespace's
-connection count is reached; Microsoft's SDKs raise it as a quota-exceeded error), after the SASL
+connection count is reached; Microsoft's SDKs report it with that condition), after the SASL
 exchange when the client starts with one; a plain HTTP client gets ``503``; a TLS one is closed
 (a 503 would need a handshake first). These few frames are
 written here with the project's wire codec, on the front door's thread, so proton's event loop
@@ -39,7 +39,8 @@ def frame(kind: int, code: int, fields: list[object]) -> bytes:
 
 def quota_close(description: str) -> bytes:
     """The AMQP header, an ``open`` and the ``close`` carrying the quota error."""
-    error = Described(ulong(_ERROR), [symbol(QUOTA_CONDITION), description])
+    # info written out as null: the Python SDK reads all three fields of an error
+    error = Described(ulong(_ERROR), [symbol(QUOTA_CONDITION), description, None])
     return AMQP_HEADER + frame(_AMQP_FRAME, _OPEN, ["sbrules-emulator"]) + frame(_AMQP_FRAME, _CLOSE, [error])
 
 
