@@ -102,4 +102,6 @@ def test_sigkill_mid_apply_never_loses_an_acknowledged_write(tmp_path):
             subprocess.run(unlock, check=True, capture_output=True, timeout=WAIT)  # the killed run's locks
     finally:
         emu.stop()
-    assert checked > 50  # the rounds did write and were checked
+    # 70 acknowledged writes at least were journalled (7, 14, 21, 28); a rule written twice (a
+    # temporary rule added and removed) is checked once, so fewer rules than writes
+    assert checked >= 20, checked
