@@ -15,7 +15,7 @@ import uuid
 from typing import Any, Callable
 
 from reconciler.model import Message
-from reconciler.sql import ast, canonical, values
+from reconciler.sql import arithmetic, ast, canonical, like, values
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.evaluator import CompiledFilter, MessageView, literal_value
 from reconciler.sql.parser import parse_filter, parse_filter_uncached
@@ -68,10 +68,10 @@ def naive_value(node: ast.Expr, view: MessageView) -> Any:
         a, b = naive_value(node.left, view), naive_value(node.right, view)
         if a is MISSING or b is MISSING:
             return MISSING
-        return values.ARITHMETIC[node.op](a, b)
+        return arithmetic.ARITHMETIC[node.op](a, b)
     if isinstance(node, ast.Unary):
         a = naive_value(node.operand, view)
-        return MISSING if a is MISSING else values.negate(a)
+        return MISSING if a is MISSING else arithmetic.negate(a)
     if isinstance(node, ast.Function):
         if node.name == "newid":
             return uuid.uuid4()
@@ -108,7 +108,7 @@ def naive_predicate(node: ast.Predicate, view: MessageView) -> bool | None:
         e = naive_value(node.escape, view) if node.escape is not None else None
         if MISSING in (v, p, e):
             return None
-        r = values.like(v, p, e)
+        r = like.like(v, p, e)
         return not r if node.negated else r
     if isinstance(node, ast.In):
         v = naive_value(node.value, view)

@@ -126,9 +126,13 @@ def to_json(diag: Diagnostic) -> dict[str, Any]:
     }
 
 
-def to_document(diags: Sequence[Diagnostic], summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``validate --format json`` document (schemas/validate.schema.json), without ``traffic``."""
-    tally = counts(diags)
+def to_document(
+    diags: Sequence[Diagnostic], summary: Mapping[str, Any], counted: Sequence[Diagnostic] | None = None
+) -> dict[str, Any]:
+    """The ``validate --format json`` document (schemas/validate.schema.json), without ``traffic``:
+    ``diags`` as shown (folded, as text folds them, unless --verbose), the summary counting
+    ``counted`` (every finding; by default ``diags``)."""
+    tally = counts(diags if counted is None else counted)
     return {
         "format_version": 1,
         "valid": tally["error"] == 0,

@@ -7,7 +7,6 @@ type; planning the exported files against the same namespace shows no changes.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -16,12 +15,12 @@ from reconciler.atomic_file import write_atomically
 from reconciler.discovery import EntityLister, discover_namespace
 from reconciler.errors import SbrulesError
 from reconciler.limits import is_lock_rule
-from reconciler.model import Rule, rule_to_doc
+from reconciler.model import Rule, Subscription, Topic
 from reconciler.namespace.errors import NotFoundError
 from reconciler.observe import FallbackReader, RuleReader, observe_subscriptions
 from reconciler.plan import is_temp_rule_name, lookalike_warnings
 from reconciler.rulefiles.render import dump_rule_file as dump_yaml
-from reconciler.rulefiles.render import file_names
+from reconciler.rulefiles.render import file_names, topic_document
 
 HEADER = "# Exported by `sbrules export` from the live namespace. Review, then commit.\n"
 
@@ -29,19 +28,12 @@ HEADER = "# Exported by `sbrules export` from the live namespace. Review, then c
 def rule_file_doc(
     topic: str, rules_by_subscription: Mapping[str, Sequence[Rule]], *, explicit_types: bool = False
 ) -> dict[str, Any]:
-    """A rule-file document for ``topic``: each subscription's rules in the one rule form
-    (:func:`reconciler.model.rule_to_doc`); a subscription with no rules says ``allow_empty``."""
-    subs: dict[str, Any] = {}
-    for name, rules in rules_by_subscription.items():
-        entry: dict[str, Any] = {"rules": [rule_to_doc(r, explicit_types=explicit_types) for r in rules]}
-        if not rules:
-            entry["allow_empty"] = True
-        subs[name] = entry
-    return {"topic": topic, "subscriptions": subs}
-
-
-def dump_json(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    """The rule-file document of live rules (:func:`reconciler.rulefiles.render.topic_document`):
+    each subscription's rules; a subscription with no rules says ``allow_empty``."""
+    subscriptions = tuple(
+        Subscription(name, rules=tuple(rules), allow_empty=not rules) for name, rules in rules_by_subscription.items()
+    )
+    return topic_document(Topic(topic, subscriptions), explicit_types=explicit_types)
 
 
 def to_yaml(doc: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from reconciler.model import (
     Topic,
 )
 from reconciler.sql import SqlError, parse_action, parse_filter
-from reconciler.sql.static import analyse_rules
+from reconciler.sql.parser import dash_comment
 
 #: Seconds the static proofs may take in one validate (``--static-budget``): they only warn, and a
 #: machine busier than the one the targets were measured on should not make validate slow.
@@ -71,6 +71,8 @@ def lint(state: DesiredState, *, static_budget: float | None = 0.0) -> list[Diag
 
 def _static(topic: Topic, sub: Subscription) -> Iterator[Diagnostic]:
     """What the solver proves about the subscription's filters (reconciler.sql.static)."""
+    from reconciler.sql.static import analyse_rules  # the solver (z3) loads only when the proofs run
+
     where = f"{topic.name}/{sub.name}"
     for finding in analyse_rules(sub.rules or ()):
         rule, cover = finding.rule, finding.covered_by
@@ -187,7 +189,7 @@ def _sql_text(text: str, rule: Rule, origin: Origin | None, kind: str) -> Iterat
             sql=SqlContext(text, exc.line, exc.column),
         )
         return
-    dashes = _dash_comment(text)
+    dashes = dash_comment(text)
     if dashes is not None:
         line = text.count("\n", 0, dashes) + 1
         column = dashes - (text.rfind("\n", 0, dashes) + 1) + 1
@@ -199,23 +201,6 @@ def _sql_text(text: str, rule: Rule, origin: Origin | None, kind: str) -> Iterat
             _point_into(origin or rule.origin, line, column),
             sql=SqlContext(text, line, column),
         )
-
-
-def _dash_comment(text: str) -> int | None:
-    """The offset of a ``--`` outside string literals and [bracketed] names, or None."""
-    quote: str | None = None
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if quote is not None:
-            if char == quote:
-                quote = None
-        elif char in "'[":
-            quote = "'" if char == "'" else "]"
-        elif text.startswith("--", index):
-            return index
-        index += 1
-    return None
 
 
 def _point_into(origin: Origin | None, line: int, column: int) -> Origin | None:

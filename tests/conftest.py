@@ -2,6 +2,7 @@
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -13,7 +14,14 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import settings
 
-from reconciler.cli import main
+# Compiled test modules (assertions rewritten) and package modules are cached in __pycache__ even
+# where the environment turns bytecode off: recompiling them costs most of the collection time and
+# two seconds in each `sbrules` subprocess a test starts.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+from reconciler.cli import main  # noqa: E402
+from tests import processes  # noqa: E402
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -23,15 +31,70 @@ settings.register_profile("sbrules", deadline=None)
 settings.load_profile("sbrules")
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(f"pytest got signal {signum}")
+
+
+def pytest_configure(config):
+    """SIGTERM stops the run as Ctrl-C does, so fixtures still end the processes they started; the
+    controller of a distributed run names the folder its workers write their test groups to."""
+    signal.signal(signal.SIGTERM, _interrupted)
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
+        from tests.xdist_groups import name_the_folder
+
+        name_the_folder()
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hooks: absent under -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    from tests.xdist_groups import GroupScheduling
+
+    return GroupScheduling(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """Workers for ``-n auto``. The quick loop is pure computation: one per core. The whole suite
+    mostly waits (emulators on loopback, child processes, JVM start-ups), so it overlaps more."""
+    return 2 if config.option.markexpr.strip() == "unit" else 4
+
+
+def pytest_unconfigure(config):
+    processes.end_all()
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m selects on the markers added here
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.spark)
         if item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.slow)  # a JVM, and Spark jobs: never the quick loop
+            item.add_marker(pytest.mark.xdist_group("spark"))  # one worker, one SparkSession
         if item.get_closest_marker("unit") and item.get_closest_marker("slow"):
             raise pytest.UsageError(f"{item.nodeid} is marked both unit and slow: the quick loop takes no slow test")
+    if hasattr(config, "workerinput"):
+        from tests.xdist_groups import write_groups
+
+        write_groups(config.workerinput["workerid"], items)
+
+
+#: A ``unit`` test that takes longer than this (seconds, its call alone) belongs in ``slow``.
+UNIT_BUDGET = 1.0
+_slow_units: list[tuple[str, float]] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.duration > UNIT_BUDGET and "unit" in report.keywords:
+        _slow_units.append((report.nodeid, report.duration))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The quick loop's guard: name every ``unit`` test over its budget (the loop must stay under 30 s)."""
+    if _slow_units:
+        terminalreporter.section(f"unit tests over {UNIT_BUDGET:g} s: mark them slow", yellow=True)
+        for nodeid, seconds in sorted(_slow_units, key=lambda pair: -pair[1]):
+            terminalreporter.line(f"{seconds:5.2f} s  {nodeid}")
 
 
 @pytest.fixture(autouse=True)
@@ -221,7 +284,7 @@ class ConnectProxy:
 
     def __init__(self, directory: Path) -> None:
         port_file, self.log = directory / "proxy.port", directory / "proxy.log"
-        self._process = subprocess.Popen(
+        self._process = processes.spawn(
             [sys.executable, "-m", "proxy", "--hostname", "127.0.0.1", "--port", "0", "--port-file", str(port_file),
              "--num-acceptors", "1", "--num-workers", "1", "--threaded", "--log-file", str(self.log),
              "--basic-auth", f"{self.USER}:{self.PASSWORD}"],
@@ -246,8 +309,7 @@ class ConnectProxy:
         return self.tunnels()
 
     def stop(self) -> None:
-        self._process.terminate()
-        self._process.wait(10)
+        processes.end(self._process, timeout=10)
 
 
 @pytest.fixture(scope="session")

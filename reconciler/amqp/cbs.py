@@ -19,15 +19,13 @@ from reconciler.amqp.deliveries import CREDIT
 from reconciler.amqp.links import Entity, Outbox
 from reconciler.amqp.wire import sections
 from reconciler.namespace.connection import ConnectionString
-from reconciler.namespace.credentials import JWT_TOKEN_TYPE, TokenProvider
+from reconciler.namespace.credentials import JWT_TOKEN_TYPE, TOKEN_REFRESH_MARGIN, TokenProvider, renewal_due
 from reconciler.namespace.errors import AuthenticationError, ManagementError, UnauthorizedError, error_for, response_status
 from reconciler.namespace.pipeline import next_message_id
 
 log = logging.getLogger("reconciler.amqp")
 
 CBS_ADDRESS = "$cbs"
-#: Re-put a token this long before it expires (NET2: 10 min, but never less than a third of its life).
-REFRESH_MARGIN_SECONDS = 600.0
 
 
 class Cbs:
@@ -35,7 +33,7 @@ class Cbs:
 
     def __init__(
         self, conn: ConnectionString, tokens: TokenProvider, container: Container, outbox: Outbox,
-        link_name: Callable[[str], str], refresh_margin: float = REFRESH_MARGIN_SECONDS,
+        link_name: Callable[[str], str], refresh_margin: float = TOKEN_REFRESH_MARGIN,
     ) -> None:
         self._conn = conn
         self._tokens = tokens
@@ -94,6 +92,7 @@ class Cbs:
         )
         self._waiting[message_id] = entity.address
         entity.token_expires_at = token.expires_at
+        entity.token_renewal_due = renewal_due(time.time(), token.expires_at, self._refresh_margin)
         assert self._sender is not None
         self._outbox.enqueue(self._sender, self._sender_name, msg)
         return None
@@ -125,7 +124,7 @@ class Cbs:
 
     def refresh_delay(self, entity: Entity) -> float | None:
         """Seconds until the entity's token is re-put; None for a given signature that has run out."""
-        lifetime = entity.token_expires_at - time.time()
-        if lifetime <= 0:
+        now = time.time()
+        if entity.token_expires_at <= now:
             return None  # nothing fresher to put
-        return max(1.0, lifetime - min(self._refresh_margin, lifetime / 3))
+        return max(1.0, entity.token_renewal_due - now)

@@ -38,7 +38,7 @@ import proton
 from proton import Condition, Handler
 from proton.reactor import ApplicationEvent
 
-from reconciler.amqp.cbs import REFRESH_MARGIN_SECONDS, Cbs
+from reconciler.amqp.cbs import Cbs
 from reconciler.amqp.connector import Connector, condition_text
 from reconciler.amqp.deliveries import ResponseCollector, quiet_events
 from reconciler.amqp.links import Entity, EntityState, Links, Outbox, detach_error, finish_send
@@ -46,7 +46,7 @@ from reconciler.amqp.reactor import Injector, attach_socket, container
 from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.types import DecodeError
 from reconciler.namespace.connection import ConnectionString, Transport
-from reconciler.namespace.credentials import TokenProvider
+from reconciler.namespace.credentials import TOKEN_REFRESH_MARGIN, TokenProvider
 from reconciler.namespace.errors import (
     ClientClosedError,
     ConnectFailed,
@@ -94,7 +94,7 @@ class Engine(Handler):
         *,
         network: Network = DIRECT,
         link_timeout: float = 60.0,
-        refresh_margin: float = REFRESH_MARGIN_SECONDS,
+        refresh_margin: float = TOKEN_REFRESH_MARGIN,
     ) -> None:
         self._inbox: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._pending: dict[str, Request] = {}

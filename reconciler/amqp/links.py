@@ -59,6 +59,7 @@ class Entity:
     receiver: proton.Receiver | None = None
     backlog: deque[Request] = field(default_factory=deque)
     token_expires_at: float = 0.0
+    token_renewal_due: float = 0.0
     token_type: str = ""
     proven: bool = False  # a response arrived over this link pair (attach refusals come as attach+detach)
 

@@ -20,6 +20,7 @@ COMMANDS = {
     "render": "reconciler.cli.render:render",
     "sql": "reconciler.cli.sql:sql",
     "route": "reconciler.cli.sql:route",
+    "test": "reconciler.cli.ruletest:test",
     "rules": "reconciler.cli.rules:rules",
     "emulator": "reconciler.cli.emulator:emulator",
     "plan": "reconciler.cli.reconcile:plan",

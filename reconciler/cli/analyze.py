@@ -7,21 +7,15 @@ from pathlib import Path
 import click
 
 from reconciler import progress
-from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import Namespace, env_option, load_rules, namespace_options
-from reconciler.cli.impact import declared_names, report_options, spark_master_option
-from reconciler.errors import InputError
+from reconciler.cli.impact import declared_names, report_options, spark_master_option, traffic_option
+from reconciler.cli.output import write_output
 from reconciler.model import DesiredState
 
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "--traffic",
-    metavar="DATASET",
-    required=True,
-    help="Parquet sample (from `sbrules sample`): a local directory or a URL Spark reads (s3a://, abfss://, ...).",
-)
+@traffic_option(required=True)
 @click.option(
     "--live",
     is_flag=True,
@@ -66,10 +60,7 @@ def analyze(
     if out is None:
         click.echo(text)
         return
-    try:
-        write_atomically(out, text + "\n")
-    except OSError as exc:
-        raise InputError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
+    write_output(out, text + "\n", "the report")
     click.echo(f"wrote the routing-health report to {out}", err=True)
 
 

@@ -87,10 +87,11 @@ class Namespace:
             )
         variable = env.connection_string_env or ""
         value = os.environ.get(variable)
-        if not value:
-            from reconciler.errors import InputError
-
-            raise InputError(f"environment {env.name!r}: ${variable} is not set (it holds the connection string)")
+        if not value:  # a missing connection string is a usage error however it was to be given
+            raise click.UsageError(
+                f"no connection string: environment {env.name!r} reads it from ${variable}, which is not set "
+                "(in Azure Pipelines, map the secret into the step's env)"
+            )
         return Namespace(
             value, env.auth or "sas", self.timeout, max_credits=self.max_credits, credit_share=self.credit_share,
             management_endpoint=management_endpoint, discovery=self.discovery,

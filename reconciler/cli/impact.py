@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from reconciler import progress
-from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import env_option, load_rules
-from reconciler.errors import InputError
+from reconciler.cli.output import write_output
 from reconciler.model import DesiredState
 from reconciler.plan import Plan, read_plan_file
 
@@ -22,12 +21,18 @@ if TYPE_CHECKING:
     from reconciler.rulefiles.project import Environment
     from reconciler.traffic.report_model import ImpactReport
 
-traffic_option = click.option(
-    "--traffic",
-    metavar="DATASET",
-    help="Parquet sample (from `sbrules sample`) to report the impact on: a local directory or a URL "
-    "Spark reads (s3a://, abfss://, gs://, hdfs://, file:///).",
-)
+def traffic_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--traffic DATASET``: the sample a traffic report reads, the one declaration every command shares."""
+    return click.option(
+        "--traffic",
+        metavar="DATASET",
+        required=required,
+        help="Parquet sample (from `sbrules sample`): a local directory or a URL Spark reads "
+        "(s3a://, abfss://, gs://, hdfs://, file:///).",
+    )
+
+
+
 spark_master_option = click.option(
     "--spark-master", envvar="SPARK_REMOTE", help="Spark master URL (default local[*]; $SPARK_REMOTE)."
 )
@@ -53,12 +58,7 @@ def report_options(schema: str) -> Callable[[Callable[..., Any]], Callable[..., 
 @click.command()
 @click.argument("plan_file", metavar="PLAN.json", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "--traffic",
-    metavar="DATASET",
-    required=True,
-    help="Parquet sample (from `sbrules sample`): a local directory or a URL Spark reads (s3a://, abfss://, ...).",
-)
+@traffic_option(required=True)
 @report_options("traffic-report.schema.json")
 @spark_master_option
 @env_option
@@ -121,8 +121,5 @@ def emit_report(text: str, out: Path | None) -> None:
 
 
 def write_report(out: Path, text: str) -> None:
-    try:
-        write_atomically(out, text + "\n")
-    except OSError as exc:
-        raise InputError(f"cannot write the traffic report to {out}: {exc.strerror or exc}") from None
+    write_output(out, text + "\n", "the traffic report")
     click.echo(f"wrote the traffic report to {out}", err=True)

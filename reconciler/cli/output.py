@@ -18,16 +18,18 @@ into an exception never reaches the terminal or a log.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import click
 
-from reconciler.errors import ErrorCode, ExitCode, SbrulesError
+from reconciler.atomic_file import write_atomically
+from reconciler.errors import ErrorCode, ExitCode, SbrulesError, UsageError
+from reconciler.json_text import json_text
 from reconciler.redaction import redact
 
 #: Exceptions that are not sbrules' own, with their code: (module, class name, code). An
@@ -185,15 +187,19 @@ def wants_json(argv: Sequence[str]) -> bool:
     return fmt == "json"
 
 
-def dump_json(doc: Any) -> str:
-    """The one JSON text style of sbrules' stdout: indented, key order kept, UTF-8 as is."""
-    return json.dumps(doc, indent=2, ensure_ascii=False)
-
-
 def echo_json(doc: Any) -> None:
     """Print a command's one JSON document on stdout (anything shaped like a secret redacted: a key
     pasted into a rule file is quoted by the findings about it)."""
-    click.echo(redact(dump_json(doc)))
+    click.echo(redact(json_text(doc)), nl=False)
+
+
+def write_output(out: Path, text: str, what: str) -> None:
+    """Write ``text`` to the file a user named with ``--out`` (whole or not at all); a path that
+    cannot be written is a usage error naming it and the cause, never a traceback."""
+    try:
+        write_atomically(out, text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {what} to {out}: {exc.strerror or exc}") from None
 
 
 def echo_text(text: str) -> None:

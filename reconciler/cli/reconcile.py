@@ -12,7 +12,6 @@ import click
 
 from reconciler import progress
 from reconciler.apply import ApplyOptions, ApplyReport, ReplaceStrategy, apply_plan, render_report, report_to_json
-from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import (
     Namespace,
     Rules,
@@ -26,7 +25,7 @@ from reconciler.cli.common import (
     project_environment,
 )
 from reconciler.cli.impact import render, spark_master_option, traffic_option, traffic_report
-from reconciler.cli.output import ExitCode, echo_json
+from reconciler.cli.output import ExitCode, echo_json, write_output
 from reconciler.errors import SbrulesError
 from reconciler.lock import DEFAULT_TIMEOUT_SECONDS, LEASE_SECONDS, Holder
 from reconciler.plan import RENDERERS, Plan, read_plan_file, render_drift_json, render_drift_text, render_json
@@ -73,7 +72,7 @@ paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, 
 @env_option
 @namespace_options
 @no_discovery_option
-@traffic_option
+@traffic_option()
 @spark_master_option
 def plan(
     paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool, env: str | None,
@@ -93,7 +92,7 @@ def plan(
         with namespace_clients(namespace) as clients:
             the_plan = current_plan(clients, rules, namespace, bystanders=bool(traffic))
     if out:
-        write_atomically(out, render_json(the_plan) + "\n")
+        write_output(out, render_json(the_plan), "the plan")
     report = text = None
     if traffic:
         desired = with_bystanders(rules.state, the_plan.bystanders)  # as the plan generated fall-through rules
@@ -105,7 +104,8 @@ def plan(
     if fmt == "json" and report is not None:
         echo_json({**the_plan.to_json(), "traffic": report.to_json()})
     else:
-        click.echo(RENDERERS[fmt](the_plan))
+        shown = RENDERERS[fmt](the_plan)
+        click.echo(shown, nl=not shown.endswith("\n"))
         if text is not None:
             click.echo("")
             click.echo(text)
@@ -173,7 +173,13 @@ def apply(
     outcome is unknown; the report lists what was and was not applied (--format json: as one
     document; the plan made from rule files then goes to stderr).
     """
-    saved = len(sources) == 1 and sources[0].is_file() and sources[0].suffix == ".json"
+    plans = [source for source in sources if source.is_file() and source.suffix == ".json"]
+    if plans and len(sources) > 1:
+        raise click.UsageError(
+            f"give either a saved plan ({plans[0]}) or rule paths to plan from, not both: "
+            f"`sbrules apply {plans[0]}` applies the plan as reviewed"
+        )
+    saved = bool(plans)
     if saved:
         saved_plan = read_plan_file(sources[0])
         # A plan made with --env names its environment, and so its namespace: `sbrules apply plan.json`
@@ -247,11 +253,12 @@ def _confirm(auto_approve: bool) -> None:
 
 
 def confirm(approved: bool, question: str, *, refused: str, cancelled: str) -> None:
-    """Go on when ``approved`` or a person at the terminal says yes; else one clear error line."""
+    """Go on when ``approved`` or a person at the terminal says yes; else one clear error line (no
+    terminal to ask and no approving flag is a usage error: the command line lacks the flag)."""
     if approved:
         return
     if not sys.stdin.isatty():
-        raise SbrulesError(refused)
+        raise click.UsageError(refused)
     if not click.confirm(question, default=False):
         raise SbrulesError(cancelled)
 
@@ -272,7 +279,8 @@ def drift(
         namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
         with namespace_clients(namespace) as clients:
             the_plan = current_plan(clients, rules, namespace)
-    click.echo(render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict))
+    shown = render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict)
+    click.echo(shown, nl=not shown.endswith("\n"))
     if the_plan.drifted(strict):
         raise SystemExit(ExitCode.CHANGES)
 

@@ -3,14 +3,13 @@ Config.json of Microsoft's Service Bus emulator."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from reconciler.atomic_file import write_atomically
 from reconciler.cli.common import env_option, load_rules
-from reconciler.errors import SbrulesError
+from reconciler.cli.output import write_output
+from reconciler.json_text import json_text
 
 
 @click.command()
@@ -63,14 +62,11 @@ def _render_emulator_config(paths: tuple[Path, ...], env: str | None, out: Path 
         raise RuleFileErrors(errors)
     if findings:
         click.echo(diagnostics.render_text(findings), err=True)
-    text = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+    text = json_text(config)
     if out is None:
         click.echo(text, nl=False)
         return
-    try:
-        write_atomically(out, text)
-    except OSError as exc:
-        raise SbrulesError(f"cannot write {out}: {exc.strerror}") from None
+    write_output(out, text, "the emulator's Config.json")
     click.echo(f"wrote {out}", err=True)
 
 

@@ -40,10 +40,11 @@ def list_rules(topic: str, subscription: str, fmt: str, env: str | None, namespa
 def render(topic: str, subscription: str, live: list[model.Rule], fmt: str) -> str:
     """The rules as a rule-file document (``json`` or ``yaml``: the same document) or a ``table``."""
     if fmt in ("json", "yaml"):
-        from reconciler.export import dump_json, dump_yaml, rule_file_doc
+        from reconciler.export import dump_yaml, rule_file_doc
+        from reconciler.json_text import json_text
 
         doc = rule_file_doc(topic, {subscription: live})
-        return dump_json(doc) if fmt == "json" else dump_yaml(doc)
+        return json_text(doc) if fmt == "json" else dump_yaml(doc)
     return _table(topic, subscription, live)
 
 

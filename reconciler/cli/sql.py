@@ -14,9 +14,10 @@ from rich.markup import escape
 from reconciler.cli.common import MESSAGE_HELP, env_option, format_option, load_rules, read_message
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import InputError
-from reconciler.model import DEFAULT_RULE_NAME, DesiredState, Message, Rule, TrueFilter
+from reconciler.model import DesiredState, Message
 from reconciler.names import same_name, shown_path
-from reconciler.sql import Outcome, SqlError, canonical_action, canonical_filter, route_rules
+from reconciler.sql import Outcome, SqlError, canonical_action, canonical_filter
+from reconciler.sql.router import topic_router
 
 
 @click.group()
@@ -107,20 +108,20 @@ def route_state(state: DesiredState, message: Message, topic: str | None = None)
         known = ", ".join(t.name for t in state.topics) or "none"
         raise InputError(f"topic {topic!r} is not declared (declared: {known})")
     deliveries = []
-    for top, sub in state.subscriptions():
+    for top in state.topics:
         if topic is not None and not same_name(top.name, topic):
             continue
-        rules = sub.rules if sub.rules is not None else (Rule(DEFAULT_RULE_NAME, TrueFilter()),)
-        result = route_rules(rules, message)
-        deliveries.append(
-            {
-                "topic": top.name,
-                "subscription": sub.name,
-                "delivered": result.delivered,
-                "rules": [_rule_json(name, outcome) for name, outcome in result.rule_results],
-                "copies": [{"rule": name, **copy.to_json()} for name, copy in result.copies],
-            }
-        )
+        router = topic_router(top)
+        for (name, _rules), result in zip(router.subscriptions, router.route_every_rule(message)):
+            deliveries.append(
+                {
+                    "topic": top.name,
+                    "subscription": name,
+                    "delivered": result.delivered,
+                    "rules": [_rule_json(rule, outcome) for rule, outcome in result.rule_results],
+                    "copies": [{"rule": rule, **copy.to_json()} for rule, copy in result.copies],
+                }
+            )
     return deliveries
 
 

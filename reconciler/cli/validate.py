@@ -42,7 +42,7 @@ DEPRECATED = (
     help="text: located messages with a caret under SQL; json: stable document; github: Actions annotations; "
     "markdown: a pull-request comment; html (with --traffic and --out): a self-contained traffic report.",
 )
-@traffic_option
+@traffic_option()
 @click.option(
     "--against",
     default="live",
@@ -128,7 +128,7 @@ def validate(
             "rules": sum(len(s.rules or ()) for r in results.values() for _, s in r.state.subscriptions()),
         }
         if fmt == "json":
-            doc = diag.to_document(findings, summary)
+            doc = diag.to_document(shown, summary, counted=findings)
             if source.project is not None:
                 doc["environments"] = list(results)
             if not traffic:

@@ -1,8 +1,8 @@
 """``sbrules demo``: the whole GitOps loop against a local in-process emulator, narrated for a person.
 
-The emulator is seeded with a namespace that has drifted from the rule files (``drift``); then
-plan, the traffic impact report (``traffic``), apply and drift run exactly as the CLI runs them,
-through the same public APIs.
+The routing tests beside the rule files run first, offline. The emulator is seeded with a namespace
+that has drifted from the rule files (``drift``); then plan, the traffic impact report
+(``traffic``), apply and drift run exactly as the CLI runs them, through the same public APIs.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def run_demo(
     with demo_rules() if rules_dir is None else contextlib.nullcontext(rules_dir) as rules_dir:
         if desired is None:
             desired = load_paths([rules_dir])
+        tests_ok = _routing_tests(rules_dir, desired, echo)
     live, drifts = drifted_namespace(desired)
     with Emulator(live) as emulator:
         echo(f"Started a local Service Bus emulator (AMQP on {_endpoint(emulator.connection_string)}).")
@@ -62,13 +63,29 @@ def run_demo(
             echo("\n━━ 4. sbrules drift — what a nightly job runs; exit 0 means in sync ━━\n")
             after = compute_plan(desired, observe(client, desired))
             echo(render_drift_text(after))
-    in_sync = cosmetic_ok and report.ok and not after.has_changes
+    in_sync = tests_ok and cosmetic_ok and report.ok and not after.has_changes
     echo(
         "\nThe loop is closed: plan showed the differences, apply converged, drift is clean."
         if in_sync
         else "\nThe namespace did not converge; see above."
     )
     return in_sync
+
+
+def _routing_tests(rules_dir: Path, desired: DesiredState, echo: Callable[[str], None]) -> bool:
+    """Step 0: the routing tests beside the rule files (``sbrules test``), offline; True when they pass."""
+    from reconciler.ruletests import report
+    from reconciler.ruletests.cases import read_cases, test_files
+    from reconciler.ruletests.run import run_cases
+
+    files = test_files([rules_dir])
+    if not files:
+        return True
+    echo("━━ 0. sbrules test — the routing promises written beside the rules, checked offline ━━\n")
+    diags: list = []
+    results = run_cases(read_cases(files, diags), desired)
+    echo(report.render_text(results, diags))
+    return report.succeeded(results, diags)
 
 
 def _traffic(emulator, client, desired: DesiredState, live: DesiredState, echo: Callable[[str], None]) -> None:

@@ -2,7 +2,8 @@
 messages scheduled for later and cancelled; and the tick that enqueues what is due and expires
 what has run out.
 
-Routing follows the service: one copy when any action-less rule matches, one copy per matching rule
+Routing follows the service, through the topic's compiled router (``reconciler.sql.router``, which
+evaluates only the rules a message could match): one copy when any action-less rule matches, one copy per matching rule
 with an action (action applied, ``RuleName`` set by ``reconciler.sql.route_rules``), and a filter
 evaluation error dead-letters the message in that subscription
 (``EnableDeadLetteringOnFilterEvaluationExceptions`` defaults to true). A published transfer is
@@ -19,7 +20,7 @@ from typing import Any, Callable, Iterable
 import proton
 from proton import symbol
 
-from reconciler import model, sql
+from reconciler import model
 from reconciler.amqp import codec, messages
 from reconciler.amqp.messages import DecodedMessage
 from reconciler.amqp.wire.sections import Sections
@@ -34,6 +35,7 @@ from reconciler.emulator.namespace import (
 )
 from reconciler.emulator.outgoing import OutgoingParts
 from reconciler.model import TypedValue, ValueType
+from reconciler.sql.router import TopicRouter
 
 FILTER_ERROR_REASON = "FilterEvaluationException"
 #: The annotation a message to be enqueued later carries (the model's system-property table).
@@ -99,6 +101,8 @@ class Routing:
     def __init__(self, namespace: Namespace) -> None:
         self.namespace = namespace
         self.filter_errors = 0
+        #: topic name → (key, its router, the subscriptions and rule entries it was made from)
+        self._routers: dict[str, tuple[tuple[int, ...], TopicRouter, list[Subscription], list[list[Any]]]] = {}
 
     def publish(self, address: Address, transfer: bytes | proton.Message, now: _dt.datetime | None = None) -> Published:
         """Accept one transfer sent to a queue or topic: a message or a batch of them (decoded once
@@ -145,11 +149,9 @@ class Routing:
         view = self._view(message, now)
         message_id, ttl = _sys_text(message.message, "MessageId"), _ttl_seconds(message.sections)
         parts: OutgoingParts | None = None
-        evaluations = 0
-        for sub in topic.subscriptions.values():
-            rules = [entry.rule for entry in sub.rules.values()]
-            evaluations += len(rules)
-            result = sql.route_rules(rules, view)
+        router, subscriptions = self._router(topic)
+        for index, result in sorted(router.route(view).items()):
+            sub = subscriptions[index]
             errors = [(name, out.error) for name, out in result.rule_results if out.error is not None]
             if errors:
                 sub.filter_errors += 1
@@ -166,7 +168,22 @@ class Routing:
                     body, session_id=_sys_text(copy, "SessionId"), message_id=message_id, ttl=ttl, now=now,
                     parts=copy_parts,
                 )
-        return evaluations
+        return router.rule_count
+
+    def _router(self, topic: Topic) -> tuple[TopicRouter, list[Subscription]]:
+        """The topic's compiled router (``reconciler.sql.router``), made again when a subscription
+        or rule was added or removed. The key is the identity of each subscription and rule entry;
+        the cache keeps them alive, so an identity cannot be reused while it is cached."""
+        subscriptions = list(topic.subscriptions.values())
+        entries = [list(sub.rules.values()) for sub in subscriptions]
+        key = tuple(id(sub) for sub in subscriptions) + tuple(len(e) for e in entries) + tuple(
+            id(entry) for listed in entries for entry in listed
+        )
+        cached = self._routers.get(topic.name)
+        if cached is None or cached[0] != key:
+            router = TopicRouter([(sub.name, [e.rule for e in listed]) for sub, listed in zip(subscriptions, entries)])
+            cached = self._routers[topic.name] = (key, router, subscriptions, entries)
+        return cached[1], cached[2]
 
     @staticmethod
     def _view(message: DecodedMessage, now: _dt.datetime) -> model.Message:

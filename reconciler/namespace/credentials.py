@@ -115,6 +115,16 @@ class Token:
         return f"<{self.token_type} token expiring at {int(self.expires_at)}>"
 
 
+#: A token is renewed this long before it expires (NET2: ten minutes), or once two thirds of its
+#: life are over when it lives shorter than three times that: for CBS and REST alike.
+TOKEN_REFRESH_MARGIN = 600.0
+
+
+def renewal_due(issued_at: float, expires_at: float, margin: float = TOKEN_REFRESH_MARGIN) -> float:
+    """When a token obtained at ``issued_at`` that expires at ``expires_at`` is renewed (unix seconds)."""
+    return expires_at - min(margin, (expires_at - issued_at) / 3)
+
+
 class TokenProvider(Protocol):
     def get_token(self, audience: str) -> Token: ...
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
+from reconciler.json_text import json_text
 from reconciler.model import Rule, rule_to_doc
 from reconciler.plan.ops import PLAN_FORMAT_VERSION, ChangeKind, DriftKind, Plan
 
@@ -114,7 +115,7 @@ def render_markdown(plan: Plan) -> str:
 
 
 def render_json(plan: Plan) -> str:
-    return json.dumps(plan.to_json(), indent=2, ensure_ascii=False)
+    return json_text(plan.to_json())
 
 
 RENDERERS: dict[str, Callable[[Plan], str]] = {"text": render_text, "markdown": render_markdown, "json": render_json}
@@ -156,4 +157,4 @@ def render_drift_json(plan: Plan, strict: bool = False) -> str:
     ]
     if strict:
         doc["drift"] += [{"topic": t, "subscription": s, "rule": None, "kind": "undeclared"} for t, s in plan.undeclared]
-    return json.dumps(doc, indent=2, ensure_ascii=False)
+    return json_text(doc)

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 from reconciler import model
 from reconciler.namespace import reach
 from reconciler.namespace.connection import ConnectionString
-from reconciler.namespace.credentials import JWT_TOKEN_TYPE, Token, TokenProvider, token_provider_for
+from reconciler.namespace.credentials import JWT_TOKEN_TYPE, Token, TokenProvider, renewal_due, token_provider_for
 from reconciler.namespace.credits import MANAGEMENT_CREDITS, wait_hint
 from reconciler.namespace.errors import (
     ConnectionLostError,
@@ -51,8 +51,6 @@ API_VERSION = "2021-05"
 PAGE_SIZE = 100
 HTTPS_PORT = 443
 HTTP_PORT = 80
-#: Renew a cached token this long before it expires.
-TOKEN_MARGIN = 60.0
 #: Statuses a gateway or proxy in front of the service may answer without the API's XML; any
 #: other answer that is not XML comes from something that is not the management API.
 _STATUS_FROM_ANY_FRONT_END = frozenset({401, 403, 429, 500, 502, 503, 504})
@@ -112,6 +110,7 @@ class ManagementRestClient:
         self._audience = token_audience(self._conn)
         self._tokens = token_provider or token_provider_for(self._conn, auth)
         self._token: Token | None = None
+        self._token_due = 0.0  # when the cached token is renewed (credentials.renewal_due)
         self._token_lock = threading.Lock()
         self._clock = clock
         self.page_size = page_size
@@ -183,8 +182,10 @@ class ManagementRestClient:
 
     def _authorization(self) -> str:
         with self._token_lock:
-            if self._token is None or self._token.expires_at - TOKEN_MARGIN <= self._clock():
+            if self._token is None or self._token_due <= self._clock():
+                issued = self._clock()
                 self._token = self._tokens.get_token(self._audience)
+                self._token_due = renewal_due(issued, self._token.expires_at)
             token = self._token
         return f"Bearer {token.value}" if token.token_type == JWT_TOKEN_TYPE else token.value
 

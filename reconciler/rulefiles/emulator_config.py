@@ -118,7 +118,8 @@ def _rule_config(rule: Rule, sub: Subscription, diags: list[Diagnostic]) -> dict
                     "warning", "emulator-config",
                     f"rule {rule.name!r}: property {name!r} is {value.type.value} {value.value!r}, "
                     f"but Config.json carries a plain JSON value, which reads as {_json_type(value)}: correlation "
-                    "filters compare types, so the emulator's rule may not match the same messages", sub.origin,
+                    "filters compare types, so the emulator's rule may not match the same messages",
+                    rule.origin or sub.origin,
                 ))
             values[name] = _json_value(value)
         if values:

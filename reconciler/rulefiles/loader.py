@@ -37,6 +37,13 @@ from reconciler.sql.fallthrough import FALLTHROUGH_RULE_NAME, NotExpressible, fa
 from reconciler.typed_values import read_typed_form, same_value_other_types
 
 RULE_FILE_SUFFIXES = (".yaml", ".yml")
+#: Routing test files (``sbrules test``) live beside the rule files and are never read as rule files.
+TEST_FILE_SUFFIXES = (".test.yaml", ".test.yml")
+
+
+def is_test_file(path: Path) -> bool:
+    """Whether ``path`` is a routing test file (``*.test.yaml``) rather than a rule file."""
+    return path.name.endswith(TEST_FILE_SUFFIXES)
 
 
 class RuleFileErrors(SbrulesError):
@@ -344,7 +351,8 @@ def _dedupe_rules(topic: Topic, sub: Subscription, diags: list[Diagnostic]) -> S
 
 def rule_files(paths: Sequence[str | Path], exclude: Collection[Path] = ()) -> list[Path]:
     """Expand directories into their rule files (recursive, sorted, hidden files skipped), leaving
-    out the files and directories in ``exclude`` (resolved paths: the project file, overlays)."""
+    out routing test files (``*.test.yaml``, also when named) and the files and directories in
+    ``exclude`` (resolved paths: the project file, overlays)."""
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -353,12 +361,13 @@ def rule_files(paths: Sequence[str | Path], exclude: Collection[Path] = ()) -> l
                 p
                 for p in path.rglob("*")
                 if p.suffix in RULE_FILE_SUFFIXES
+                and not is_test_file(p)
                 and p.is_file()
                 and not any(part.startswith(".") for part in p.relative_to(path).parts)
                 and not _excluded(p, exclude)
             )
             out.extend(found)
-        else:
+        elif not is_test_file(path):
             out.append(path)
     return out
 

@@ -35,15 +35,16 @@ def dump_rule_file(doc: dict[str, Any], *, width: int = 120) -> str:
     return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=width)
 
 
-def topic_document(topic: Topic) -> dict[str, Any]:
-    """The rule-file document of one topic (a subscription without rules stays unmanaged)."""
+def topic_document(topic: Topic, *, explicit_types: bool = True) -> dict[str, Any]:
+    """The one rule-file document of a topic (``render`` and ``export``): a subscription without
+    rules stays unmanaged; ``explicit_types`` names every correlation property's type."""
     subs: dict[str, Any] = {}
     for sub in topic.subscriptions:
         entry: dict[str, Any] = {}
         if sub.fallthrough:
             entry["fallthrough"] = True
         elif sub.rules is not None:
-            entry["rules"] = [rule_to_doc(rule, explicit_types=True) for rule in sub.rules]
+            entry["rules"] = [rule_to_doc(rule, explicit_types=explicit_types) for rule in sub.rules]
         if sub.allow_empty:
             entry["allow_empty"] = True
         if sub.sampling_tap:

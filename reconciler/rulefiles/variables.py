@@ -49,6 +49,14 @@ class Substitution:
         document = _Document(self, loc, diags)
         return document.rule_file(doc), frozenset(document.unusable)
 
+    def test_file(self, doc: Any, loc: Located, diags: list[Diagnostic]) -> tuple[Any, frozenset[DocPath]]:
+        """A routing test file (``sbrules test``) with every reference replaced: in topic and
+        subscription names, rule names and message property values (typed, as in correlation
+        filters)."""
+        if not isinstance(doc, dict):
+            return doc, frozenset()
+        return _Document(self, loc, diags).test_file(doc), frozenset()
+
     def suggestion(self, name: str) -> str:
         """``; did you mean 'x'?`` for an undefined name close to a defined variable's, else nothing.
         The variable suggested counts as used: the misspelt reference was meant for it, and an
@@ -75,6 +83,55 @@ class _Document:
         subs = doc.get("subscriptions")
         if isinstance(subs, dict):
             out["subscriptions"] = self.keyed(subs, ("subscriptions",), self.subscription)
+        return out
+
+    def test_file(self, doc: dict) -> dict:
+        out = dict(doc)
+        if isinstance(doc.get("topic"), str):
+            out["topic"] = self.text(doc["topic"], ("topic",))
+        if isinstance(doc.get("messages"), dict):
+            out["messages"] = {k: self.message(v, ("messages", k)) for k, v in doc["messages"].items()}
+        if isinstance(doc.get("cases"), list):
+            out["cases"] = [self.case(case, ("cases", i)) for i, case in enumerate(doc["cases"])]
+        return out
+
+    def case(self, doc: Any, path: DocPath) -> Any:
+        if not isinstance(doc, dict):
+            return doc
+        out = dict(doc)
+        if isinstance(doc.get("topic"), str):
+            out["topic"] = self.text(doc["topic"], path + ("topic",))
+        out["given"] = self.message(doc.get("given"), path + ("given",))
+        expect = doc.get("expect")
+        if isinstance(expect, dict):
+            expect = dict(expect)
+            for key in ("only", "includes", "excludes"):
+                if isinstance(expect.get(key), list):
+                    where = path + ("expect", key)
+                    expect[key] = [self.text(n, where + (i,)) if isinstance(n, str) else n for i, n in enumerate(expect[key])]
+            if isinstance(expect.get("copies"), dict):
+                expect["copies"] = self.keyed(expect["copies"], path + ("expect", "copies"), self.copies)
+            out["expect"] = expect
+        return out
+
+    def copies(self, listed: Any, path: DocPath) -> Any:
+        if not isinstance(listed, list):
+            return listed
+        out = []
+        for i, copy in enumerate(listed):
+            copy = self.message(copy, path + (i,))
+            if isinstance(copy, dict) and isinstance(copy.get("rule"), str):
+                copy = {**copy, "rule": self.text(copy["rule"], path + (i, "rule"))}
+            out.append(copy)
+        return out
+
+    def message(self, doc: Any, path: DocPath) -> Any:
+        if not isinstance(doc, dict):
+            return doc
+        out = dict(doc)
+        for scope in ("sys", "user"):
+            if isinstance(doc.get(scope), dict):
+                out[scope] = self.keyed(doc[scope], path + (scope,), self.property_value)
         return out
 
     def subscription(self, doc: Any, path: DocPath) -> Any:

@@ -198,3 +198,16 @@ def conjuncts(tree: Predicate) -> list[Predicate]:
         else:
             out.append(node)
     return out
+
+
+def disjuncts(tree: Predicate) -> list[Predicate]:
+    """The terms of ``tree``'s top-level OR chain, in source order (``tree`` itself when it is no OR)."""
+    out: list[Predicate] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Or):
+            stack += [node.right, node.left]
+        else:
+            out.append(node)
+    return out

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields, is_dataclass, replace
+from typing import Any
 
 from reconciler.model import ValueType
 from reconciler.names import name_key
 from reconciler.sql import ast
+from reconciler.sql.backend import Backend
 from reconciler.sql.parser import KEYWORDS, RESERVED_WORDS, identifier_problem, parse_action, parse_filter
 
 # Predicate levels: OR < AND < NOT < primary predicate.
@@ -25,13 +27,7 @@ _ADDITIVE, _MULTIPLICATIVE, _UNARY = 1, 2, 3
 
 def canonical(node: ast.Node) -> str:
     """The canonical text of a predicate, expression, statement or action."""
-    if isinstance(node, ast.Action):
-        return "; ".join(_statement(s) for s in node.statements)
-    if isinstance(node, (ast.Set, ast.Remove)):
-        return _statement(node)
-    if isinstance(node, ast.PREDICATE_TYPES):
-        return _predicate(node, _OR)
-    return _expr(node, _ADDITIVE)
+    return _text(node, _OR)  # the loosest context (_OR is _ADDITIVE): no parentheses around the whole
 
 
 def canonical_filter(text: str) -> str:
@@ -64,64 +60,96 @@ def canonical_action(text: str) -> str:
     return canonical(parse_action(text))
 
 
-def _statement(node: ast.Set | ast.Remove) -> str:
-    if isinstance(node, ast.Set):
-        return f"SET {_property(node.prop)} = {_expr(node.value, _ADDITIVE)}"
+def _text(node: ast.Node, context: int) -> str:
+    """The text of ``node`` where it stands in an operand of binding ``context`` (its handler from the table)."""
+    return _PRINT[type(node)](node, context)
+
+
+def _action(node: ast.Action, context: int) -> str:
+    return "; ".join(_text(statement, context) for statement in node.statements)
+
+
+def _set(node: ast.Set, context: int) -> str:
+    return f"SET {_property(node.prop)} = {_text(node.value, _ADDITIVE)}"
+
+
+def _remove(node: ast.Remove, context: int) -> str:
     return f"REMOVE {_property(node.prop)}"
 
 
-def _predicate(node: ast.Predicate, context: int) -> str:
-    if isinstance(node, ast.Or):
-        text, level = f"{_predicate(node.left, _OR)} OR {_predicate(node.right, _AND)}", _OR
-    elif isinstance(node, ast.And):
-        text, level = f"{_predicate(node.left, _AND)} AND {_predicate(node.right, _NOT)}", _AND
-    elif isinstance(node, ast.Not):
-        text, level = f"NOT {_predicate(node.operand, _NOT)}", _NOT
-    else:
-        return _primary_predicate(node)
+def _parenthesised(text: str, level: int, context: int) -> str:
     return f"({text})" if level < context else text
 
 
-def _primary_predicate(node: ast.Predicate) -> str:
-    if isinstance(node, ast.Comparison):
-        return f"{_expr(node.left, _ADDITIVE)} {node.op} {_expr(node.right, _ADDITIVE)}"
-    if isinstance(node, ast.Like):
-        text = f"{_expr(node.value, _ADDITIVE)} {'NOT LIKE' if node.negated else 'LIKE'} {_expr(node.pattern, _ADDITIVE)}"
-        if node.escape is not None:
-            text += f" ESCAPE {_expr(node.escape, _ADDITIVE)}"
-        return text
-    if isinstance(node, ast.In):
-        items = ", ".join(_expr(item, _ADDITIVE) for item in node.items)
-        return f"{_expr(node.value, _ADDITIVE)} {'NOT IN' if node.negated else 'IN'} ({items})"
-    if isinstance(node, ast.IsNull):
-        return f"{_property(node.prop)} {'IS NOT NULL' if node.negated else 'IS NULL'}"
-    if isinstance(node, ast.Exists):
-        return f"EXISTS({_property(node.prop)})"
-    raise TypeError(f"not a predicate: {node!r}")
+def _or(node: ast.Or, context: int) -> str:
+    return _parenthesised(_chain(node, ast.Or, "OR", _OR, _AND), _OR, context)
 
 
-def _expr(node: ast.Expr, context: int) -> str:
-    if isinstance(node, ast.Binary):
-        if node.op in ast.ADDITIVE_OPS:
-            level, right_level = _ADDITIVE, _MULTIPLICATIVE
-        else:
-            level, right_level = _MULTIPLICATIVE, _UNARY
-        text = f"{_expr(node.left, level)} {node.op} {_expr(node.right, right_level)}"
-        return f"({text})" if level < context else text
-    if isinstance(node, ast.Unary):
-        operand = node.operand
-        inner = _expr(operand, _UNARY)
-        if isinstance(operand, ast.Unary) or _is_negative_literal(operand):
-            inner = f"({inner})"
-        text = f"-{inner}"
-        return f"({text})" if context > _UNARY else text
-    if isinstance(node, ast.Literal):
-        return _literal(node)
-    if isinstance(node, ast.Property):
-        return _property(node)
-    if isinstance(node, ast.Function):
-        return f"{node.name}({', '.join(_expr(a, _ADDITIVE) for a in node.args)})"
-    raise TypeError(f"not an expression: {node!r}")
+def _and(node: ast.And, context: int) -> str:
+    return _parenthesised(_chain(node, ast.And, "AND", _AND, _NOT), _AND, context)
+
+
+def _chain(node: Any, cls: type[Any], keyword: str | None, level: int, right_level: int) -> str:
+    """A left-nested chain of one operator (``keyword``; None: each Binary's own) printed in a loop:
+    a flat chain is as long as the text allows and is not nesting (parser.MAX_DEPTH), so it must not
+    cost a frame per link."""
+    parts: list[str] = []
+    current: Any = node
+    while current.__class__ is cls and (cls is not ast.Binary or _level(current) == level):
+        parts.append(f" {keyword or current.op} {_text(current.right, right_level)}")
+        current = current.left
+    return _text(current, level) + "".join(reversed(parts))
+
+
+def _level(node: ast.Binary) -> int:
+    return _ADDITIVE if node.op in ast.ADDITIVE_OPS else _MULTIPLICATIVE
+
+
+def _not(node: ast.Not, context: int) -> str:
+    return _parenthesised(f"NOT {_text(node.operand, _NOT)}", _NOT, context)
+
+
+def _comparison(node: ast.Comparison, context: int) -> str:
+    return f"{_text(node.left, _ADDITIVE)} {node.op} {_text(node.right, _ADDITIVE)}"
+
+
+def _like(node: ast.Like, context: int) -> str:
+    operator = "NOT LIKE" if node.negated else "LIKE"
+    text = f"{_text(node.value, _ADDITIVE)} {operator} {_text(node.pattern, _ADDITIVE)}"
+    if node.escape is not None:
+        text += f" ESCAPE {_text(node.escape, _ADDITIVE)}"
+    return text
+
+
+def _in(node: ast.In, context: int) -> str:
+    items = ", ".join(_text(item, _ADDITIVE) for item in node.items)
+    return f"{_text(node.value, _ADDITIVE)} {'NOT IN' if node.negated else 'IN'} ({items})"
+
+
+def _is_null(node: ast.IsNull, context: int) -> str:
+    return f"{_property(node.prop)} {'IS NOT NULL' if node.negated else 'IS NULL'}"
+
+
+def _exists(node: ast.Exists, context: int) -> str:
+    return f"EXISTS({_property(node.prop)})"
+
+
+def _binary(node: ast.Binary, context: int) -> str:
+    level = _level(node)
+    return _parenthesised(_chain(node, ast.Binary, None, level, level + 1), level, context)
+
+
+def _unary(node: ast.Unary, context: int) -> str:
+    operand = node.operand
+    inner = _text(operand, _UNARY)
+    if isinstance(operand, ast.Unary) or _is_negative_literal(operand):
+        inner = f"({inner})"
+    text = f"-{inner}"
+    return f"({text})" if context > _UNARY else text
+
+
+def _function(node: ast.Function, context: int) -> str:
+    return f"{node.name}({', '.join(_text(a, _ADDITIVE) for a in node.args)})"
 
 
 def _is_negative_literal(node: ast.Expr) -> bool:
@@ -169,3 +197,23 @@ def _property(prop: ast.Property) -> str:
     if name and identifier_problem(name) is None and not (name.isascii() and name.upper() in _WORDS):
         return name
     return "[" + name.replace("]", "]]") + "]"
+
+
+_PRINT: Backend[str] = Backend("canonical printer", {
+    ast.Literal: lambda node, context: _literal(node),
+    ast.Property: lambda node, context: _property(node),
+    ast.Function: _function,
+    ast.Unary: _unary,
+    ast.Binary: _binary,
+    ast.Comparison: _comparison,
+    ast.Like: _like,
+    ast.In: _in,
+    ast.IsNull: _is_null,
+    ast.Exists: _exists,
+    ast.And: _and,
+    ast.Or: _or,
+    ast.Not: _not,
+    ast.Set: _set,
+    ast.Remove: _remove,
+    ast.Action: _action,
+})

@@ -16,7 +16,8 @@ from typing import Any, Callable, Mapping
 
 from reconciler.model import Message, TypedValue, ValueType
 from reconciler.names import name_key
-from reconciler.sql import ast, values
+from reconciler.sql import arithmetic, ast, like, values
+from reconciler.sql.backend import Backend, Unsupported
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.values import MISSING, Int32
 
@@ -97,24 +98,22 @@ def literal_value(node: ast.Literal) -> Any:
 
 def compile_expr(node: ast.Expr) -> Evaluator:
     """A closure computing the value of ``node`` (MISSING for an absent user property)."""
-    if isinstance(node, ast.Literal):
-        constant = literal_value(node)
-        return lambda view: constant
-    if isinstance(node, ast.Property):
-        return _property_getter(node)
-    if isinstance(node, ast.Binary):
-        return _binary(node)
-    if isinstance(node, ast.Unary):
-        operand = compile_expr(node.operand)
+    return _COMPILE(node)
 
-        def negate(view: MessageView) -> Any:
-            value = operand(view)
-            return MISSING if value is MISSING else values.negate(value)
 
-        return negate
-    if isinstance(node, ast.Function):
-        return _function(node)
-    raise TypeError(f"not an expression: {node!r}")
+def _literal(node: ast.Literal) -> Evaluator:
+    constant = literal_value(node)
+    return lambda view: constant
+
+
+def _unary(node: ast.Unary) -> Evaluator:
+    operand = _COMPILE(node.operand)
+
+    def negate(view: MessageView) -> Any:
+        value = operand(view)
+        return MISSING if value is MISSING else arithmetic.negate(value)
+
+    return negate
 
 
 def _property_getter(node: ast.Property) -> Evaluator:
@@ -131,9 +130,9 @@ def _binary(node: ast.Binary) -> Evaluator:
     steps: list[tuple[Callable[[Any, Any], Any], Evaluator]] = []
     current: ast.Expr = node
     while isinstance(current, ast.Binary):
-        steps.append((values.ARITHMETIC[current.op], compile_expr(current.right)))
+        steps.append((arithmetic.ARITHMETIC[current.op], _COMPILE(current.right)))
         current = current.left
-    first = compile_expr(current)
+    first = _COMPILE(current)
     steps.reverse()
 
     def binary(view: MessageView) -> Any:
@@ -149,7 +148,7 @@ def _binary(node: ast.Binary) -> Evaluator:
 def _function(node: ast.Function) -> Evaluator:
     if node.name == "newid":
         return lambda view: uuid.uuid4()
-    argument = compile_expr(node.args[0])
+    argument = _COMPILE(node.args[0])
 
     def property_function(view: MessageView) -> Any:
         name = argument(view)
@@ -167,32 +166,24 @@ def _function(node: ast.Function) -> Evaluator:
 
 def compile_predicate(node: ast.Predicate) -> Evaluator:
     """A closure returning True / False / None (UNKNOWN) for ``node``."""
-    if isinstance(node, ast.And):
-        return _and([compile_predicate(p) for p in _flatten(node, ast.And)])
-    if isinstance(node, ast.Or):
-        return _or([compile_predicate(p) for p in _flatten(node, ast.Or)])
-    if isinstance(node, ast.Not):
-        operand = compile_predicate(node.operand)
+    return _COMPILE(node)
 
-        def negation(view: MessageView) -> bool | None:
-            result = operand(view)
-            return None if result is None else not result
 
-        return negation
-    if isinstance(node, ast.Comparison):
-        return _comparison(node)
-    if isinstance(node, ast.Like):
-        return _negated(_like(node), node.negated)
-    if isinstance(node, ast.In):
-        return _negated(_in(node), node.negated)
-    if isinstance(node, ast.IsNull):
-        return _is_null(node)
-    if isinstance(node, ast.Exists):
-        if node.prop.scope == "sys":
-            return lambda view: True
-        key = name_key(node.prop.name)
-        return lambda view: key in view.user
-    raise TypeError(f"not a predicate: {node!r}")
+def _not(node: ast.Not) -> Evaluator:
+    operand = _COMPILE(node.operand)
+
+    def negation(view: MessageView) -> bool | None:
+        result = operand(view)
+        return None if result is None else not result
+
+    return negation
+
+
+def _exists(node: ast.Exists) -> Evaluator:
+    if node.prop.scope == "sys":
+        return lambda view: True
+    key = name_key(node.prop.name)
+    return lambda view: key in view.user
 
 
 def _flatten(node: ast.And | ast.Or, cls: type[ast.And] | type[ast.Or]) -> list[ast.Predicate]:
@@ -280,7 +271,7 @@ def _comparison(node: ast.Comparison) -> Evaluator:
     fast = _fast_comparison(node)
     if fast is not None:
         return fast
-    left, right = compile_expr(node.left), compile_expr(node.right)
+    left, right = _COMPILE(node.left), _COMPILE(node.right)
     op = node.op
     compare = values.compare
 
@@ -382,12 +373,12 @@ def _ge(a: Any, b: Any) -> bool:
 
 
 def _like(node: ast.Like) -> Evaluator:
-    value = compile_expr(node.value)
+    value = _COMPILE(node.value)
     if isinstance(node.pattern, ast.Literal) and (node.escape is None or isinstance(node.escape, ast.Literal)):
         pattern_text = values.to_string(literal_value(node.pattern))
         escape_text = "" if node.escape is None else values.to_string(literal_value(node.escape))
-        match = values.like_regex(pattern_text, escape_text).match
-        units, to_string = values.utf16_units, values.to_string
+        match = like.like_regex(pattern_text, escape_text).match
+        units, to_string = like.utf16_units, values.to_string
 
         def like_constant(view: MessageView) -> bool | None:
             subject = value(view)
@@ -398,8 +389,8 @@ def _like(node: ast.Like) -> Evaluator:
             return match(units(to_string(subject))) is not None
 
         return like_constant
-    pattern = compile_expr(node.pattern)
-    escape = compile_expr(node.escape) if node.escape is not None else None
+    pattern = _COMPILE(node.pattern)
+    escape = _COMPILE(node.escape) if node.escape is not None else None
 
     def like_dynamic(view: MessageView) -> bool | None:
         subject = value(view)
@@ -407,14 +398,14 @@ def _like(node: ast.Like) -> Evaluator:
         escape_value = escape(view) if escape is not None else None
         if subject is MISSING or pattern_value is MISSING or escape_value is MISSING:
             return None
-        return values.like(subject, pattern_value, escape_value)
+        return like.like(subject, pattern_value, escape_value)
 
     return like_dynamic
 
 
 def _in(node: ast.In) -> Evaluator:
-    value = compile_expr(node.value)
-    items = [compile_expr(i) for i in node.items]
+    value = _COMPILE(node.value)
+    items = [_COMPILE(i) for i in node.items]
     literals = [i for i in node.items if isinstance(i, ast.Literal)]
     if len(literals) == len(node.items) and all(i.type in (ValueType.STRING, ValueType.NULL) for i in literals):
         strings = frozenset(i.value for i in literals if i.type is ValueType.STRING)
@@ -465,3 +456,24 @@ def _is_null(node: ast.IsNull) -> Evaluator:
         return (value is None) is not negated
 
     return is_null
+
+
+_STATEMENTS = Unsupported("actions run in reconciler.sql.actions, which compiles their expressions here")
+_COMPILE: Backend[Evaluator] = Backend("evaluator", {
+    ast.Literal: _literal,
+    ast.Property: _property_getter,
+    ast.Function: _function,
+    ast.Unary: _unary,
+    ast.Binary: _binary,
+    ast.Comparison: _comparison,
+    ast.Like: lambda node: _negated(_like(node), node.negated),
+    ast.In: lambda node: _negated(_in(node), node.negated),
+    ast.IsNull: _is_null,
+    ast.Exists: _exists,
+    ast.And: lambda node: _and([_COMPILE(p) for p in _flatten(node, ast.And)]),
+    ast.Or: lambda node: _or([_COMPILE(p) for p in _flatten(node, ast.Or)]),
+    ast.Not: _not,
+    ast.Set: _STATEMENTS,
+    ast.Remove: _STATEMENTS,
+    ast.Action: _STATEMENTS,
+})

@@ -17,7 +17,7 @@ null. A typed number cannot be written: SQL promotes (``p = 3`` is TRUE for int 
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from reconciler.limits import sql_text_problem
 from reconciler.model import (
@@ -31,6 +31,7 @@ from reconciler.model import (
 )
 from reconciler.names import name_key
 from reconciler.sql import ast
+from reconciler.sql.backend import Backend, Unsupported
 from reconciler.sql.canonical import canonical
 from reconciler.sql.errors import SqlError
 from reconciler.sql.parser import parse_filter
@@ -115,30 +116,48 @@ def correlation_predicate(flt: CorrelationFilter, rule: Rule) -> ast.Predicate |
 
 def is_true(node: ast.Predicate, rule: Rule) -> ast.Predicate:
     """A predicate TRUE where ``node`` is TRUE and FALSE where it is FALSE or UNKNOWN."""
-    if isinstance(node, ast.And):
-        return ast.And(is_true(node.left, rule), is_true(node.right, rule))
-    if isinstance(node, ast.Or):
-        return ast.Or(is_true(node.left, rule), is_true(node.right, rule))
-    if isinstance(node, ast.Not):
-        return is_false(node.operand, rule)
-    if isinstance(node, (ast.IsNull, ast.Exists)):
-        return node
-    return _guarded(node, node, rule)
+    return _IS_TRUE[type(node)](node, rule)
 
 
 def is_false(node: ast.Predicate, rule: Rule) -> ast.Predicate:
     """A predicate TRUE where ``node`` is FALSE and FALSE where it is TRUE or UNKNOWN."""
-    if isinstance(node, ast.And):
-        return ast.Or(is_false(node.left, rule), is_false(node.right, rule))
-    if isinstance(node, ast.Or):
-        return ast.And(is_false(node.left, rule), is_false(node.right, rule))
-    if isinstance(node, ast.Not):
-        return is_true(node.operand, rule)
-    if isinstance(node, ast.IsNull):
-        return ast.IsNull(node.prop, not node.negated)
-    if isinstance(node, ast.Exists):
-        return ast.Not(node)
-    return _guarded(node, ast.Not(node), rule)
+    return _IS_FALSE[type(node)](node, rule)
+
+
+_OPERAND = Unsupported("an expression is never TRUE or FALSE by itself: it is guarded as an operand of its predicate")
+_STATEMENT = Unsupported("actions: the fall-through filter is made of filters")
+
+
+def _table(name: str, handlers: dict[type, Callable[[Any, Rule], ast.Predicate]]) -> Backend[ast.Predicate]:
+    return Backend(name, {
+        ast.Literal: _OPERAND, ast.Property: _OPERAND, ast.Function: _OPERAND, ast.Unary: _OPERAND, ast.Binary: _OPERAND,
+        ast.Set: _STATEMENT, ast.Remove: _STATEMENT, ast.Action: _STATEMENT,
+        **handlers,
+    })
+
+
+#: The fall-through generator's back end, in two tables: TRUE exactly where a predicate is TRUE, and
+#: exactly where it is FALSE (UNKNOWN goes to neither: a missing property guarded by EXISTS).
+_IS_TRUE = _table("fall-through generator (TRUE)", {
+    ast.And: lambda node, rule: ast.And(is_true(node.left, rule), is_true(node.right, rule)),
+    ast.Or: lambda node, rule: ast.Or(is_true(node.left, rule), is_true(node.right, rule)),
+    ast.Not: lambda node, rule: is_false(node.operand, rule),
+    ast.IsNull: lambda node, rule: node,
+    ast.Exists: lambda node, rule: node,
+    ast.Comparison: lambda node, rule: _guarded(node, node, rule),
+    ast.Like: lambda node, rule: _guarded(node, node, rule),
+    ast.In: lambda node, rule: _guarded(node, node, rule),
+})
+_IS_FALSE = _table("fall-through generator (FALSE)", {
+    ast.And: lambda node, rule: ast.Or(is_false(node.left, rule), is_false(node.right, rule)),
+    ast.Or: lambda node, rule: ast.And(is_false(node.left, rule), is_false(node.right, rule)),
+    ast.Not: lambda node, rule: is_true(node.operand, rule),
+    ast.IsNull: lambda node, rule: ast.IsNull(node.prop, not node.negated),
+    ast.Exists: lambda node, rule: ast.Not(node),
+    ast.Comparison: lambda node, rule: _guarded(node, ast.Not(node), rule),
+    ast.Like: lambda node, rule: _guarded(node, ast.Not(node), rule),
+    ast.In: lambda node, rule: _guarded(node, ast.Not(node), rule),
+})
 
 
 def _guarded(atom: ast.Predicate, result: ast.Predicate, rule: Rule) -> ast.Predicate:

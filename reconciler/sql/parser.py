@@ -391,12 +391,12 @@ def _parse(text: str, start: str, parameters: Mapping[str, TypedValue] | None) -
     except RuleError as exc:
         token = exc.token
         if token is None:  # the driver always fills it in; an error at the start otherwise
-            raise SqlError(exc.message) from None
-        raise SqlError(exc.message, token.line, token.column, token.value or None) from None
+            raise _dash_hint(SqlError(exc.message), text) from None
+        raise _dash_hint(SqlError(exc.message, token.line, token.column, token.value or None), text) from None
     except UnexpectedChar as exc:
-        raise _convert_scan_error(exc, text) from None
+        raise _dash_hint(_convert_scan_error(exc, text), text) from None
     except UnexpectedTok as exc:
-        raise _convert_parse_error(exc) from None
+        raise _dash_hint(_convert_parse_error(exc), text) from None
     if start == "action" and len(node.statements) > limits.ACTION_STATEMENTS.value:
         _too_many_statements(text, len(node.statements))
     if len(text) >= MAX_DEPTH:
@@ -406,6 +406,32 @@ def _parse(text: str, start: str, parameters: Mapping[str, TypedValue] | None) -
     if _OVERFLOW_TEXT in text:
         _check_overflow(node, text)
     return node
+
+
+def dash_comment(text: str) -> int | None:
+    """The offset of a ``--`` outside string literals and [bracketed] names, or None: text a person
+    meant as a comment, which Service Bus SQL reads as minus twice."""
+    quote: str | None = None
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "'[":
+            quote = "'" if char == "'" else "]"
+        elif text.startswith("--", index):
+            return index
+        index += 1
+    return None
+
+
+def _dash_hint(error: SqlError, text: str) -> SqlError:
+    """A syntax error in text with a ``--`` says that ``--`` is not a comment (the likely cause)."""
+    if "--" not in text or dash_comment(text) is None:
+        return error
+    message = f"{error.message} ('--' is not a comment in Service Bus SQL: it is minus twice)"
+    return SqlError(message, error.line, error.column, error.token)
 
 
 def _too_many_statements(text: str, count: int) -> None:

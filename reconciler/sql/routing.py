@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Container, Sequence
 
 from reconciler.model import (
     CORRELATION_SYS_NAMES,
@@ -34,6 +34,7 @@ from reconciler.sql.evaluator import CompiledFilter, MessageView, Outcome
 from reconciler.sql.parser import parse_action, parse_filter
 
 RULE_NAME_PROPERTY = "RuleName"
+FALSE = Outcome(False)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -68,12 +69,13 @@ def _object_equals(a: TypedValue, b: TypedValue) -> bool:
     return values.object_equals(values.from_typed(a), values.from_typed(b))
 
 
-def _evaluate(flt: Filter, view: MessageView, message: Message) -> Outcome:
+def _evaluate(flt: Filter, view: MessageView, message: Message, compiled: CompiledFilter | None = None) -> Outcome:
     if isinstance(flt, SqlFilter):
-        try:
-            compiled = compiled_filter(flt.expression)
-        except SqlError as exc:
-            return Outcome(None, f"invalid filter: {exc}")
+        if compiled is None:
+            try:
+                compiled = compiled_filter(flt.expression)
+            except SqlError as exc:
+                return Outcome(None, f"invalid filter: {exc}")
         return compiled.outcome(view)
     if isinstance(flt, CorrelationFilter):
         return Outcome(correlation_matches(flt, message))
@@ -103,14 +105,27 @@ class RouteResult:
     copies: list[tuple[str | None, Message]] = field(default_factory=list)
 
 
-def route_rules(rules: Sequence[Rule], message: Message) -> RouteResult:
-    """Evaluate every rule of a subscription on ``message`` and build the delivered copies."""
-    view = MessageView.from_message(message)
+def route_rules(
+    rules: Sequence[Rule],
+    message: Message,
+    view: MessageView | None = None,
+    skip: Container[int] = (),
+    compiled: Sequence[CompiledFilter | None] | None = None,
+) -> RouteResult:
+    """Evaluate every rule of a subscription on ``message`` and build the delivered copies.
+
+    The rules at the indexes in ``skip`` are known to be FALSE (``reconciler.sql.router`` proved
+    it) and are recorded so without being evaluated. ``compiled`` holds, per rule, its SQL filter
+    already compiled (a router keeps them, beyond what the compiled-text cache holds)."""
+    view = view if view is not None else MessageView.from_message(message)
     results: list[tuple[str, Outcome]] = []
     action_copies: list[tuple[str | None, Message]] = []
     plain_match = False
-    for rule in rules:
-        outcome = _evaluate(rule.filter, view, message)
+    for index, rule in enumerate(rules):
+        if index in skip:
+            results.append((rule.name, FALSE))
+            continue
+        outcome = _evaluate(rule.filter, view, message, compiled[index] if compiled is not None else None)
         if outcome.matched and isinstance(rule.action, SqlRuleAction):
             try:
                 copy = run_action(rule.action, message)

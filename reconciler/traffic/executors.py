@@ -12,13 +12,10 @@ Python lacks one fails the report with one line saying what to install where.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import importlib
 import logging
 import re
-import shutil
-import tempfile
 import threading
 import weakref
 import zipfile
@@ -27,6 +24,7 @@ from typing import Any, Iterator
 
 from reconciler import __version__
 from reconciler.errors import SbrulesError
+from reconciler.traffic.failures import run_directory
 
 #: Pure-Python packages the executors' code imports, shipped with it.
 SHIPPED = ("reconciler", "lark")
@@ -70,9 +68,7 @@ def _archive() -> Path:
     it to executors on demand)."""
     global _archive_path
     if _archive_path is None:
-        directory = Path(tempfile.mkdtemp(prefix="sbrules-ship-"))
-        atexit.register(shutil.rmtree, directory, True)
-        path = directory / f"sbrules-{__version__}.zip"
+        path = run_directory() / f"sbrules-{__version__}.zip"
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
             for name in SHIPPED:
                 package = Path(importlib.import_module(name).__path__[0])

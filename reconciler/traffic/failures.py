@@ -196,6 +196,17 @@ def check_reachable(master: str, default_port: int, wait: float = MASTER_WAIT) -
 # ------------------------------------------------------------------------------------------------
 
 _jvm_log: Path | None = None
+_run_directory: Path | None = None
+
+
+def run_directory() -> Path:
+    """This run's temporary directory for Spark (the JVM's console log, the code shipped to
+    executors): one per process, removed when it exits, interrupted or not."""
+    global _run_directory
+    if _run_directory is None:
+        _run_directory = Path(tempfile.mkdtemp(prefix="sbrules-run-"))
+        atexit.register(shutil.rmtree, _run_directory, True)
+    return _run_directory
 
 
 @contextlib.contextmanager
@@ -216,10 +227,7 @@ def jvm_output() -> Iterator[None]:
     for name in _CONTEXT_LOGGERS:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
     if _jvm_log is None:
-        fd, name = tempfile.mkstemp(prefix="sbrules-spark-", suffix=".log")
-        os.close(fd)
-        _jvm_log = Path(name)
-        atexit.register(_jvm_log.unlink, missing_ok=True)
+        _jvm_log = run_directory() / "spark.log"
     saved = os.dup(2)
     try:
         with open(_jvm_log, "ab") as log:

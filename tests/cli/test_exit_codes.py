@@ -95,6 +95,29 @@ def test_an_env_that_names_no_environment_is_a_usage_error(argv, run_cli, tmp_pa
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("argv", [["plan"], ["drift"], ["apply"], ["export", "--all"], ["topics"]], ids=" ".join)
+def test_every_missing_connection_string_is_a_usage_error(argv, run_cli, tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("SERVICEBUS_CONNECTION_STRING", raising=False)
+    monkeypatch.delenv("DEV_CS", raising=False)
+    args = ["apply", "plan.json"] if argv == ["apply"] else argv
+    for folder, project in (("plain", None), ("project", "environments:\n  dev:\n    connection_string_env: DEV_CS\n")):
+        (tmp_path / folder / "rules").mkdir(parents=True)
+        (tmp_path / folder / "rules" / "orders.yaml").write_text(
+            "topic: orders\nsubscriptions: {billing: {rules: [{name: all, filter: true}]}}\n"
+        )
+        (tmp_path / folder / "plan.json").write_text(render_json(Plan()))
+        if project:
+            (tmp_path / folder / "rules" / "sbrules.yaml").write_text(project)
+    monkeypatch.chdir(tmp_path / "plain")
+    code, _, err = run_cli(*args)
+    assert code == ExitCode.USAGE and "no connection string" in err, err
+    monkeypatch.chdir(tmp_path / "project")
+    code, _, err = run_cli(*args, "--env", "dev")
+    assert code == ExitCode.USAGE and "$DEV_CS, which is not set" in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("command", ["validate", "plan", "drift", "render"])
 def test_a_path_that_does_not_exist_is_a_usage_error(command, run_cli, tmp_path) -> None:
     code, _, err = run_cli(command, tmp_path / "nope")

@@ -29,6 +29,7 @@ OUTPUT_SCHEMAS = {
     "apply": "apply",
     "export": "export",
     "route": "route",
+    "test": "test",
     "rules list": "rules",
     "sample": "sample",
     "sql check": "sql-check",
@@ -126,6 +127,23 @@ def test_route(run_cli, output_schema, tmp_path):
     output_schema("route").validate(doc)
     results = {r["result"] for d in doc["deliveries"] for r in d["rules"]}
     assert code == 0 and {"true", "false", "error"} <= results
+
+
+@pytest.mark.unit
+def test_test(run_cli, output_schema, tmp_path):
+    failing = tmp_path / "failing.test.yaml"
+    failing.write_text(
+        "cases:\n- {name: n, topic: orders, given: {sys: {Label: refund}}, expect: {only: [shipping]}}\n"
+        "- {name: o, topic: orders, given: {sys: {Label: refund}}, expect: {includes: [audit]}}\n"
+        "- {name: m, given: {}, expect: {unrouted: true}}\n"
+    )
+    code, out, _ = run_cli("test", RULES, failing, "--format", "json", "--coverage", "--mutate")
+    doc = one_document(out)
+    output_schema("test").validate(doc)
+    assert doc["coverage"]["uncovered"] and doc["mutation"]["survivors"]
+    statuses = {c["status"] for c in doc["cases"]}
+    assert code == 1 and statuses == {"passed", "failed"} and doc["summary"]["errors"] == 1
+    assert any(f["rules"] for c in doc["cases"] for f in c["findings"])
 
 
 def test_plan_drift_rules_list_topics_and_subscriptions_against_a_namespace(drifted, run_cli, output_schema, monkeypatch, tmp_path):

@@ -16,12 +16,13 @@ from reconciler.cli import cli
 from reconciler.model import Rule, SqlFilter
 from reconciler.namespace.errors import NotFoundError
 from reconciler.rulefiles import load_paths
+from tests import processes
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 
 
 def _start(*args: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
+    proc = processes.spawn(
         [sys.executable, "-m", "reconciler", "emulator", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -33,7 +34,10 @@ def _start(*args: str) -> tuple[subprocess.Popen, str]:
 
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[int, str]:
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=20)
+    try:
+        _, err = proc.communicate(timeout=20)
+    finally:
+        processes.end(proc)
     return proc.returncode, err
 
 

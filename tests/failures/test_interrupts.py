@@ -20,6 +20,7 @@ from reconciler.emulator import Emulator
 from reconciler.model import Message, TypedValue
 from reconciler.plan import TEMP_SUFFIX
 from reconciler.rulefiles import load_paths
+from tests import processes
 
 #: The declared rules: every subscription gets a changed rule, so the plan replaces one in each.
 DESIRED = """\
@@ -55,7 +56,7 @@ def interruptible() -> None:
 def sbrules(*args: object) -> subprocess.Popen:
     """A real `sbrules` process whose Ctrl-C the test sends."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
+    return processes.spawn(
         [sys.executable, "-m", "reconciler", *map(str, args)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=interruptible,
     )

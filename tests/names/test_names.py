@@ -112,7 +112,7 @@ def test_named_pairs(a, b, service_equal):
     assert (name_key(a) == name_key(b)) is service_equal
 
 
-@pytest.mark.unit
+@pytest.mark.slow
 @given(st.data())
 def test_the_key_is_the_reference_equivalence(data):
     """Names respelled character by character with Python's case functions: equal keys exactly when the reference says so."""

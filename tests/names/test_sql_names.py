@@ -32,7 +32,7 @@ def test_user_property_lookup_compares_names_as_the_service_does(expression, key
     assert _matches(expression, **{key: 1}) == matched
 
 
-@pytest.mark.unit
+@pytest.mark.slow
 def test_regular_identifiers_are_microsofts_over_every_code_point():
     """``[[:IsLetter:]][_[:IsLetter:][:IsDigit:]]*``: checked for every assigned code point, first and later."""
     for cp in range(sys.maxunicode + 1):

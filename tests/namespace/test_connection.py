@@ -117,6 +117,12 @@ def test_token_providers_redact_and_expire():
         sas.token_provider_for(ConnectionString.parse("Endpoint=sb://ns/"))
 
 
+def test_one_renewal_policy_ten_minutes_before_expiry_or_two_thirds_into_a_short_life():
+    assert sas.renewal_due(issued_at=0, expires_at=3600) == 3000  # an hour's token: ten minutes before
+    assert sas.renewal_due(issued_at=0, expires_at=900) == 600  # a quarter hour's: a third of its life left
+    assert sas.renewal_due(issued_at=100, expires_at=100 + 60, margin=600) == 140
+
+
 def test_entra_provider_uses_credential_and_jwt_type():
     class Access:
         token, expires_on = "JWTSECRET", 1900000000

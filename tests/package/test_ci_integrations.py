@@ -4,6 +4,7 @@ throwaway rules repository, and the hook with pre-commit itself against this rep
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,10 +18,11 @@ import yaml
 from reconciler.demo import drifted_namespace
 from reconciler.emulator import Emulator
 from reconciler.rulefiles import load_paths
+from tests.package.workflows import REPO, run_action, run_job, run_steps, workflow
 
-pytestmark = pytest.mark.slow
+# One worker: each install builds sbrules in this checkout's build/ folder, which two builds at once break.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ci-integrations")]
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -48,71 +50,134 @@ def emulator():
         yield emu
 
 
-def _run_steps(steps: list[dict], expand, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Each shell step in turn, with its env, as the runner runs it; stops at the first failure."""
-    done = None
-    for step in steps:
-        if "run" not in step and "script" not in step:
-            continue  # a platform step (setup-python, UsePythonVersion)
-        step_env = dict(env)
-        step_env.update({name: expand(str(value)) for name, value in (step.get("env") or {}).items()})
-        done = subprocess.run(["bash", "-e", "-c", expand(step.get("run") or step["script"])], cwd=cwd, env=step_env,
-                              capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            return done
-    assert done is not None
-    return done
-
-
-def _action(inputs: dict[str, str], env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
-    action = yaml.safe_load((REPO / "action.yml").read_text())
-    values = {name: str(spec.get("default", "")) for name, spec in action["inputs"].items()}
-    unknown = set(inputs) - set(values)
-    assert not unknown, f"the action has no inputs {unknown}"
-    values.update(inputs)
-
-    def expand(text: str) -> str:
-        text = text.replace("${{ github.action_path }}", str(REPO))
-        return re.sub(r"\$\{\{ inputs\.([\w-]+) \}\}", lambda m: values[m.group(1)], text)
-
-    files = {name: cwd.parent / f"{name}.txt" for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")}
-    for path in files.values():
-        path.write_text("")
-    done = _run_steps(action["runs"]["steps"], expand, {**env, **{k: str(v) for k, v in files.items()}, "RUNNER_TEMP": str(cwd.parent)}, cwd)
-    outputs = dict(line.split("=", 1) for line in files["GITHUB_OUTPUT"].read_text().splitlines() if "=" in line)
-    outputs["summary"] = files["GITHUB_STEP_SUMMARY"].read_text()
-    return done, outputs
-
-
-def test_the_action_validates_and_plans_a_rules_repository(python_env, rules_repo, emulator):
-    done, outputs = _action({"command": "validate", "format": "markdown"}, python_env, rules_repo)
+def test_the_action_plans_with_changes_as_a_success_and_gates_only_when_told(python_env, rules_repo, emulator):
+    done, outputs = run_action({"command": "validate", "format": "markdown"}, python_env, rules_repo)
     assert done.returncode == 0, done.stdout + done.stderr
     assert outputs["exit-code"] == "0" and "does not declare $Default" in outputs["summary"]
     assert Path(outputs["output"]).read_text() == outputs["summary"]
 
     env = {**python_env, "SERVICEBUS_CONNECTION_STRING": emulator.connection_string}
-    done, outputs = _action({"command": "plan", "format": "markdown", "args": "--detailed-exitcode"}, env, rules_repo)
-    assert done.returncode == 2 and outputs["exit-code"] == "2", done.stderr  # changes: the gate sees them
-    assert "delete rule" in outputs["summary"] or "$Default" in outputs["summary"], outputs["summary"]
+    done, outputs = run_action({"command": "plan", "format": "markdown"}, env, rules_repo)
+    assert done.returncode == 0, done.stdout + done.stderr  # changes are what a pull request is for
+    assert outputs["exit-code"] == "2" and outputs["has-changes"] == "true"
+    assert "$Default" in outputs["summary"], outputs["summary"]
+
+    done, outputs = run_action({"command": "plan", "format": "markdown", "fail-on-changes": "true"}, env, rules_repo)
+    assert done.returncode == 2 and outputs["has-changes"] == "true"  # the gate, when asked for
 
     (rules_repo / "rules" / "orders.yaml").write_text("topic: orders\nsubscriptions: {billing: {rules: [{name: x, sql: 'a = = 1'}]}}\n")
-    done, outputs = _action({"command": "validate", "format": "github"}, python_env, rules_repo)
+    done, outputs = run_action({"command": "validate", "format": "github"}, python_env, rules_repo)
     assert done.returncode == 1 and outputs["exit-code"] == "1" and "::error file=rules/orders.yaml" in done.stdout
+    done, outputs = run_action({"command": "plan", "format": "markdown"}, env, rules_repo)
+    assert done.returncode == 1 and outputs["has-changes"] == "false"  # an error fails the step
 
 
-def test_the_azure_pipelines_template_runs_its_steps(python_env, rules_repo, emulator, tmp_path):
+def test_the_action_and_the_template_run_the_routing_tests(python_env, rules_repo, tmp_path):
+    done, outputs = run_action({"command": "test", "format": "junit"}, python_env, rules_repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert outputs["exit-code"] == "0" and '<testsuite name="rules/orders.test.yaml" tests="7" failures="0"' in done.stdout
+
+    orders = rules_repo / "rules" / "orders.yaml"
+    orders.write_text(orders.read_text().replace("currency = 'EUR'\"", "currency = 'USD'\""))
+    done = _run_template(python_env, rules_repo, tmp_path, {}, command="test", format="github")
+    assert done.returncode == 1 and "::error file=rules/orders.test.yaml,line=8,col=5::[test-failed]" in done.stdout
+
+
+def test_the_documented_workflow_gives_each_job_the_outcome_its_docs_promise(python_env, rules_repo, tmp_path):
+    flow = workflow(REPO / "docs" / "ci.md", "# .github/workflows/sbrules.yml")
+    live, _ = drifted_namespace(load_paths([REPO / "rules"]))
+    with Emulator(live) as emu:
+        secrets = {"SERVICEBUS_CONNECTION_STRING": emu.connection_string}
+
+        pull_request = run_job(flow, "plan", secrets=secrets, env=python_env, cwd=rules_repo)
+        assert pull_request.success, pull_request.log
+        assert pull_request.outputs["plan"]["has-changes"] == "true"
+        assert "marocchino/sticky-pull-request-comment@v2" in pull_request.ran  # the comment, from the output file
+        assert "$Default" in Path(pull_request.outputs["plan"]["output"]).read_text()
+        assert json.loads((rules_repo / "plan.json").read_text())["changes"]  # the artefact
+
+        nightly = run_job(flow, "drift", secrets=secrets, env=python_env, cwd=rules_repo)
+        assert not nightly.success and "actions/upload-artifact@v4" in nightly.ran  # drift fails the job, by design
+
+        merge = run_job(flow, "apply", secrets=secrets, env=python_env, cwd=rules_repo)
+        assert merge.success, merge.log
+        assert (rules_repo / "apply-journal.jsonl").read_text()
+
+        nightly = run_job(flow, "drift", secrets=secrets, env=python_env, cwd=rules_repo)
+        assert nightly.success and "actions/upload-artifact@v4" not in nightly.ran, nightly.log
+
+    (rules_repo / "rules" / "orders.yaml").write_text("topic: orders\nsubscriptions: {billing: {rules: [{name: x, sql: 'a = = 1'}]}}\n")
+    broken = run_job(flow, "plan", secrets={"SERVICEBUS_CONNECTION_STRING": "unused"}, env=python_env, cwd=rules_repo)
+    assert not broken.success and broken.ran[-1] == "actions/upload-artifact@v4"  # validate stopped the job
+
+
+def test_apply_takes_a_saved_plan_through_its_plan_input_never_as_rule_files(python_env, rules_repo, emulator):
+    env = {**python_env, "SERVICEBUS_CONNECTION_STRING": emulator.connection_string}
+    done, _ = run_action({"command": "plan", "out": "reviewed.json"}, env, rules_repo)
+    assert done.returncode == 0, done.stderr
+    done, outputs = run_action({"command": "apply", "plan": "reviewed.json"}, env, rules_repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "unknown key" not in done.stdout + done.stderr
+
+
+def test_extras_come_from_the_actions_own_ref(python_env, rules_repo):
+    done, _ = run_action({"command": "validate", "extras": "entra"}, python_env, rules_repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    probe = subprocess.run(["python", "-c", "import azure.identity, reconciler; print(reconciler.__file__)"],
+                           env=python_env, capture_output=True, text=True)
+    assert probe.returncode == 0, probe.stderr
+    assert str(REPO) not in probe.stdout  # installed from the ref's checkout, not run from it
+
+
+def test_the_azure_pipelines_template_installs_its_own_checkout_and_maps_an_environments_secret(
+    python_env, rules_repo, emulator, tmp_path
+):
+    (rules_repo / "rules" / "sbrules.yaml").write_text("environments:\n  prod:\n    connection_string_env: PROD_SERVICEBUS\n")
+    variables = {"PROD_SERVICEBUS": emulator.connection_string}
+
+    def run(**parameters: object) -> subprocess.CompletedProcess[str]:
+        return _run_template(python_env, rules_repo, tmp_path, variables, **parameters)
+
+    done = run(command="plan", path="rules", environment="prod", format="markdown", env={"PROD_SERVICEBUS": "$(PROD_SERVICEBUS)"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "##vso[task.setvariable variable=hasChanges;isOutput=true]true" in done.stdout
+    done = run(command="drift", path="rules", environment="prod", format="json", env={"PROD_SERVICEBUS": "$(PROD_SERVICEBUS)"})
+    assert done.returncode == 2 and '"in_sync": false' in done.stdout  # drift fails the job, by design
+    done = run(command="plan", path="rules", environment="prod")  # the secret not mapped: a usage error
+    assert done.returncode == 64, done.stdout + done.stderr
+    assert "PROD_SERVICEBUS" in done.stderr
+
+
+def _run_template(python_env: dict[str, str], rules_repo: Path, tmp_path: Path, variables: dict[str, str],
+                  **parameters: object) -> subprocess.CompletedProcess[str]:
+    """The Azure Pipelines template's script steps with these parameters, as an agent with two
+    checkouts (the rules repository and sbrules at its tag) and these pipeline variables runs them."""
     template = yaml.safe_load((REPO / "ci" / "azure-pipelines" / "sbrules.yml").read_text())
-    values = {p["name"]: str(p.get("default", "")) for p in template["parameters"]}
-    values.update(command="drift", format="json", sbrulesSpec=str(REPO))
+    sources = tmp_path / "s"
+    if not sources.exists():
+        sources.mkdir()
+        (sources / "sbrules").symlink_to(REPO)  # `checkout: sbrules` of the tag
+        (sources / "team-rules").symlink_to(rules_repo)
+    pipeline_variables = {**variables, "Build.SourcesDirectory": str(sources), "Build.Repository.Name": "team-rules",
+                          "Agent.TempDirectory": str(tmp_path)}
+    values = {p["name"]: p.get("default", "") for p in template["parameters"]}
+    values.update(parameters)
 
     def expand(text: str) -> str:
-        text = re.sub(r"\$\{\{ parameters\.(\w+) \}\}", lambda m: values[m.group(1)], text)
-        text = text.replace("$(Agent.TempDirectory)", str(tmp_path))
-        return text.replace("$(SERVICEBUS_CONNECTION_STRING)", emulator.connection_string)
+        text = re.sub(r"\$\{\{ parameters\.(\w+) \}\}", lambda m: str(values[m.group(1)]), text)
+        return re.sub(r"\$\(([\w.]+)\)", lambda m: pipeline_variables.get(m.group(1), ""), text)
 
-    done = _run_steps(template["steps"], expand, python_env, rules_repo)
-    assert done.returncode == 2, done.stdout + done.stderr  # the demo namespace has drifted
-    assert '"in_sync": false' in done.stdout
+    steps = []
+    for step in template["steps"]:
+        env = {}
+        for name, value in (step.get("env") or {}).items():
+            if name.startswith("${{ each "):  # the env parameter, key by key
+                env.update(values["env"])  # type: ignore[arg-type]
+            else:
+                env[name] = value
+        steps.append({**step, "env": env})
+    cwd = Path(expand(template["steps"][-1]["workingDirectory"]))
+    return run_steps(steps, expand, python_env, cwd)
 
 
 def test_the_pre_commit_hook_validates_with_pre_commit_itself(rules_repo, tmp_path):
@@ -130,3 +195,14 @@ def test_the_pre_commit_hook_validates_with_pre_commit_itself(rules_repo, tmp_pa
     done = subprocess.run([*pre_commit, "try-repo", str(REPO), "sbrules-validate", "--all-files"],
                           cwd=rules_repo, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 1 and "Failed" in done.stdout and "error[sql-syntax]" in done.stdout, done.stdout
+
+
+def test_the_pre_commit_hook_runs_the_routing_tests_with_pre_commit_itself(rules_repo, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
+    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
+    pre_commit = [sys.executable, "-m", "pre_commit"]
+    subprocess.run(["git", "add", "-A"], cwd=rules_repo, check=True)
+    done = subprocess.run([*pre_commit, "try-repo", str(REPO), "sbrules-test", "--all-files"],
+                          cwd=rules_repo, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and "sbrules test" in done.stdout and "Passed" in done.stdout, done.stdout + done.stderr
+

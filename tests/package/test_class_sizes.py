@@ -11,8 +11,6 @@ import pytest
 
 import reconciler
 
-pytestmark = pytest.mark.unit
-
 MAX_CLASS_LINES = 300
 PACKAGE = Path(reconciler.__file__).parent
 
@@ -29,12 +27,14 @@ def class_sizes(root: Path) -> list[tuple[str, int]]:
     return sizes
 
 
+@pytest.mark.unit
 def test_the_measure_counts_a_class_from_its_line_to_its_last():
     tree = "class A:\n    x = 1\n\n    def f(self):\n        return 2\n"
     node = ast.parse(tree).body[0]
     assert node.end_lineno - node.lineno + 1 == 5
 
 
+@pytest.mark.slow
 def test_no_class_in_the_package_is_over_300_lines():
     sizes = class_sizes(PACKAGE)
     assert len(sizes) > 100  # the walk found the package's classes

@@ -45,5 +45,5 @@ def test_the_packaged_rule_files_load_with_the_packaged_schema() -> None:
     with demo_rules() as rules:
         result = load([rules])
     assert result.ok, result.diagnostics
-    assert result.files == len(_files(REPO / "rules"))
+    assert result.files == len([name for name in _files(REPO / "rules") if not name.endswith(".test.yaml")])
     assert {t.name for t in result.state.topics} == {"orders", "payments"}

@@ -16,7 +16,6 @@ from .pages import table
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "schemas"
-pytestmark = pytest.mark.unit
 
 CODE_SPAN = re.compile(r"`([^`]+)`")
 
@@ -39,6 +38,7 @@ def emitted_diagnostic_codes() -> dict[str, str]:
     return codes
 
 
+@pytest.mark.slow
 def test_the_validate_code_table_lists_exactly_the_codes_the_code_emits():
     documented = [spans(row[0])[0] for row in table("| code | | what was found |")]
     emitted = emitted_diagnostic_codes()
@@ -50,6 +50,7 @@ def test_the_validate_code_table_lists_exactly_the_codes_the_code_emits():
     assert set(schema["$defs"]["diagnostic"]["properties"]["code"]["enum"]) == set(emitted)
 
 
+@pytest.mark.unit
 def test_every_rule_file_key_is_documented_and_no_other():
     schema = json.loads((SCHEMAS / "rules.schema.json").read_text())
     defs = schema["$defs"]
@@ -60,6 +61,7 @@ def test_every_rule_file_key_is_documented_and_no_other():
     assert set(documented) == keys
 
 
+@pytest.mark.unit
 def test_every_typed_value_type_is_documented():
     schema = json.loads((SCHEMAS / "rules.schema.json").read_text())
     types = set(schema["$defs"]["typedValue"]["anyOf"][1]["properties"])
@@ -67,6 +69,7 @@ def test_every_typed_value_type_is_documented():
     assert {t for t in types if f"{{{t}: " not in written} == set()
 
 
+@pytest.mark.unit
 def test_the_error_code_table_lists_exactly_the_codes_and_their_exit_codes():
     rows = table("| `code` | exit | meaning |")
     documented = {spans(row[0])[0]: int(row[1]) for row in rows}

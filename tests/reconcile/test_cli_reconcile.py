@@ -41,7 +41,7 @@ def test_plan_apply_drift_exit_codes(drifted, run_cli, tmp_path, monkeypatch):
     assert code == 2 and json.loads(out)["in_sync"] is False
 
     code, _, err = run_cli("apply", rules)  # stdin is not a terminal under pytest
-    assert code == 1 and "--auto-approve" in err
+    assert code == 64 and "--auto-approve" in err
 
     plan_file = tmp_path / "plan.json"
     code, out, _ = run_cli("plan", rules, "--out", str(plan_file), "--format", "markdown")
@@ -125,6 +125,7 @@ def test_no_secret_in_any_output(drifted, run_cli, tmp_path, monkeypatch):
 def test_demo_closes_the_loop(run_cli):
     code, text, _ = run_cli("demo", "--no-traffic")
     assert code == 0, text
+    assert "0. sbrules test" in text and "7 passed, 0 failed, 0 skipped" in text
     assert "1. sbrules plan" in text and "Apply complete" in text and "In sync" in text
     assert "rightly leaves it alone" in text
 
@@ -166,3 +167,19 @@ def test_the_action_replacement_warning_is_said_once_and_only_when_it_applies(ru
             assert (out + err).count("delivered twice") == shown, (source, out + err)
             emu.namespace.remove_rule("orders", "billing", "tag")
             emu.namespace.add_rule("orders", "billing", live.topics[0].subscriptions[0].rules[0])
+
+
+def test_an_out_path_that_cannot_be_written_is_one_usage_line(drifted, run_cli, tmp_path, monkeypatch, check):
+    monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
+    (tmp_path / "a-file").write_text("not a directory")
+    code, out, err = run_cli("plan", str(RULES), "--out", str(tmp_path / "a-file" / "plan.json"))
+    check.one_error(code, out, err, 64, r"cannot write the plan to .*plan\.json: (Not a directory|File exists)")
+
+
+def test_apply_refuses_a_saved_plan_and_rule_paths_together(drifted, run_cli, tmp_path, monkeypatch, check):
+    monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
+    plan_file = tmp_path / "plan.json"
+    assert run_cli("plan", str(RULES), "--out", str(plan_file))[0] == 0
+    code, out, err = run_cli("apply", str(RULES), str(plan_file), "--auto-approve")
+    check.one_error(code, out, err, 64, r"give either a saved plan .*plan\.json.* or rule paths to plan from, not both")
+    assert "unknown key" not in out + err

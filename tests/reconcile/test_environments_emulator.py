@@ -13,6 +13,7 @@ import pytest
 from reconciler.emulator import Emulator
 from reconciler.model import DesiredState, Rule, TrueFilter
 from reconciler.rulefiles.environment import load_state, locate
+from tests import processes
 
 PROJECT = """\
 environments:
@@ -204,7 +205,7 @@ def test_the_emulator_serves_an_environments_rendered_rules(project):
     from reconciler.amqp.client import ManagementClient
 
     expected = load_state(locate([project]), "prod")
-    proc = subprocess.Popen(
+    proc = processes.spawn(
         [sys.executable, "-m", "reconciler", "emulator", "--port", "0", "--env", "prod", "--rules", str(project)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -217,7 +218,10 @@ def test_the_emulator_serves_an_environments_rendered_rules(project):
         assert {t.name for t in expected.topics} == {"orders-v2", "payments-v2"}
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=20)
+        try:
+            proc.communicate(timeout=20)
+        finally:
+            processes.end(proc)
 
 
 def test_topics_subscriptions_and_rules_list_take_env_and_the_declared_names(project, namespaces, run_cli, output_schema):

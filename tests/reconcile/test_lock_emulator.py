@@ -91,7 +91,7 @@ def test_a_held_lock_is_a_note_in_plan_drift_and_export_and_apply_reports_it_loc
     assert "$Default" in {r.name for r in locked.namespace.rules("t", "s")}
 
     code, out, err = run_cli("unlock", "t/s")  # stdin is not a terminal: refused, nothing removed
-    check.one_error(code, out, err, 1, "Pass --yes")
+    check.one_error(code, out, err, 64, "Pass --yes")
     assert "t/s: locked by pipeline 42, until about" in out and "(sbrules-lock.3, lease 600s)" in out
     assert "If a holder above is still running" in out
     code, out, _ = run_cli("unlock", "t/s", "--yes")

@@ -13,7 +13,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.export import dump_json, dump_yaml, rule_file_doc
+from reconciler.export import dump_yaml, rule_file_doc
+from reconciler.json_text import json_text
 from reconciler.model import (
     CorrelationFilter,
     FalseFilter,
@@ -73,7 +74,7 @@ def test_explicit_types_name_every_non_null_property_type():
 def test_json_and_yaml_are_one_rule_file_document():
     doc = rule_file_doc("orders", {"billing": RULES, "idle": []})
     jsonschema.Draft202012Validator(SCHEMA).validate(doc)
-    assert json.loads(dump_json(doc)) == yaml.safe_load(dump_yaml(doc)) == doc
+    assert json.loads(json_text(doc)) == yaml.safe_load(dump_yaml(doc)) == doc
     assert doc["subscriptions"]["idle"] == {"rules": [], "allow_empty": True}
     assert [rule_from_doc(r) for r in doc["subscriptions"]["billing"]["rules"]] == RULES
 
@@ -94,6 +95,6 @@ def test_every_property_type_survives_rule_files_and_exports(properties, explici
     rule = Rule("corr", CorrelationFilter(properties=properties))
     doc = rule_file_doc("orders", {"billing": [rule]}, explicit_types=explicit)
     jsonschema.Draft202012Validator(SCHEMA).validate(doc)
-    for back_doc in (json.loads(dump_json(doc)), yaml.safe_load(dump_yaml(doc))):
+    for back_doc in (json.loads(json_text(doc)), yaml.safe_load(dump_yaml(doc))):
         (back,) = back_doc["subscriptions"]["billing"]["rules"]
         assert rule_from_doc(back) == rule

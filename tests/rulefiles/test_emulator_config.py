@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from reconciler.rulefiles.emulator_config import read_config
+from tests import processes
 
 RULES = {
     "topic": "orders",
@@ -64,6 +65,8 @@ def test_a_type_json_cannot_carry_is_a_located_warning(rules, run_cli):
     code, out, err = run_cli("render", rules, "--format", "emulator-config")
     assert code == 0 and json.loads(out)
     assert "orders.yaml:" in err and "warning[emulator-config]: rule 'refunds': property 'tier' is int 3" in err and "reads as long" in err
+    line = int(err.split("orders.yaml:")[1].split(":")[0])
+    assert "refunds" in (rules / "orders.yaml").read_text().splitlines()[line - 1]  # the rule, not its subscription
 
 
 @pytest.mark.unit
@@ -131,7 +134,7 @@ def test_the_entity_limit(run_cli, tmp_path):
 def test_files_to_config_to_the_emulator_to_export_plan_no_changes(rules, run_cli, tmp_path):
     config = tmp_path / "Config.json"
     assert run_cli("render", rules, "--format", "emulator-config", "--out", config)[0] == 0
-    emulator = subprocess.Popen(
+    emulator = processes.spawn(
         [sys.executable, "-m", "reconciler", "emulator", "--config", str(config), "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -146,8 +149,7 @@ def test_files_to_config_to_the_emulator_to_export_plan_no_changes(rules, run_cl
         code, out, err = run_cli("plan", exported, "--detailed-exitcode", "--connection-string", connection_string)
         assert code == 0, out + err
     finally:
-        emulator.terminate()
-        emulator.wait(30)
+        processes.end(emulator)
 
 
 @pytest.mark.unit

@@ -82,3 +82,16 @@ def test_yaml_errors_keep_their_context_and_name_a_tab_and_cause_no_knock_on_war
             "found character that cannot start any token (a tab: YAML indents with spaces only)") in out
     assert "payments.yaml:6:1: error[yaml]: malformed YAML: while scanning a quoted scalar at line 5, column 15: found unexpected end of stream" in out
     assert "unused-variable" not in out  # the unreadable file may be the one that uses 'region'
+
+
+@pytest.mark.parametrize(
+    "sql, hinted",
+    [("a = 1 -- eu only", True), ("a = 1 -- see ticket 42)", True), ("a = '--' AND", False), ("a = = 1", False)],
+)
+def test_a_syntax_error_in_sql_with_a_double_dash_says_it_is_not_a_comment(tmp_path, run_cli, sql, hinted):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "orders.yaml").write_text(f'topic: orders\nsubscriptions:\n  a:\n    rules:\n      - name: r\n        sql: "{sql}"\n')
+    code, out, _ = run_cli("validate", rules)
+    assert code == 1 and "error[sql-syntax]" in out, out
+    assert ("'--' is not a comment in Service Bus SQL" in out) is hinted, out

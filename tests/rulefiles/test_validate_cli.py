@@ -168,6 +168,25 @@ def test_cli_import_and_validate_do_not_load_pyspark():
     assert done.returncode == 0, done.stderr
 
 
+def test_validate_without_the_proofs_does_not_load_the_solver():
+    script = (
+        "import sys\n"
+        "from reconciler.cli import main\n"
+        "try:\n"
+        "    main(['validate', 'rules', '--static-budget', '0'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'z3' not in sys.modules, 'z3 imported'\n"
+        "try:\n"
+        "    main(['validate', 'rules'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'z3' in sys.modules, 'the proofs ran without the solver'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "reconciler", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and "sbrules" in done.stdout
@@ -260,3 +279,17 @@ def test_what_the_service_would_refuse_is_refused_offline_in_one_pass(run_cli, w
         if code_name == "ambiguous-yaml" and command != ["validate"]:
             continue  # a warning: plan and route show the errors that stop them
         assert any(f"[{code_name}]" in line and words in line for line in lines), (code_name, words)
+
+
+@pytest.mark.unit
+def test_json_diagnostics_are_folded_per_code_as_text_is(run_cli, tmp_path):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    subscriptions = {f"s{i}": {"rules": [{"name": "r", "sql": f"n = {i}"}]} for i in range(40)}
+    (rules / "t.yaml").write_text(json.dumps({"topic": "t", "subscriptions": subscriptions}))
+    folded = json.loads(run_cli("validate", rules, "--format", "json", "--static-budget", "0")[1])
+    every = json.loads(run_cli("validate", rules, "--format", "json", "--static-budget", "0", "--verbose")[1])
+    notes = [d for d in every["diagnostics"] if d["code"] == "default-removed"]
+    assert len(notes) == 40 and folded["summary"] == every["summary"] and every["summary"]["info"] >= 40
+    (one,) = [d for d in folded["diagnostics"] if d["code"] == "default-removed"]
+    assert one["message"].startswith("40 notes like this first one (--verbose lists them)")

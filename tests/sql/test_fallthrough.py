@@ -30,8 +30,6 @@ from reconciler.sql.routing import compiled_filter, matches
 from reconciler.sql.values import from_typed, kind_of
 from tests.sql import strategies
 
-pytestmark = pytest.mark.unit
-
 NAMES = ["a", "b", "C", "x"]
 user_properties = st.builds(ast.Property, st.just("user"), st.sampled_from(NAMES))
 sys_properties = st.builds(ast.Property, st.just("sys"), st.sampled_from(["Label", "To", "SequenceNumber"]))
@@ -111,6 +109,7 @@ def _parses(rules: list[Rule]) -> bool:
     return True
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(rule_sets, st.lists(messages, min_size=1, max_size=6))
 def test_true_exactly_when_no_other_rule_is_true(rules: list[Rule], batch: list[Message]) -> None:
@@ -128,6 +127,7 @@ def test_true_exactly_when_no_other_rule_is_true(rules: list[Rule], batch: list[
             assert mine.result is (not any(o.matched for o in outcomes)), (text, message, outcomes)
 
 
+@pytest.mark.unit
 def test_unknown_counts_as_not_received() -> None:
     """A plain NOT (f1 OR f2) is UNKNOWN, and drops the message, when a property is missing."""
     rules = [Rule("a", SqlFilter("color = 'red'")), Rule("b", SqlFilter("size > 3"))]
@@ -138,6 +138,7 @@ def test_unknown_counts_as_not_received() -> None:
     assert compiled_filter(text)(MessageView.from_plain(user={"size": 4})) is False
 
 
+@pytest.mark.unit
 def test_correlation_translates_types_exactly() -> None:
     flt = CorrelationFilter(
         to="orders",
@@ -150,6 +151,7 @@ def test_correlation_translates_types_exactly() -> None:
     assert compiled_filter(null)(MessageView.from_plain(user={"p": None})) is False
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", [3, {"int": 3}, 3.5, {"uuid": "00000000-0000-0000-0000-000000000001"}])
 def test_typed_correlation_values_cannot_be_expressed(value: object) -> None:
     rule = Rule("typed", CorrelationFilter(properties=(("n", TypedValue.from_typed_form(value)),)))
@@ -158,11 +160,13 @@ def test_typed_correlation_values_cannot_be_expressed(value: object) -> None:
     assert caught.value.rule is rule
 
 
+@pytest.mark.unit
 def test_property_function_cannot_be_expressed() -> None:
     with pytest.raises(NotExpressible, match="property"):
         fallthrough_filter([Rule("dyn", SqlFilter("property(name) = 1"))])
 
 
+@pytest.mark.unit
 def test_true_and_false_filters() -> None:
     assert fallthrough_filter([]) == EVERYTHING
     assert fallthrough_filter([Rule("f", FalseFilter())]) == EVERYTHING
@@ -170,6 +174,7 @@ def test_true_and_false_filters() -> None:
     assert fallthrough_filter([Rule("e", CorrelationFilter())]) == EVERYTHING
 
 
+@pytest.mark.unit
 def test_a_filter_over_the_length_limit_is_refused_not_truncated() -> None:
     rules = [Rule(f"r{i}", SqlFilter(f"region = 'r{i}'")) for i in range(40)]
     with pytest.raises(NotExpressible, match="the limit is 1024") as caught:

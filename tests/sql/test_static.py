@@ -34,19 +34,9 @@ from reconciler.sql import ast
 from reconciler.sql.canonical import canonical
 from reconciler.sql.evaluator import MessageView
 from reconciler.sql.routing import matches
-from reconciler.sql.static import (
-    BINARY_FLOAT_TAGS,
-    FINITE,
-    INTEGER_TAGS,
-    MINUS_INF,
-    NAN,
-    PLUS_INF,
-    Encoding,
-    analyse_rules,
-    covers,
-    runtime_tag,
-    unsatisfiable,
-)
+from reconciler.sql.static import analyse_rules, covers, unsatisfiable
+from reconciler.sql.static.encoding import Encoding
+from reconciler.sql.static.tags import BINARY_FLOAT_TAGS, FINITE, INTEGER_TAGS, MINUS_INF, NAN, PLUS_INF, runtime_tag
 
 # -- messages: the property values filters meet, of every type ------------------------------------
 
@@ -275,7 +265,7 @@ def test_a_true_filter_makes_the_other_plain_rules_redundant_and_false_is_delibe
     assert [(f.code, f.rule.name) for f in analyse_rules(rules)] == [("redundant-rule", "r")]
 
 
-@pytest.mark.unit
+@pytest.mark.slow
 @pytest.mark.parametrize("op", ["=", "<>", "<", "<=", ">", ">="])
 def test_every_value_type_against_every_literal_type(op: str) -> None:
     """Each (property type, literal type) pair and both operand orders, exhaustively: the encoding

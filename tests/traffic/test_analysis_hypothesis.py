@@ -354,7 +354,7 @@ def test_traffic_findings_agree_with_the_python_evaluator(spark, tmp_path_factor
     check_document(doc, subscribers, batch)
 
 
-@pytest.mark.unit
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, database=None)
 @given(subscribers=topics(), batch=batches())
 def test_correlation_suggestions_match_what_their_sql_filter_matches(subscribers, batch):

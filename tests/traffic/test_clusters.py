@@ -28,6 +28,7 @@ import yaml
 from reconciler.model import DesiredState, Message, Rule, SqlFilter, Subscription, Topic, TypedValue
 from reconciler.traffic.rows import message_to_row
 from reconciler.traffic.sampler import Dataset
+from tests import processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -117,9 +118,7 @@ class Daemon:
         self.log = log
         self.ready = threading.Event()
         # Run outside the repository: Python workers put their working directory on sys.path.
-        self.proc = subprocess.Popen(
-            args, env=env, cwd=log.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        self.proc = processes.spawn(args, env=env, cwd=log.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         threading.Thread(target=self._copy, args=(re.compile(ready),), daemon=True).start()
 
     def _copy(self, ready: re.Pattern) -> None:
@@ -137,13 +136,7 @@ class Daemon:
             raise RuntimeError(f"{self.proc.args[0]} did not start:\n{self.log.read_text()[-4000:]}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        processes.end(self.proc, timeout=60)
 
 
 def _spark_env(python: str) -> dict[str, str]:
@@ -209,14 +202,11 @@ def _validate(workspace: dict[str, Path], master: str, env: dict[str, str] | Non
     killed if it outlives the timeout)."""
     args = [sys.executable, "-m", "reconciler", "validate", str(workspace["rules"]), "--traffic", str(workspace["sample"]),
             "--against", str(workspace["plan"]), "--format", "json", "--spark-master", master]
-    proc = subprocess.Popen(args, env=env or dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = processes.spawn(args, env=env or dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=RUN_TIMEOUT)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        processes.end(proc, signal.SIGKILL)
     return proc.returncode, out, err
 
 

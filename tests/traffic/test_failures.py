@@ -18,6 +18,7 @@ import pytest
 from reconciler.model import Message, TypedValue
 from reconciler.traffic.rows import message_to_row, rows_to_table
 from reconciler.traffic.sampler import Dataset
+from tests import processes
 
 RULES = """\
 topic: orders
@@ -282,10 +283,12 @@ def test_ctrl_c_during_the_spark_job_stops_quietly(project, tmp_path):
     # A rule only Python evaluates: the job runs Python workers, which the test sees start.
     (project / "orders.yaml").write_text(RULES.replace("region = 'eu'", "region LIKE region"))
     write_sample(tmp_path / "sample", count=20_000)
-    process = subprocess.Popen(
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    process = processes.spawn(
         [sys.executable, "-m", "reconciler", "validate", project / "orders.yaml", "--traffic", tmp_path / "sample",
          "--against", project / "plan.json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(temporary)},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # even under a runner that ignores it
     )
     deadline = time.monotonic() + 300
@@ -294,7 +297,11 @@ def test_ctrl_c_during_the_spark_job_stops_quietly(project, tmp_path):
         assert time.monotonic() < deadline, "the Spark job never started Python workers"
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
-    out, err = process.communicate(timeout=300)
+    try:
+        out, err = process.communicate(timeout=300)
+    finally:
+        processes.end(process)
     assert process.returncode == 130, (out, err)
     assert "Traceback" not in err and "Exception" not in err, err
     assert err.strip().splitlines()[-1] == "interrupted", err
+    assert not [p.name for p in temporary.iterdir() if p.name.startswith("sbrules-")]  # the run's Spark log is gone

@@ -15,9 +15,8 @@ from reconciler.traffic.location import LocationError, filesystem, for_spark
 from reconciler.traffic.rows import message_to_row
 from reconciler.traffic.sampler import Dataset
 
-pytestmark = pytest.mark.unit
 
-
+@pytest.mark.unit
 def test_local_paths_reach_spark_absolute_and_urls_unchanged(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert for_spark("samples/orders") == str(tmp_path / "samples" / "orders")
@@ -35,16 +34,19 @@ def test_local_paths_reach_spark_absolute_and_urls_unchanged(tmp_path, monkeypat
         ("file:///data/samples", pyarrow.fs.LocalFileSystem, "/data/samples"),
     ],
 )
+@pytest.mark.unit
 def test_urls_reach_pyarrow_filesystems(url, kind, path):
     fs, where = filesystem(url)
     assert isinstance(fs, kind) and where == path
 
 
+@pytest.mark.unit
 def test_a_location_pyarrow_cannot_reach_is_one_clear_error():
     with pytest.raises(LocationError, match=re.escape("wasbs://c@a.blob.core.windows.net/s: sbrules cannot reach")):
         filesystem("wasbs://c@a.blob.core.windows.net/s")
 
 
+@pytest.mark.slow
 def test_a_sample_written_to_a_file_url_reads_back_and_continues(tmp_path):
     url = (tmp_path / "sample").as_uri()
     store = Dataset(url, batch_rows=1)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import processes
 from tests.traffic import gaps
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -87,7 +88,7 @@ def test_on_a_terminal_the_phases_are_one_live_line_finished_with_a_newline(shop
     termios.tcsetwinsize(terminal, (24, 100))
     stdout = (tmp_path / "stdout.json").open("wb")
     env = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm"}
-    process = subprocess.Popen(
+    process = processes.spawn(
         [sys.executable, "-m", "reconciler", "analyze", "rules/shop.yaml", "--traffic", "samples/shop",
          "--format", "json", "--spark-master", "local[1]"],
         cwd=shop, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=terminal,
@@ -103,7 +104,10 @@ def test_on_a_terminal_the_phases_are_one_live_line_finished_with_a_newline(shop
         if not chunk:
             break
         seen += chunk
-    process.wait(timeout=120)
+    try:
+        process.wait(timeout=120)
+    finally:
+        processes.end(process)
     os.close(controller)
     assert process.returncode == 0, seen.decode(errors="replace")
     json.loads((tmp_path / "stdout.json").read_text())

@@ -20,8 +20,6 @@ from reconciler.traffic.render import render_report
 
 from .conftest import Traffic, build_report
 
-pytestmark = pytest.mark.unit
-
 GITHUB_COMMENT_LIMIT = 65_536  # characters GitHub accepts in one comment body
 MERMAID_MAX_TEXT = 50_000  # Mermaid's default maxTextSize: longer diagrams are not drawn
 
@@ -56,6 +54,7 @@ def number(text: str) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_markdown_chart_draws_the_largest_changes_with_the_json_numbers():
     report = build_report(many(60), unrouted=9)
     doc = json.loads(render_report(report, "json"))
@@ -94,6 +93,7 @@ def test_markdown_chart_draws_the_largest_changes_with_the_json_numbers():
     }
 
 
+@pytest.mark.unit
 def test_markdown_for_200_subscriptions_fits_a_github_comment():
     report = build_report(many(200), unrouted=40)
     markdown = render_report(report, "markdown")
@@ -102,6 +102,7 @@ def test_markdown_for_200_subscriptions_fits_a_github_comment():
     assert "Left out" not in markdown  # 200 subscriptions still fit with every section
 
 
+@pytest.mark.slow
 def test_a_comment_too_large_for_github_keeps_the_verdict_chart_and_table_and_says_what_it_left_out():
     report = build_report(many(800))  # enough for the per-rule counts to be left out too
     markdown = render_report(report, "markdown")
@@ -114,6 +115,7 @@ def test_a_comment_too_large_for_github_keeps_the_verdict_chart_and_table_and_sa
     assert first_row == report.changed()[0].path
 
 
+@pytest.mark.unit
 def test_chart_labels_stay_distinct_when_long_names_are_shortened():
     report = build_report([Traffic(5, 1, 0), Traffic(5, 0, 1)], topic="t" * 80)
     categories, _, _ = parse_chart(mermaid_block(render_report(report, "markdown")))
@@ -121,6 +123,7 @@ def test_chart_labels_stay_distinct_when_long_names_are_shortened():
     assert all(len(c) < 90 for c in categories)
 
 
+@pytest.mark.unit
 def test_no_change_no_chart():
     report = build_report([Traffic(kept=10), Traffic(kept=3, errors=2)])
     markdown = render_report(report, "markdown")
@@ -146,6 +149,7 @@ def test_no_change_no_chart():
         ),
     ],
 )
+@pytest.mark.unit
 def test_verdict(traffic, expected):
     report = build_report(traffic)
     report = replace(report, subscriptions=(replace(report.subscriptions[0], subscription="billing"), *report.subscriptions[1:]))
@@ -153,6 +157,7 @@ def test_verdict(traffic, expected):
     assert expected in render_report(report, "markdown") and expected in render_report(report, "text")
 
 
+@pytest.mark.unit
 def test_movement_chart_orders_series_so_kept_is_drawn_last():
     """Mermaid draws bar series one over the other in order: 'kept' must come last to leave the
     lost and gained ends of the two totals visible."""
@@ -218,6 +223,7 @@ def page(report):
     return Page(render_report(report, "html"))
 
 
+@pytest.mark.unit
 def test_html_chart_bars_carry_the_json_numbers_at_one_scale(report, page):
     doc = json.loads(render_report(report, "json"))
     by_path = {f"{s['topic']}/{s['subscription']}": s for s in doc["subscriptions"]}
@@ -241,6 +247,7 @@ def test_html_chart_bars_carry_the_json_numbers_at_one_scale(report, page):
     assert len(scales) == 1  # one scale for every bar: lengths compare
 
 
+@pytest.mark.unit
 def test_html_tables_carry_the_json_numbers(report, page):
     doc = json.loads(render_report(report, "json"))
     subs = {
@@ -257,6 +264,7 @@ def test_html_tables_carry_the_json_numbers(report, page):
     assert sorted(rules) == sorted(expected)
 
 
+@pytest.mark.unit
 def test_html_shows_examples_with_properties_changes_and_the_sample(report):
     html = render_report(report, "html")
     page = Page(html)
@@ -273,6 +281,7 @@ def test_html_shows_examples_with_properties_changes_and_the_sample(report):
     assert f"{report['messages']:,}" in html and report["dataset"] in html
 
 
+@pytest.mark.unit
 def test_html_fetches_nothing(page):
     fetching = {"script", "link", "img", "iframe", "object", "embed", "audio", "video", "source", "base", "form", "image", "use"}
     assert not [t for t, _ in page.tags if t in fetching]
@@ -286,6 +295,7 @@ def test_html_fetches_nothing(page):
     assert "default-src 'none'" in csp
 
 
+@pytest.mark.unit
 def test_html_escapes_what_publishers_put_in_properties(report):
     (ident, first), *_ = report.example_messages.items()
     message = replace(first.message, user={**first.message.user, "note": TypedValue.infer("<script>alert(1)</script>")})
@@ -294,6 +304,7 @@ def test_html_escapes_what_publishers_put_in_properties(report):
     assert "<script" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
+@pytest.mark.unit
 def test_the_html_report_shows_multi_line_sql_as_plain_sql():
     from reconciler.traffic.html_report import _rule_yaml
 

@@ -8,11 +8,14 @@ A LIKE whose pattern or escape is not a constant raises :class:`Untranslatable`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from reconciler.model import TypedValue, ValueType
 from reconciler.sql import ast, values
+from reconciler.sql.backend import Backend, Unsupported
 from reconciler.traffic.rows import SYS_COLUMNS
 from reconciler.traffic.spark.algebra import (
     BOUND,
@@ -70,27 +73,26 @@ class _Translator:
         self.cells = cells
 
     def value(self, node: ast.Expr) -> Val:
-        if isinstance(node, ast.Literal):
-            return literal(node)
-        if isinstance(node, ast.Property):
-            return system_property(node.name) if node.scope == "sys" else user_property(node.name, self.cells)
-        if isinstance(node, ast.Unary):
-            return negate(self.value(node.operand))
-        if isinstance(node, ast.Binary):
-            chain = []  # a left-nested chain walked as a loop: flat chains are not nesting
-            current: ast.Expr = node
-            while isinstance(current, ast.Binary):
-                chain.append(current)
-                current = current.left
-            result = self.value(current)
-            for link in reversed(chain):
-                result = arithmetic(link.op, result, self.value(link.right))
-            return result
-        if isinstance(node, ast.Function):
-            return self.function(node)
-        raise TypeError(f"not an expression node: {node!r}")
+        return _TRANSLATE[type(node)](self, node)
 
-    def function(self, node: ast.Function) -> Val:
+    def predicate(self, node: ast.Predicate) -> Pred:
+        return _TRANSLATE[type(node)](self, node)
+
+    def _property(self, node: ast.Property) -> Val:
+        return system_property(node.name) if node.scope == "sys" else user_property(node.name, self.cells)
+
+    def _binary(self, node: ast.Binary) -> Val:
+        chain = []  # a left-nested chain walked as a loop: flat chains are not nesting
+        current: ast.Expr = node
+        while isinstance(current, ast.Binary):
+            chain.append(current)
+            current = current.left
+        result = self.value(current)
+        for link in reversed(chain):
+            result = arithmetic(link.op, result, self.value(link.right))
+        return result
+
+    def _function(self, node: ast.Function) -> Val:
         if node.name == "newid":
             # Bound by parents, so that one evaluation sees one value, not a fresh uuid per mention.
             return Val(frozenset({"uuid"}), s=F.expr("uuid()"), depth=BOUND)
@@ -99,32 +101,51 @@ class _Translator:
             return user_property(arg.value, self.cells)
         return let([self.value(arg)], lambda name: dynamic_property(name, self.cells))
 
-    def predicate(self, node: ast.Predicate) -> Pred:
-        if isinstance(node, ast.Comparison):
-            return compare(node.op, self.value(node.left), self.value(node.right))
-        if isinstance(node, (ast.And, ast.Or)):
-            parts = [self.predicate(p) for p in _flatten(node, type(node))]
-            return _junction(parts, isinstance(node, ast.And))
-        if isinstance(node, ast.Not):
-            inner = self.predicate(node.operand)
-            return Pred(~inner.v, inner.err)
-        if isinstance(node, ast.IsNull):
-            if node.prop.scope == "sys":
-                isnull = F.col(SYS_COLUMNS[node.prop.name]).isNull()
-            else:
-                isnull = as_column(user_property(node.prop.name, self.cells).is_({MISSING_TAG, "null"}))
-            return Pred(~isnull if node.negated else isnull)
-        if isinstance(node, ast.Exists):
-            if node.prop.scope == "sys":
-                return Pred(F.lit(True))
-            return Pred(cell_column(node.prop.name, self.cells).isNotNull())
-        if isinstance(node, ast.In):
-            return in_list(self.value(node.value), [self.value(i) for i in node.items], node.negated)
-        if isinstance(node, ast.Like):
-            pattern = _constant_text(node.pattern)
-            escape = _constant_text(node.escape)
-            return like(self.value(node.value), pattern, escape, node.negated)
-        raise TypeError(f"not a predicate node: {node!r}")
+    def _junction(self, node: ast.And | ast.Or) -> Pred:
+        parts = [self.predicate(p) for p in _flatten(node, type(node))]
+        return _junction(parts, isinstance(node, ast.And))
+
+    def _not(self, node: ast.Not) -> Pred:
+        inner = self.predicate(node.operand)
+        return Pred(~inner.v, inner.err)
+
+    def _is_null(self, node: ast.IsNull) -> Pred:
+        if node.prop.scope == "sys":
+            isnull = F.col(SYS_COLUMNS[node.prop.name]).isNull()
+        else:
+            isnull = as_column(user_property(node.prop.name, self.cells).is_({MISSING_TAG, "null"}))
+        return Pred(~isnull if node.negated else isnull)
+
+    def _exists(self, node: ast.Exists) -> Pred:
+        if node.prop.scope == "sys":
+            return Pred(F.lit(True))
+        return Pred(cell_column(node.prop.name, self.cells).isNotNull())
+
+    def _like(self, node: ast.Like) -> Pred:
+        return like(self.value(node.value), _constant_text(node.pattern), _constant_text(node.escape), node.negated)
+
+
+_STATEMENT = Unsupported("actions: the traffic report evaluates filters (their copies' properties come from the evaluator)")
+#: The Spark translator's back end: expressions become typed-value structs, predicates nullable
+#: booleans with an error column; what has no native column raises Untranslatable (the Python fallback).
+_TRANSLATE: Backend[Any] = Backend("Spark translator", {
+    ast.Literal: lambda tr, node: literal(node),
+    ast.Property: _Translator._property,
+    ast.Function: _Translator._function,
+    ast.Unary: lambda tr, node: negate(tr.value(node.operand)),
+    ast.Binary: _Translator._binary,
+    ast.Comparison: lambda tr, node: compare(node.op, tr.value(node.left), tr.value(node.right)),
+    ast.Like: _Translator._like,
+    ast.In: lambda tr, node: in_list(tr.value(node.value), [tr.value(i) for i in node.items], node.negated),
+    ast.IsNull: _Translator._is_null,
+    ast.Exists: _Translator._exists,
+    ast.And: _Translator._junction,
+    ast.Or: _Translator._junction,
+    ast.Not: _Translator._not,
+    ast.Set: _STATEMENT,
+    ast.Remove: _STATEMENT,
+    ast.Action: _STATEMENT,
+})
 
 
 def _junction(parts: list[Pred], is_and: bool) -> Pred:
