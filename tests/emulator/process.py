@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.processes import end, spawn
 
 
 @dataclass
@@ -24,36 +25,24 @@ class EmulatorProcess:
 
     def kill(self) -> None:
         """SIGKILL, as a crash or the OOM killer would: nothing gets to run."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(20)
+        end(self.proc, signal.SIGKILL)
 
     def stop(self) -> int:
-        """SIGTERM and wait; SIGKILL if it does not end. Its exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.proc.returncode
+        """SIGTERM and wait (SIGKILL if it does not end); its exit code."""
+        return end(self.proc, timeout=20)
 
 
 def start(log: Path, *args: str) -> EmulatorProcess:
-    """Start ``sbrules emulator --port 0 ARGS`` (its stderr appended to ``log``) in its own session."""
+    """Start ``sbrules emulator --port 0 ARGS`` (its stderr appended to ``log``) in a group of its own."""
     with log.open("ab") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "emulator", "--port", "0", *args],
-            stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True,
-        )
+        proc = spawn([sys.executable, "-m", "reconciler", "emulator", "--port", "0", *args],
+                     stdout=subprocess.PIPE, stderr=err, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().strip()
         assert line.startswith("Endpoint="), log.read_text()
     except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(20)
+        end(proc, signal.SIGKILL)
         raise
     return EmulatorProcess(proc, line, log)
 

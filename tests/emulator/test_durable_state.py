@@ -5,6 +5,7 @@ answered ok (rules, temporary rules and locks, added or removed) is as that answ
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from reconciler.amqp.client import ManagementClient
+from tests.processes import end, spawn
 
 from .process import EmulatorProcess, start
 
@@ -72,11 +74,11 @@ def test_sigkill_mid_apply_never_loses_an_acknowledged_write(tmp_path):
     try:
         for round_ in range(1, 5):
             journal = tmp_path / f"journal-{round_}.jsonl"
-            apply = subprocess.Popen(
+            apply = spawn(
                 [sys.executable, "-m", "reconciler", "apply", str(versions[round_ % 2]), "--auto-approve",
                  "--journal", str(journal), "--parallel", "3", "--timeout", "3",
                  "--connection-string", emu.connection_string],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )
             try:
                 wanted = 7 * round_
@@ -85,9 +87,7 @@ def test_sigkill_mid_apply_never_loses_an_acknowledged_write(tmp_path):
                 emu.kill()
                 apply.wait(WAIT)
             finally:
-                if apply.poll() is None:
-                    apply.kill()
-                    apply.wait(20)
+                end(apply, signal.SIGKILL)
             emu = start(log, "--state", str(state))
             expected = acknowledged(journal)
             with ManagementClient(emu.connection_string, timeout=10) as client:
