@@ -376,7 +376,11 @@ def address_path(address: str) -> str:
 
 
 def parse_address(address: str) -> Address:
-    """Parse an entity address; raises OperationError(404) for shapes Service Bus does not have."""
+    """Parse an entity address; raises OperationError(404) for shapes Service Bus does not have.
+
+    Topic and queue names are paths (``a/b``), as the service's are: an address is a subscription's
+    when its last-but-one segment is ``Subscriptions`` (the topic being every segment before it),
+    otherwise the whole path is a topic's or queue's."""
     parts = [p for p in address_path(address).split("/") if p]
     management = bool(parts) and same_name(parts[-1], "$management")
     if management:
@@ -384,10 +388,12 @@ def parse_address(address: str) -> Address:
     dead_letter = bool(parts) and same_name(parts[-1], "$deadletterqueue")
     if dead_letter:
         parts = parts[:-1]
-    if len(parts) == 1:
-        return Address(parts[0], None, None, parts[0], dead_letter, management)
-    if len(parts) == 3 and same_name(parts[1], "subscriptions"):
-        return Address(f"{parts[0]}/Subscriptions/{parts[2]}", parts[0], parts[2], parts[0], dead_letter, management)
+    if len(parts) >= 3 and same_name(parts[-2], "subscriptions"):
+        topic = "/".join(parts[:-2])
+        return Address(f"{topic}/Subscriptions/{parts[-1]}", topic, parts[-1], topic, dead_letter, management)
+    if len(parts) == 1 or (parts and not any(p.startswith("$") for p in parts)):
+        path = "/".join(parts)
+        return Address(path, None, None, path, dead_letter, management)
     raise not_found(f"The messaging entity '{address}' could not be found.")
 
 

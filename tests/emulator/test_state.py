@@ -51,15 +51,8 @@ def test_state_is_saved_soon_after_a_change_without_stopping(tmp_path):
     path = tmp_path / "state.json"
     saved = threading.Event()
     with Emulator(ORDERS, state_file=path) as emu:
-        write = emu.save
-
-        def save_and_tell() -> None:
-            write()
-            if "vip" in path.read_text():
-                saved.set()
-
-        emu.save = save_and_tell
         emu.namespace.add_rule("orders", "all", NEW_RULE)
+        emu.when_saved(saved.set)
         assert saved.wait(10), "the change was not saved while the emulator ran"
         doc = json.loads(path.read_text())
     (orders,) = doc["topics"]
