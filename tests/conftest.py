@@ -70,7 +70,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.spark)
         if item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.slow)  # a JVM, and Spark jobs: never the quick loop
-            item.add_marker(pytest.mark.xdist_group("spark"))  # one worker, one SparkSession
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))  # one worker, one SparkSession in process
         if item.get_closest_marker("unit") and item.get_closest_marker("slow"):
             raise pytest.UsageError(f"{item.nodeid} is marked both unit and slow: the quick loop takes no slow test")
     if hasattr(config, "workerinput"):

@@ -112,13 +112,17 @@ def test_the_documented_workflow_gives_each_job_the_outcome_its_docs_promise(pyt
     assert broken.ran == ["actions/checkout@v4", "<owner>/sbrules@v0.1.0"]
 
 
-def test_apply_takes_a_saved_plan_through_its_plan_input_never_as_rule_files(python_env, rules_repo, emulator):
-    env = {**python_env, "SERVICEBUS_CONNECTION_STRING": emulator.connection_string}
-    done, _ = run_action({"command": "plan", "out": "reviewed.json"}, env, rules_repo)
-    assert done.returncode == 0, done.stderr
-    done, outputs = run_action({"command": "apply", "plan": "reviewed.json"}, env, rules_repo)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "unknown key" not in done.stdout + done.stderr
+def test_apply_takes_a_saved_plan_through_its_plan_input_never_as_rule_files(python_env, rules_repo):
+    live, _ = drifted_namespace(load_paths([REPO / "rules"]))
+    with Emulator(live) as own:  # its own namespace: the module's stays drifted for the other tests
+        env = {**python_env, "SERVICEBUS_CONNECTION_STRING": own.connection_string}
+        done, _ = run_action({"command": "plan", "out": "reviewed.json"}, env, rules_repo)
+        assert done.returncode == 0, done.stderr
+        done, outputs = run_action({"command": "apply", "plan": "reviewed.json"}, env, rules_repo)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "unknown key" not in done.stdout + done.stderr
+        done, outputs = run_action({"command": "drift"}, env, rules_repo)
+        assert done.returncode == 0 and outputs["has-changes"] == "false", done.stdout
 
 
 def test_extras_come_from_the_actions_own_ref(python_env, rules_repo):
