@@ -161,6 +161,9 @@ class Subscription:
     #: receives exactly the messages no other subscription receives (reconciler.sql.fallthrough)
     fallthrough: bool = False
     origin: Origin | None = field(default=None, compare=False, repr=False)
+    #: The rule-name patterns sbrules owns here (``owns:``); None: the declared rules are the
+    #: complete set. Live rules no pattern matches are foreign: never changed, never drift.
+    owns: tuple[str, ...] | None = None
 
     @property
     def managed(self) -> bool:

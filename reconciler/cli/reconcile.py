@@ -294,12 +294,16 @@ def drift(
     "--out", type=click.Path(file_okay=False, path_type=Path),
     help="Write <topic>.yaml files here (default: stdout, one YAML document per topic).",
 )
+@click.option(
+    "--owns", "owns", multiple=True, metavar="PATTERN",
+    help="Export only the rules matching these rule-name patterns (repeatable), under owns: (the rest are foreign).",
+)
 @format_option("yaml", "json")
 @env_option
 @namespace_options
 def export(
-    topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None, fmt: str, env: str | None,
-    namespace: Namespace,
+    topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None, owns: tuple[str, ...],
+    fmt: str, env: str | None, namespace: Namespace,
 ) -> None:
     """Write live rules as rule files: --topic T (all its subscriptions), or --all topics.
 
@@ -324,7 +328,7 @@ def export(
             targets = {topic: list(subscriptions)}
         else:
             targets = discovered_targets(rest, topic)
-        result = export_rules(client, targets, fallback=rest)
+        result = export_rules(client, targets, fallback=rest, owns=owns or None)
     if environment is not None:
         for doc in result.documents:
             doc["topic"] = environment.declared_topic(doc["topic"])

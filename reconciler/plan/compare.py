@@ -14,7 +14,7 @@ from typing import Sequence
 from reconciler.limits import LOCK_RULE_PREFIX, is_temp_rule_name, looks_like_lock, reserved_rule_name_problem
 from reconciler.lock import find_locks, without_locks
 from reconciler.model import CORRELATION_FIELDS, DEFAULT_RULE_NAME, CorrelationFilter, DesiredState, Rule
-from reconciler.names import name_key
+from reconciler.names import name_key, owned
 from reconciler.observe import ActualState
 from reconciler.plan.ops import (
     Change,
@@ -43,7 +43,7 @@ def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
             raise PlanError(f"no live state was read for {topic.name}/{sub.name}")
         notes += lock_notes(f"{topic.name}/{sub.name}", live)
         notes += lookalike_warnings(f"{topic.name}/{sub.name}", live)
-        plan = plan_subscription(topic.name, sub.name, sub.rules or (), live, allow_empty=sub.allow_empty)
+        plan = plan_subscription(topic.name, sub.name, sub.rules or (), live, allow_empty=sub.allow_empty, owns=sub.owns)
         if topic.declared is not None:
             plan = dataclasses.replace(plan, declared_topic=topic.declared)
         subs.append(plan)
@@ -83,10 +83,22 @@ def _some(subjects: Sequence[str], shown: int = 3) -> str:
     return f"{len(subjects):,} rules ({', '.join(subjects[:shown])} and {len(subjects) - shown:,} more)"
 
 
+def partition(live: Sequence[Rule], owns: Sequence[str] | None) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    """The live rules sbrules owns under ``owns`` (with its own leftover temporary rules), and the
+    foreign rest; lock rules are in neither."""
+    mine: list[Rule] = []
+    foreign: list[Rule] = []
+    for rule in without_locks(live):
+        (mine if is_temp_rule_name(rule.name) or owned(rule.name, owns) else foreign).append(rule)
+    return tuple(mine), tuple(foreign)
+
+
 def plan_subscription(
-    topic: str, subscription: str, declared: Sequence[Rule], live: Sequence[Rule], *, allow_empty: bool = False
+    topic: str, subscription: str, declared: Sequence[Rule], live: Sequence[Rule], *, allow_empty: bool = False,
+    owns: Sequence[str] | None = None,
 ) -> SubscriptionPlan:
-    """Set algebra over rule names (case-insensitive, as the service treats them)."""
+    """Set algebra over rule names (case-insensitive, as the service treats them), over the rules
+    sbrules owns: a foreign rule is never changed and never counted as one the subscription keeps."""
     path = f"{topic}/{subscription}"
     if not declared and not allow_empty:
         raise PlanError(
@@ -96,7 +108,7 @@ def plan_subscription(
         reserved = reserved_rule_name_problem(rule.name)
         if reserved:
             raise PlanError(f"{path}: {reserved}")
-    live = without_locks(live)
+    live, foreign = partition(live, owns)
     want = {name_key(r.name): r for r in declared}
     have = {name_key(r.name): r for r in live}
     creates, replaces, deletes = [], [], []
@@ -132,7 +144,8 @@ def plan_subscription(
         elif rule.name == DEFAULT_RULE_NAME:
             why = "$Default (the service's catch-all) is not declared"
         else:
-            why = "not declared (the declared rule set is authoritative)"
+            why = "not declared (the declared rule set is authoritative)" if owns is None else (
+                "matches owns: but is not declared (the owned rule set is authoritative)")
         deletes.append(Change(topic, subscription, rule.name, ChangeKind.DELETE, (why,), before=rule))
     target = fingerprint(declared)
     return SubscriptionPlan(
@@ -145,6 +158,8 @@ def plan_subscription(
         rules_after=len(want),
         allow_empty=allow_empty,
         changes=tuple(creates + replaces + deletes),
+        owns=tuple(owns) if owns is not None else None,
+        foreign=foreign,
     )
 
 

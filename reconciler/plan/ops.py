@@ -115,6 +115,11 @@ class Change:
         return change
 
 
+def foreign_to_json(rule: Rule) -> dict[str, Any]:
+    """A foreign rule as plans and drift reports carry it: the rule, for the reviewer."""
+    return {"rule": rule_to_doc(rule)}
+
+
 @dataclass(frozen=True)
 class SubscriptionPlan:
     """The changes for one managed subscription, in execution order, and the state they assume."""
@@ -129,6 +134,10 @@ class SubscriptionPlan:
     changes: tuple[Change, ...] = ()
     #: The topic as the rule files declare it, where the environment renames it to ``topic``.
     declared_topic: str | None = None
+    #: The ``owns:`` patterns (None: every live rule is sbrules'); apply reads only the owned rules.
+    owns: tuple[str, ...] | None = None
+    #: The live rules ``owns`` leaves out: never changed, never drift, shown for the reviewer.
+    foreign: tuple[Rule, ...] = ()
 
     @property
     def path(self) -> str:
@@ -150,6 +159,8 @@ class SubscriptionPlan:
             "rules_after": self.rules_after,
             "allow_empty": self.allow_empty,
             **({"declared_topic": self.declared_topic} if self.declared_topic else {}),
+            **({"owns": list(self.owns)} if self.owns is not None else {}),
+            **({"foreign": [foreign_to_json(r) for r in self.foreign]} if self.foreign else {}),
         }
 
 
@@ -252,6 +263,8 @@ class Plan:
                     allow_empty=entry.get("allow_empty", False),
                     changes=tuple(by_subscription.pop((entry["topic"], entry["subscription"]), ())),
                     declared_topic=entry.get("declared_topic"),
+                    owns=tuple(entry["owns"]) if "owns" in entry else None,
+                    foreign=tuple(rule_from_doc(r["rule"]) for r in entry.get("foreign", ())),
                 )
                 for entry in doc["subscriptions"]
             ]

@@ -11,7 +11,7 @@ from typing import Callable
 
 from reconciler.json_text import json_text
 from reconciler.model import Rule, rule_to_doc
-from reconciler.plan.ops import PLAN_FORMAT_VERSION, ChangeKind, DriftKind, Plan
+from reconciler.plan.ops import PLAN_FORMAT_VERSION, ChangeKind, DriftKind, Plan, SubscriptionPlan, foreign_to_json
 
 _SYMBOL = {ChangeKind.CREATE: "+", ChangeKind.REPLACE: "~", ChangeKind.DELETE: "-"}
 UNDECLARED = "exists in the namespace, no rule file mentions it (sbrules leaves it alone; --strict counts it as drift)"
@@ -35,6 +35,16 @@ def _rule_lines(rule: Rule, indent: str) -> list[str]:
     return [f"{indent}{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in doc.items()]
 
 
+def foreign_lines(sp: SubscriptionPlan, indent: str = "  ") -> list[str]:
+    """Each foreign rule of a subscription (outside its ``owns:``) with its filter: left alone."""
+    patterns = ", ".join(repr(p) for p in sp.owns or ())
+    lines: list[str] = []
+    for rule in sp.foreign:
+        lines.append(f"{indent}= foreign rule {rule.name!r}  (outside owns: {patterns}; never changed, not drift)")
+        lines += _rule_lines(rule, indent + "    ")
+    return lines
+
+
 def _shown_rule(kind: ChangeKind, before: Rule | None, after: Rule | None) -> Rule | None:
     """The rule a create or delete lists in full (a replace shows its reasons and diff instead)."""
     return after if kind is ChangeKind.CREATE else before if kind is ChangeKind.DELETE else None
@@ -44,7 +54,7 @@ def render_text(plan: Plan) -> str:
     """A terraform-like listing: + create, ~ replace (changed fields, canonical SQL diff), - delete."""
     lines: list[str] = _target_lines(plan)
     for sp in plan.subscriptions:
-        if not sp.changes:
+        if not sp.changes and not sp.foreign:
             continue
         lines.append(f"subscription {sp.shown_path}  ({sp.unchanged} unchanged)")
         for change in sp.changes:
@@ -55,6 +65,7 @@ def render_text(plan: Plan) -> str:
             if shown:
                 lines += _rule_lines(shown, "      ")
             lines += [f"      {line}" for line in change.diff]
+        lines += foreign_lines(sp)
         lines.append("")
     for skipped in plan.skipped:
         lines.append(f"skipped {skipped.topic}/{skipped.subscription}: {skipped.reason}")
@@ -87,7 +98,7 @@ def render_markdown(plan: Plan) -> str:
     if not plan.has_changes:
         out.append("No changes: the namespace matches the rule files.")
     for sp in plan.subscriptions:
-        if not sp.changes:
+        if not sp.changes and not sp.foreign:
             continue
         out.append(f"<details open><summary><code>{sp.shown_path}</code> — {len(sp.changes)} change(s)</summary>")
         out.append("")
@@ -100,6 +111,7 @@ def render_markdown(plan: Plan) -> str:
             if shown:
                 out += _rule_lines(shown, f"{symbol}     ")
             out += list(change.diff)  # unindented, so its -/+ lines are coloured too
+        out += foreign_lines(sp, "")
         out.append("```")
         out.append("</details>")
         out.append("")
@@ -132,6 +144,7 @@ def render_drift_text(plan: Plan, strict: bool = False) -> str:
                 f"drift {sp.shown_path} rule {change.rule!r}: {DriftKind.of(change.kind)}" + (f" ({detail})" if detail else "")
             )
             lines += [f"    {line}" for line in change.diff]
+        lines += [f"foreign {sp.shown_path} rule {rule.name!r}: outside owns:, left alone (not drift)" for rule in sp.foreign]
     lines += _undeclared_lines(plan)
     lines += [f"note: {note}" for note in plan.notes]
     n = len(plan.subscriptions)
@@ -151,6 +164,11 @@ def render_drift_json(plan: Plan, strict: bool = False) -> str:
     doc = {"format_version": PLAN_FORMAT_VERSION, "in_sync": not plan.drifted(strict)} | {
         k: doc[k] for k in ("environment", "namespace", "summary", "changes", "subscriptions", "skipped", "undeclared", "notes")
     }
+    doc["foreign"] = [
+        {"topic": sp.topic, "subscription": sp.subscription} | foreign_to_json(rule)
+        for sp in plan.subscriptions
+        for rule in sp.foreign
+    ]
     doc["drift"] = [
         {"topic": c.topic, "subscription": c.subscription, "rule": c.rule, "kind": DriftKind.of(c.kind).value}
         for c in plan.changes

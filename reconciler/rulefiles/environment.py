@@ -72,7 +72,7 @@ def load_state(source: RuleSource, env: str | None) -> DesiredState:
 def render(project: Project, env: Environment, paths: Sequence[Path]) -> LoadResult:
     """The base files with ``env``'s variables, its overlays merged in order, its topics renamed."""
     substitute = Substitution(env.vars)
-    result = load(paths, exclude=project.not_base_files(), prepare=substitute)
+    result = load(paths, exclude=project.not_base_files(), prepare=substitute, owns=project.owns)
     diags = result.diagnostics
     state = result.state
     files = result.files

@@ -86,6 +86,10 @@ class Environment:
 class Project:
     file: Path
     environments: Mapping[str, Environment]
+    #: The ``owns:`` patterns of every subscription that declares rules, unless overridden.
+    owns: tuple[str, ...] | None = None
+    #: ``owners:``: owner name → ``TOPIC/SUBSCRIPTION[/RULE]`` glob patterns.
+    owners: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
@@ -137,7 +141,9 @@ def read_project(file: Path) -> Project:
     }
     if diags:
         raise RuleFileErrors(diags)
-    return Project(file=file, environments=environments)
+    owns = tuple(str(p) for p in doc["owns"]) if "owns" in doc else None
+    owners = {str(name): tuple(str(p) for p in patterns) for name, patterns in (doc.get("owners") or {}).items()}
+    return Project(file=file, environments=environments, owns=owns, owners=owners)
 
 
 def _environment(
