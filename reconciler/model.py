@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from reconciler.names import name_key, same_name
+from reconciler.owners import NO_OWNERS, Owners
 from reconciler.typed_values import (  # noqa: F401 - the model's typed values live there
     INT32_MAX,
     INT32_MIN,
@@ -196,6 +197,8 @@ class DesiredState:
     """Everything the rule files declare."""
 
     topics: tuple[Topic, ...] = ()
+    #: sbrules.yaml's ``owners:``: who owns what sbrules does not (labels, and --strict).
+    owners: Owners = NO_OWNERS
 
     def topic(self, name: str) -> Topic | None:
         for topic in self.topics:

@@ -23,6 +23,7 @@ from reconciler.cli.common import (
     no_discovery_option,
     progress_bars,
     project_environment,
+    project_owners,
 )
 from reconciler.cli.impact import render, spark_master_option, traffic_option, traffic_report
 from reconciler.cli.output import ExitCode, echo_json, write_output
@@ -328,7 +329,7 @@ def export(
             targets = {topic: list(subscriptions)}
         else:
             targets = discovered_targets(rest, topic)
-        result = export_rules(client, targets, fallback=rest, owns=owns or None)
+        result = export_rules(client, targets, fallback=rest, owns=owns or None, owners=project_owners())
     if environment is not None:
         for doc in result.documents:
             doc["topic"] = environment.declared_topic(doc["topic"])

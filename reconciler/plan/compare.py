@@ -16,9 +16,11 @@ from reconciler.lock import find_locks, without_locks
 from reconciler.model import CORRELATION_FIELDS, DEFAULT_RULE_NAME, CorrelationFilter, DesiredState, Rule
 from reconciler.names import name_key, owned
 from reconciler.observe import ActualState
+from reconciler.owners import Owners
 from reconciler.plan.ops import (
     Change,
     ChangeKind,
+    Foreign,
     Plan,
     PlanError,
     Skipped,
@@ -44,6 +46,8 @@ def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
         notes += lock_notes(f"{topic.name}/{sub.name}", live)
         notes += lookalike_warnings(f"{topic.name}/{sub.name}", live)
         plan = plan_subscription(topic.name, sub.name, sub.rules or (), live, allow_empty=sub.allow_empty, owns=sub.owns)
+        if desired.owners:
+            plan = _with_owners(plan, desired.owners)
         if topic.declared is not None:
             plan = dataclasses.replace(plan, declared_topic=topic.declared)
         subs.append(plan)
@@ -60,6 +64,21 @@ def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
             "delivered twice (--replace-strategy direct avoids that at the cost of a moment without the rule)"
         )
     return Plan(tuple(subs), tuple(skipped), tuple(warnings), notes=tuple(notes))
+
+
+def _with_owners(plan: SubscriptionPlan, owners: Owners) -> SubscriptionPlan:
+    """The plan with its foreign rules labelled with their named owner, and a reason on each delete
+    of a rule an owner claims (under the complete set, sbrules still removes it: ``owns:`` says not to)."""
+    def owner(rule: str) -> str | None:
+        return owners.of_rule(plan.topic, plan.subscription, rule)
+
+    changes = tuple(
+        dataclasses.replace(c, reasons=(*c.reasons, f"{who} owns it (sbrules.yaml owners:); owns: would leave it alone"))
+        if c.kind is ChangeKind.DELETE and (who := owner(c.rule)) else c
+        for c in plan.changes
+    )
+    foreign = tuple(dataclasses.replace(f, owner=owner(f.rule.name)) for f in plan.foreign)
+    return dataclasses.replace(plan, changes=changes, foreign=foreign)
 
 
 def lock_notes(path: str, live: Sequence[Rule]) -> list[str]:
@@ -159,7 +178,7 @@ def plan_subscription(
         allow_empty=allow_empty,
         changes=tuple(creates + replaces + deletes),
         owns=tuple(owns) if owns is not None else None,
-        foreign=foreign,
+        foreign=tuple(Foreign(rule) for rule in foreign),
     )
 
 

@@ -68,7 +68,10 @@ def plan_live(
     notes = [REST_NOTE.format(path=f"{t}/{s}") for t, s in actual.read_over_rest]
     if inventory.note:
         notes.append(inventory.note)
-    return dataclasses.replace(plan, undeclared=tuple(undeclared), notes=(*plan.notes, *notes), bystanders=others)
+    claimed = {(t, s): owner for t, s in undeclared if (owner := desired.owners.of_subscription(t, s))}
+    return dataclasses.replace(
+        plan, undeclared=tuple(undeclared), notes=(*plan.notes, *notes), bystanders=others, claimed=claimed
+    )
 
 
 def read_bystanders(

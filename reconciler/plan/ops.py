@@ -115,9 +115,20 @@ class Change:
         return change
 
 
-def foreign_to_json(rule: Rule) -> dict[str, Any]:
-    """A foreign rule as plans and drift reports carry it: the rule, for the reviewer."""
-    return {"rule": rule_to_doc(rule)}
+@dataclass(frozen=True)
+class Foreign:
+    """A live rule outside its subscription's ``owns:``: never changed, never drift; shown with its
+    filter and, where sbrules.yaml names one, its owner."""
+
+    rule: Rule
+    owner: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": rule_to_doc(self.rule), **({"owner": self.owner} if self.owner else {})}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Foreign":
+        return cls(rule_from_doc(doc["rule"]), doc.get("owner"))
 
 
 @dataclass(frozen=True)
@@ -137,7 +148,7 @@ class SubscriptionPlan:
     #: The ``owns:`` patterns (None: every live rule is sbrules'); apply reads only the owned rules.
     owns: tuple[str, ...] | None = None
     #: The live rules ``owns`` leaves out: never changed, never drift, shown for the reviewer.
-    foreign: tuple[Rule, ...] = ()
+    foreign: tuple[Foreign, ...] = ()
 
     @property
     def path(self) -> str:
@@ -160,7 +171,7 @@ class SubscriptionPlan:
             "allow_empty": self.allow_empty,
             **({"declared_topic": self.declared_topic} if self.declared_topic else {}),
             **({"owns": list(self.owns)} if self.owns is not None else {}),
-            **({"foreign": [foreign_to_json(r) for r in self.foreign]} if self.foreign else {}),
+            **({"foreign": [f.to_json() for f in self.foreign]} if self.foreign else {}),
         }
 
 
@@ -190,6 +201,13 @@ class Plan:
     #: fall-through subscription, a traffic report): they receive messages too. Not saved with the
     #: plan; a saved plan knows their names only.
     bystanders: Mapping[tuple[str, str], tuple[Rule, ...]] = field(default_factory=dict, compare=False)
+    #: The undeclared subscriptions a named owner (sbrules.yaml ``owners:``) claims: not drift.
+    claimed: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+    @property
+    def unclaimed(self) -> tuple[tuple[str, str], ...]:
+        """The undeclared subscriptions nobody claims: what ``drift --strict`` counts."""
+        return tuple(u for u in self.undeclared if u not in self.claimed)
 
     def check_target(self, environment: str | None, namespace: str) -> None:
         """Refuse to apply this plan to another namespace, or for another environment, than it was made for."""
@@ -202,8 +220,8 @@ class Plan:
             raise PlanError(f"this plan was made for environment {self.environment}, not {environment}")
 
     def drifted(self, strict: bool = False) -> bool:
-        """Rule changes; with ``strict``, undeclared subscriptions count too."""
-        return self.has_changes or (strict and bool(self.undeclared))
+        """Rule changes; with ``strict``, undeclared subscriptions no owner claims count too."""
+        return self.has_changes or (strict and bool(self.unclaimed))
 
     @property
     def changes(self) -> list[Change]:
@@ -230,7 +248,10 @@ class Plan:
             "subscriptions": [sp.to_json() for sp in self.subscriptions],
             "skipped": [asdict(s) for s in self.skipped],
             "warnings": list(self.warnings),
-            "undeclared": [{"topic": t, "subscription": s} for t, s in self.undeclared],
+            "undeclared": [
+                {"topic": t, "subscription": s, **({"owner": self.claimed[(t, s)]} if (t, s) in self.claimed else {})}
+                for t, s in self.undeclared
+            ],
             "notes": list(self.notes),
         }
 
@@ -264,13 +285,14 @@ class Plan:
                     changes=tuple(by_subscription.pop((entry["topic"], entry["subscription"]), ())),
                     declared_topic=entry.get("declared_topic"),
                     owns=tuple(entry["owns"]) if "owns" in entry else None,
-                    foreign=tuple(rule_from_doc(r["rule"]) for r in entry.get("foreign", ())),
+                    foreign=tuple(Foreign.from_json(f) for f in entry.get("foreign", ())),
                 )
                 for entry in doc["subscriptions"]
             ]
             skipped = tuple(Skipped(**s) for s in doc.get("skipped", ()))
             warnings = tuple(doc.get("warnings", ()))
             undeclared = tuple((u["topic"], u["subscription"]) for u in doc.get("undeclared", ()))
+            claimed = {(u["topic"], u["subscription"]): u["owner"] for u in doc.get("undeclared", ()) if "owner" in u}
             notes = tuple(doc.get("notes", ()))
             environment, namespace = doc.get("environment"), doc.get("namespace")
         except (KeyError, TypeError, ValueError) as exc:
@@ -281,7 +303,7 @@ class Plan:
         if by_subscription:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
-        return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace)
+        return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace, claimed=claimed)
 
 
 def read_plan_file(path: str | Path) -> Plan:

@@ -11,14 +11,22 @@ from typing import Callable
 
 from reconciler.json_text import json_text
 from reconciler.model import Rule, rule_to_doc
-from reconciler.plan.ops import PLAN_FORMAT_VERSION, ChangeKind, DriftKind, Plan, SubscriptionPlan, foreign_to_json
+from reconciler.plan.ops import PLAN_FORMAT_VERSION, ChangeKind, DriftKind, Foreign, Plan, SubscriptionPlan
 
 _SYMBOL = {ChangeKind.CREATE: "+", ChangeKind.REPLACE: "~", ChangeKind.DELETE: "-"}
 UNDECLARED = "exists in the namespace, no rule file mentions it (sbrules leaves it alone; --strict counts it as drift)"
 
 
+CLAIMED = "exists in the namespace, no rule file mentions it; {owner} owns it (sbrules.yaml owners:), so it is not drift"
+
+
+def _undeclared(plan: Plan, topic: str, sub: str) -> str:
+    owner = plan.claimed.get((topic, sub))
+    return CLAIMED.format(owner=owner) if owner else UNDECLARED
+
+
 def _undeclared_lines(plan: Plan) -> list[str]:
-    return [f"undeclared {topic}/{sub}: {UNDECLARED}" for topic, sub in plan.undeclared]
+    return [f"undeclared {topic}/{sub}: {_undeclared(plan, topic, sub)}" for topic, sub in plan.undeclared]
 
 
 def _target_lines(plan: Plan) -> list[str]:
@@ -39,10 +47,16 @@ def foreign_lines(sp: SubscriptionPlan, indent: str = "  ") -> list[str]:
     """Each foreign rule of a subscription (outside its ``owns:``) with its filter: left alone."""
     patterns = ", ".join(repr(p) for p in sp.owns or ())
     lines: list[str] = []
-    for rule in sp.foreign:
-        lines.append(f"{indent}= foreign rule {rule.name!r}  (outside owns: {patterns}; never changed, not drift)")
-        lines += _rule_lines(rule, indent + "    ")
+    for foreign in sp.foreign:
+        lines.append(f"{indent}= foreign rule {foreign.rule.name!r}  ({describe_foreign(foreign, patterns)})")
+        lines += _rule_lines(foreign.rule, indent + "    ")
     return lines
+
+
+def describe_foreign(foreign: Foreign, patterns: str) -> str:
+    """Why a rule is foreign and what is known of it: its owner, outside which patterns."""
+    owner = f"owned by {foreign.owner}; " if foreign.owner else ""
+    return f"{owner}outside owns: {patterns}; never changed, not drift"
 
 
 def _shown_rule(kind: ChangeKind, before: Rule | None, after: Rule | None) -> Rule | None:
@@ -118,7 +132,7 @@ def render_markdown(plan: Plan) -> str:
     for skipped in plan.skipped:
         out.append(f"- skipped `{skipped.topic}/{skipped.subscription}`: {skipped.reason}")
     for topic, sub in plan.undeclared:
-        out.append(f"- undeclared `{topic}/{sub}`: {UNDECLARED}")
+        out.append(f"- undeclared `{topic}/{sub}`: {_undeclared(plan, topic, sub)}")
     for note in plan.notes:
         out.append(f"- note: {note}")
     for warning in plan.warnings:
@@ -144,14 +158,15 @@ def render_drift_text(plan: Plan, strict: bool = False) -> str:
                 f"drift {sp.shown_path} rule {change.rule!r}: {DriftKind.of(change.kind)}" + (f" ({detail})" if detail else "")
             )
             lines += [f"    {line}" for line in change.diff]
-        lines += [f"foreign {sp.shown_path} rule {rule.name!r}: outside owns:, left alone (not drift)" for rule in sp.foreign]
+        patterns = ", ".join(repr(p) for p in sp.owns or ())
+        lines += [f"foreign {sp.shown_path} rule {f.rule.name!r}: {describe_foreign(f, patterns)}" for f in sp.foreign]
     lines += _undeclared_lines(plan)
     lines += [f"note: {note}" for note in plan.notes]
     n = len(plan.subscriptions)
     if plan.drifted(strict):
         found = [f"{len(plan.changes)} drifted rule(s) in {n} subscriptions"]
-        if strict and plan.undeclared:
-            found.append(f"{len(plan.undeclared)} undeclared subscription(s)")
+        if strict and plan.unclaimed:
+            found.append(f"{len(plan.unclaimed)} undeclared subscription(s)")
         lines.append(", ".join(found) + ".")
     else:
         lines.append(f"In sync: {n} subscriptions match the files.")
@@ -165,14 +180,14 @@ def render_drift_json(plan: Plan, strict: bool = False) -> str:
         k: doc[k] for k in ("environment", "namespace", "summary", "changes", "subscriptions", "skipped", "undeclared", "notes")
     }
     doc["foreign"] = [
-        {"topic": sp.topic, "subscription": sp.subscription} | foreign_to_json(rule)
+        {"topic": sp.topic, "subscription": sp.subscription} | foreign.to_json()
         for sp in plan.subscriptions
-        for rule in sp.foreign
+        for foreign in sp.foreign
     ]
     doc["drift"] = [
         {"topic": c.topic, "subscription": c.subscription, "rule": c.rule, "kind": DriftKind.of(c.kind).value}
         for c in plan.changes
     ]
     if strict:
-        doc["drift"] += [{"topic": t, "subscription": s, "rule": None, "kind": "undeclared"} for t, s in plan.undeclared]
+        doc["drift"] += [{"topic": t, "subscription": s, "rule": None, "kind": "undeclared"} for t, s in plan.unclaimed]
     return json_text(doc)

@@ -94,7 +94,7 @@ def render(project: Project, env: Environment, paths: Sequence[Path]) -> LoadRes
                 Diagnostic("warning", "unused-variable",
                            f"environment {env.name!r}: variable {name!r} is not used by any rule file", var.origin)
             )
-    return LoadResult(state=state, diagnostics=diags, files=files)
+    return LoadResult(state=replace(state, owners=project.owners), diagnostics=diags, files=files)
 
 
 def _rename(state: DesiredState, env: Environment, diags: list[Diagnostic]) -> DesiredState:

@@ -305,7 +305,7 @@ def with_bystanders(state: DesiredState, bystanders: Mapping[tuple[str, str], Se
         topics.append(replace(topic, subscriptions=subs))
     if diags:
         raise RuleFileErrors(diags)
-    return DesiredState(topics=tuple(topics))
+    return replace(state, topics=tuple(topics))
 
 
 def _fallthrough_rules(topic: Topic, sub: Subscription, diags: list[Diagnostic]) -> Subscription:

@@ -150,8 +150,15 @@ def on_sample(
 def desired_subscribers(desired: DesiredState, plan: Plan | None = None) -> list[Subscriber]:
     """Every declared subscription as routing health sees it: its declared rules (None: unmanaged);
     and, from a plan, the subscriptions no file mentions: with the live rules the plan read, or
-    unknown (a saved plan keeps their names only)."""
-    out = [Subscriber(t.name, s.name, s.rules, s.sampling_tap, s.fallthrough) for t, s in desired.subscriptions()]
+    unknown (a saved plan keeps their names only). A subscription that owns only some of its rules
+    (``owns:``) receives through the foreign ones too: with the plan's foreign rules, or unknown."""
+    foreign = foreign_rules(plan)
+    out = [
+        Subscriber(t.name, s.name, s.rules if s.owns is None or s.rules is None else (
+            (*s.rules, *foreign[(t.name, s.name)]) if (t.name, s.name) in foreign else None
+        ), s.sampling_tap, s.fallthrough)
+        for t, s in desired.subscriptions()
+    ]
     if plan is not None:
         out += [Subscriber(t, s, plan.bystanders.get((t, s)), False, False) for t, s in plan.undeclared]
     return out
@@ -162,16 +169,22 @@ def desired_subscribers(desired: DesiredState, plan: Plan | None = None) -> list
 # ------------------------------------------------------------------------------------------------
 
 
+def foreign_rules(plan: Plan | None) -> dict[tuple[str, str], tuple[Rule, ...]]:
+    """The live rules outside ``owns:`` of each planned subscription: they stay, before and after."""
+    return {(sp.topic, sp.subscription): tuple(f.rule for f in sp.foreign) for sp in plan.subscriptions} if plan else {}
+
+
 def _scopes(
     desired: DesiredState, plan: Plan, source: CurrentSource, new: frozenset[tuple[str, str]]
 ) -> tuple[list[Scope], list[Skipped]]:
     managed = [(t, s) for t, s in desired.subscriptions() if s.managed]
     skipped = [Skipped(t.name, s.name, "unmanaged (no rules: list)") for t, s in desired.subscriptions() if not s.managed]
     current = _rules_before(desired, plan)
+    foreign = foreign_rules(plan)
     scopes = []
     for topic, sub in managed:
         key = (topic.name, sub.name)
-        declared = tuple(sub.rules or ())
+        declared = (*(sub.rules or ()), *foreign.get(key, ()))
         if key in new:
             scopes.append(Scope(topic.name, sub.name, declared, (), CurrentSource.NEW))
         elif key in current:
@@ -192,6 +205,7 @@ def _rules_before(desired: DesiredState, plan: Plan) -> dict[tuple[str, str], tu
         touched = {c.rule for c in sp.changes}
         rules = [r for r in declared if r.name not in touched]
         rules += [c.before for c in sp.changes if c.before is not None]
+        rules += [f.rule for f in sp.foreign]
         key = (topic.name if topic else sp.topic, sub.name if sub else sp.subscription)
         out[key] = tuple(rules)
     return out

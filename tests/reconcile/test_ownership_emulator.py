@@ -8,6 +8,7 @@ import json
 import textwrap
 
 import pytest
+import yaml
 from azure.servicebus.management import ServiceBusAdministrationClient
 
 from reconciler.emulator import Emulator
@@ -122,3 +123,33 @@ def test_an_overlay_may_change_owns(shared, run_cli, tmp_path):
     code, out, _ = run_cli("render", "rules", "--env", "prod", "--out", "rendered")
     assert code == 0, out
     assert "- masstransit-*" in (tmp_path / "rendered" / "orders.yaml").read_text()
+
+
+def test_named_owners_label_plan_drift_and_export(shared, run_cli, tmp_path):
+    shared.namespace.create_subscription("orders", "nsb-sales", (FRAMEWORK[1],))
+    shared.namespace.create_subscription("orders", "stray", (Rule("$Default", TrueFilter()),))
+    (tmp_path / "rules" / "sbrules.yaml").write_text(textwrap.dedent("""\
+        environments:
+          dev: {connection_string_env: SERVICEBUS_CONNECTION_STRING}
+        owners:
+          nservicebus: ["orders/nsb-*", "orders/shared/Shop.Messages.*"]
+          masstransit: ["orders/shared/masstransit-*"]
+        """))
+    code, out, _ = run_cli("plan", "rules", "--env", "dev")
+    assert code == 0
+    assert "= foreign rule 'masstransit-order'  (owned by masstransit;" in out
+    assert "= foreign rule 'Shop.Messages.OrderPlaced'  (owned by nservicebus;" in out
+    assert "undeclared orders/nsb-sales: exists in the namespace, no rule file mentions it; nservicebus owns it" in out
+    assert run_cli("apply", "rules", "--env", "dev", "--auto-approve")[0] == 0
+    code, out, _ = run_cli("drift", "rules", "--env", "dev", "--strict", "--format", "json")
+    doc = json.loads(out)
+    assert code == 2 and [d["subscription"] for d in doc["drift"]] == ["stray"]  # nsb-sales is claimed
+    shared.namespace.delete_subscription("orders", "stray")
+    assert run_cli("drift", "rules", "--env", "dev", "--strict")[0] == 0
+
+    code, out, err = run_cli("export", "--topic", "orders", "--env", "dev")
+    assert code == 0, err
+    exported = yaml.safe_load(out.split("\n", 1)[1])["subscriptions"]
+    assert exported["nsb-sales"]["description"] == "owned by nservicebus (sbrules.yaml owners:)"
+    rules = {r["name"]: r.get("description") for r in exported["shared"]["rules"]}
+    assert rules["masstransit-order"] == "owned by masstransit (sbrules.yaml owners:)" and rules["team-a-big"] is None

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import replace
 
 import pytest
 
 from reconciler.apply import ApplyOptions, ReplaceStrategy, apply_plan
 from reconciler.model import DesiredState, Subscription, Topic
 from reconciler.names import matches, owned
+from reconciler.owners import Owners
 from reconciler.plan import Plan, PlanError, compute_plan, plan_subscription, render_drift_json, render_drift_text, render_text
+from reconciler.plan.ops import Foreign
 from reconciler.plan.ops import Plan as PlanOps
 from reconciler.rulefiles.loader import load
 from reconciler.rulefiles.render import topic_document
@@ -131,7 +134,7 @@ def test_foreign_rules_are_never_changed_and_listed_with_their_filter(kit):
     nsb, default = kit.corr("nsb-OrderPlaced", "OrderPlaced"), kit.DEFAULT
     sp = plan_subscription(T, "s", [mine], [stale, nsb, default], owns=("team-a-*",))
     assert [(c.kind, c.rule) for c in sp.changes] == [("create", "team-a-1"), ("delete", "team-a-old")]
-    assert {r.name for r in sp.foreign} == {"nsb-OrderPlaced", "$Default"}
+    assert {f.rule.name for f in sp.foreign} == {"nsb-OrderPlaced", "$Default"}
     assert sp.rules_after == 1
 
 
@@ -172,7 +175,7 @@ def test_a_saved_plan_keeps_owns_and_foreign_rules(kit):
     mine, nsb = kit.corr("team-a-1", "A"), kit.corr("nsb-x", "X")
     plan = compute_plan(_owned_desired([mine]), {(T, "s"): [nsb]})
     again = PlanOps.from_json(json.loads(json.dumps(plan.to_json())))
-    assert again.subscriptions[0].owns == ("team-*",) and again.subscriptions[0].foreign == (nsb,)
+    assert again.subscriptions[0].owns == ("team-*",) and again.subscriptions[0].foreign == (Foreign(nsb),)
 
 
 # -- apply ---------------------------------------------------------------------------------------
@@ -232,7 +235,68 @@ def test_sbrules_yaml_owns_is_every_subscription_s_default(tmp_path):
               - {name: other, filter: true}
         """)
     source = locate([tmp_path])
-    assert source.project is not None and source.project.owners == {"nservicebus": ("orders/*/nsb-*",)}
+    assert source.project is not None and source.project.owners == Owners({"nservicebus": ("orders/*/nsb-*",)})
     result = load_rules(source, "dev")
     assert [d.code for d in result.diagnostics if d.severity == "error"] == ["not-owned"]
     assert result.state.topics[0].subscription("s").owns == ("team-*",)
+    assert result.state.owners == source.project.owners
+
+
+# -- named owners (sbrules.yaml owners:) ------------------------------------------------------------
+
+OWNERS = Owners({"nservicebus": ("orders/nsb-*",), "team-payments": ("orders/*/pay-*",)})
+
+
+def test_owners_claim_subscriptions_and_rules_part_by_part():
+    assert OWNERS.of_subscription("Orders", "NSB-sales") == "nservicebus"
+    assert OWNERS.of_subscription("orders", "shipping") is None
+    assert OWNERS.of_rule("orders", "shipping", "pay-refunds") == "team-payments"
+    assert OWNERS.of_rule("orders", "nsb-sales", "anything") == "nservicebus"
+    assert OWNERS.of_rule("orders/eu", "x", "pay-1") is None  # a * never spans a /
+
+
+def _claimed_plan(kit) -> Plan:
+    mine, pay, nsb = kit.corr("team-a", "A"), kit.corr("pay-refunds", "R"), kit.corr("legacy", "L")
+    desired = replace(_owned_desired([mine]), owners=OWNERS)
+    plan = compute_plan(desired, {(T, "s"): [mine, pay, nsb]})
+    return replace(plan, undeclared=((T, "nsb-sales"), (T, "stray")), claimed={(T, "nsb-sales"): "nservicebus"})
+
+
+def test_foreign_rules_and_undeclared_subscriptions_carry_their_owner(kit):
+    plan = _claimed_plan(kit)
+    by_name = {f.rule.name: f.owner for f in plan.subscriptions[0].foreign}
+    assert by_name == {"pay-refunds": "team-payments", "legacy": None}
+    text = render_text(plan)
+    assert "= foreign rule 'pay-refunds'  (owned by team-payments; outside owns: 'team-*'" in text
+    assert "undeclared orders/nsb-sales: exists in the namespace, no rule file mentions it; nservicebus owns it" in text
+    again = PlanOps.from_json(json.loads(json.dumps(plan.to_json())))
+    assert again.claimed == plan.claimed and again.subscriptions[0].foreign == plan.subscriptions[0].foreign
+
+
+def test_strict_drift_counts_only_unclaimed_subscriptions(kit):
+    plan = _claimed_plan(kit)
+    assert plan.drifted(strict=True)
+    assert "1 undeclared subscription(s)" in render_drift_text(plan, strict=True)
+    doc = json.loads(render_drift_json(plan, strict=True))
+    assert [d["subscription"] for d in doc["drift"]] == ["stray"]
+    assert {"topic": T, "subscription": "nsb-sales", "owner": "nservicebus"} in doc["undeclared"]
+    assert not replace(plan, undeclared=((T, "nsb-sales"),)).drifted(strict=True)
+
+
+def test_a_delete_of_a_rule_an_owner_claims_says_so(kit):
+    desired = DesiredState((Topic(T, (Subscription("s", (kit.corr("a", "A"),)),)),), owners=OWNERS)
+    plan = compute_plan(desired, {(T, "s"): [kit.corr("a", "A"), kit.corr("pay-x", "X")]})
+    (delete,) = plan.changes
+    assert delete.rule == "pay-x" and "team-payments owns it (sbrules.yaml owners:); owns: would leave it alone" in delete.reasons
+
+
+def test_routing_health_counts_foreign_rules_of_a_partly_owned_subscription(kit):
+    from reconciler.traffic.impact import desired_subscribers
+
+    mine, nsb = kit.corr("team-a", "A"), kit.corr("nsb-x", "X")
+    desired = _owned_desired([mine])
+    plan = compute_plan(desired, {(T, "s"): [mine, nsb]})
+    (read_live,) = desired_subscribers(desired, plan)
+    assert read_live.rules == (mine, nsb)
+    (from_files,) = desired_subscribers(desired)
+    assert from_files.rules is None  # the foreign rules were not read: unknown, not just the owned ones
