@@ -12,6 +12,7 @@ such as ``{int: 3}`` names the type.
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -142,6 +143,9 @@ class Rule:
     #: Locations of the filter / action text (for carets under SQL errors).
     filter_origin: Origin | None = field(default=None, compare=False, repr=False)
     action_origin: Origin | None = field(default=None, compare=False, repr=False)
+    #: When the service created the live rule (enumerate-rules' created-at); None for a declared
+    #: rule, or where the service did not say. Never part of equality.
+    created_at: _dt.datetime | None = field(default=None, compare=False, repr=False)
 
     @property
     def has_action(self) -> bool:

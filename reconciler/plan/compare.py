@@ -27,6 +27,7 @@ from reconciler.plan.ops import (
     SubscriptionPlan,
 )
 from reconciler.plan.signature import FilterKind, Signature, fingerprint, signature
+from reconciler.recognizers import recognize
 
 
 def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
@@ -127,6 +128,7 @@ def plan_subscription(
         reserved = reserved_rule_name_problem(rule.name)
         if reserved:
             raise PlanError(f"{path}: {reserved}")
+    live_all = without_locks(live)
     live, foreign = partition(live, owns)
     want = {name_key(r.name): r for r in declared}
     have = {name_key(r.name): r for r in live}
@@ -150,9 +152,10 @@ def plan_subscription(
         if current.name != rule.name:
             reasons.insert(0, f"name case: {current.name!r} → {rule.name!r}")
         if reasons:
-            replaces.append(
-                Change(topic, subscription, rule.name, ChangeKind.REPLACE, tuple(reasons), current, rule, tuple(diff))
-            )
+            replaces.append(Change(
+                topic, subscription, rule.name, ChangeKind.REPLACE, tuple(reasons), current, rule, tuple(diff),
+                looks_like=_label(topic, current, live_all),
+            ))
         else:
             unchanged += 1
     for key, rule in have.items():
@@ -165,7 +168,10 @@ def plan_subscription(
         else:
             why = "not declared (the declared rule set is authoritative)" if owns is None else (
                 "matches owns: but is not declared (the owned rule set is authoritative)")
-        deletes.append(Change(topic, subscription, rule.name, ChangeKind.DELETE, (why,), before=rule))
+        deletes.append(Change(
+            topic, subscription, rule.name, ChangeKind.DELETE, (why,), before=rule,
+            looks_like=_label(topic, rule, live_all),
+        ))
     target = fingerprint(declared)
     return SubscriptionPlan(
         topic=topic,
@@ -178,8 +184,14 @@ def plan_subscription(
         allow_empty=allow_empty,
         changes=tuple(creates + replaces + deletes),
         owns=tuple(owns) if owns is not None else None,
-        foreign=tuple(Foreign(rule) for rule in foreign),
+        foreign=tuple(Foreign(rule, looks_like=_label(topic, rule, live_all)) for rule in foreign),
     )
+
+
+def _label(topic: str, rule: Rule, live: Sequence[Rule]) -> str | None:
+    """What a live rule sbrules did not write looks like (:mod:`reconciler.recognizers`)."""
+    found = recognize(topic, rule, live)
+    return str(found) if found else None
 
 
 def differences(before: Signature, after: Signature) -> tuple[list[str], list[str]]:

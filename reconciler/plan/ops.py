@@ -7,9 +7,10 @@ computed from, so apply can refuse a stale plan.
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping
@@ -83,6 +84,8 @@ class Change:
     before: Rule | None = None
     after: Rule | None = None
     diff: tuple[str, ...] = ()
+    #: Which framework the live rule looks like it was written by (a recognizer's label).
+    looks_like: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -96,6 +99,7 @@ class Change:
         }
         if self.diff:
             doc["diff"] = list(self.diff)
+        doc |= live_facts(self.before, self.looks_like)
         return doc
 
     @classmethod
@@ -109,26 +113,89 @@ class Change:
             before=rule_from_doc(doc["before"]) if doc.get("before") else None,
             after=rule_from_doc(doc["after"]) if doc.get("after") else None,
             diff=tuple(doc.get("diff", ())),
+            looks_like=doc.get("looks_like"),
         )
+        if change.before is not None and doc.get("created_at"):
+            change = replace(change, before=replace(change.before, created_at=read_time(doc["created_at"])))
         if change.kind.sides != (change.before is not None, change.after is not None):
             raise ValueError(f"change of rule {change.rule!r}: {change.kind.value} with that before/after")
         return change
 
 
+def live_facts(rule: Rule | None, looks_like: str | None) -> dict[str, Any]:
+    """What a plan knows of a live rule beyond its definition: when it was created, and which
+    framework it looks like it was written by (each only where known)."""
+    facts: dict[str, Any] = {}
+    if rule is not None and rule.created_at is not None:
+        facts["created_at"] = iso_time(rule.created_at)
+    if looks_like:
+        facts["looks_like"] = looks_like
+    return facts
+
+
+@dataclass(frozen=True)
+class Contest:
+    """A declared rule found re-created after sbrules last applied it."""
+
+    topic: str
+    subscription: str
+    rule: str
+    created_at: _dt.datetime
+    applied_at: _dt.datetime
+    likely_owner: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic, "subscription": self.subscription, "rule": self.rule,
+            "created_at": iso_time(self.created_at), "applied_at": iso_time(self.applied_at),
+            "likely_owner": self.likely_owner,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Contest":
+        return cls(doc["topic"], doc["subscription"], doc["rule"], read_time(doc["created_at"]),
+                   read_time(doc["applied_at"]), doc.get("likely_owner"))
+
+    def describe(self) -> str:
+        owner = f"; likely owner: {self.likely_owner}" if self.likely_owner else ""
+        return (f"contested {self.topic}/{self.subscription} rule {self.rule!r}: created {_shown(self.created_at)}, "
+                f"after sbrules applied it at {_shown(self.applied_at)}{owner} (another writer re-creates it: "
+                "hand it to one owner, see docs/gitops.md)")
+
+
+def _shown(when: _dt.datetime) -> str:
+    return f"{when.astimezone(_dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def iso_time(when: _dt.datetime) -> str:
+    """A time in the plan's JSON: UTC, ISO 8601 with ``Z``."""
+    return when.astimezone(_dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def read_time(text: str) -> _dt.datetime:
+    """A ``created_at`` as :func:`live_facts` writes it."""
+    return _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 @dataclass(frozen=True)
 class Foreign:
     """A live rule outside its subscription's ``owns:``: never changed, never drift; shown with its
-    filter and, where sbrules.yaml names one, its owner."""
+    filter, its creation time and, where known, its owner and the framework it looks like."""
 
     rule: Rule
     owner: str | None = None
+    looks_like: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"rule": rule_to_doc(self.rule), **({"owner": self.owner} if self.owner else {})}
+        doc = {"rule": rule_to_doc(self.rule), **({"owner": self.owner} if self.owner else {})}
+        return doc | live_facts(self.rule, self.looks_like)
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "Foreign":
-        return cls(rule_from_doc(doc["rule"]), doc.get("owner"))
+        rule = rule_from_doc(doc["rule"])
+        if doc.get("created_at"):
+            rule = replace(rule, created_at=read_time(doc["created_at"]))
+        return cls(rule, doc.get("owner"), doc.get("looks_like"))
 
 
 @dataclass(frozen=True)
@@ -201,6 +268,10 @@ class Plan:
     #: fall-through subscription, a traffic report): they receive messages too. Not saved with the
     #: plan; a saved plan knows their names only.
     bystanders: Mapping[tuple[str, str], tuple[Rule, ...]] = field(default_factory=dict, compare=False)
+    #: When the namespace was read (the ages of live rules are told from it).
+    read_at: _dt.datetime | None = field(default=None, compare=False)
+    #: Declared rules found re-created since the previous apply (``--since``).
+    contested: tuple[Contest, ...] = ()
     #: The undeclared subscriptions a named owner (sbrules.yaml ``owners:``) claims: not drift.
     claimed: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
@@ -253,6 +324,8 @@ class Plan:
                 for t, s in self.undeclared
             ],
             "notes": list(self.notes),
+            **({"read_at": iso_time(self.read_at)} if self.read_at else {}),
+            **({"contested": [c.to_json() for c in self.contested]} if self.contested else {}),
         }
 
     @classmethod
@@ -295,6 +368,8 @@ class Plan:
             claimed = {(u["topic"], u["subscription"]): u["owner"] for u in doc.get("undeclared", ()) if "owner" in u}
             notes = tuple(doc.get("notes", ()))
             environment, namespace = doc.get("environment"), doc.get("namespace")
+            read_at = read_time(doc["read_at"]) if doc.get("read_at") else None
+            contested = tuple(Contest.from_json(c) for c in doc.get("contested", ()))
         except (KeyError, TypeError, ValueError) as exc:
             from reconciler.rulefiles.schema import first_violation
 
@@ -303,7 +378,10 @@ class Plan:
         if by_subscription:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
-        return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace, claimed=claimed)
+        return cls(
+            tuple(subs), skipped, warnings, undeclared, notes, environment, namespace,
+            claimed=claimed, read_at=read_at, contested=contested,
+        )
 
 
 def read_plan_file(path: str | Path) -> Plan:

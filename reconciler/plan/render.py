@@ -6,12 +6,14 @@ files' form (:func:`reconciler.model.rule_to_doc`).
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 from typing import Callable
 
 from reconciler.json_text import json_text
 from reconciler.model import Rule, rule_to_doc
 from reconciler.plan.ops import PLAN_FORMAT_VERSION, ChangeKind, DriftKind, Foreign, Plan, SubscriptionPlan
+from reconciler.plan.ops import live_facts as json_facts
 
 _SYMBOL = {ChangeKind.CREATE: "+", ChangeKind.REPLACE: "~", ChangeKind.DELETE: "-"}
 UNDECLARED = "exists in the namespace, no rule file mentions it (sbrules leaves it alone; --strict counts it as drift)"
@@ -43,13 +45,32 @@ def _rule_lines(rule: Rule, indent: str) -> list[str]:
     return [f"{indent}{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in doc.items()]
 
 
-def foreign_lines(sp: SubscriptionPlan, indent: str = "  ") -> list[str]:
+def ago(then: _dt.datetime, now: _dt.datetime | None) -> str:
+    """``created 4 min ago`` relative to when the namespace was read (the time itself without it)."""
+    if now is None:
+        return f"created {then.astimezone(_dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+    seconds = max(0, int((now - then).total_seconds()))
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            count = seconds // size
+            return f"created {count} {unit}{'s' if unit == 'day' and count > 1 else ''} ago"
+    return f"created {seconds} s ago"
+
+
+def live_facts(rule: Rule | None, looks_like: str | None, read_at: _dt.datetime | None) -> list[str]:
+    """What is known of a live rule sbrules did not write as declared: when, and by what it looks like."""
+    facts = [ago(rule.created_at, read_at)] if rule is not None and rule.created_at is not None else []
+    return facts + ([looks_like] if looks_like else [])
+
+
+def foreign_lines(sp: SubscriptionPlan, read_at: _dt.datetime | None, indent: str = "  ") -> list[str]:
     """Each foreign rule of a subscription (outside its ``owns:``) with its filter: left alone."""
     patterns = ", ".join(repr(p) for p in sp.owns or ())
     lines: list[str] = []
     for foreign in sp.foreign:
         lines.append(f"{indent}= foreign rule {foreign.rule.name!r}  ({describe_foreign(foreign, patterns)})")
         lines += _rule_lines(foreign.rule, indent + "    ")
+        lines += [f"{indent}    # {fact}" for fact in live_facts(foreign.rule, foreign.looks_like, read_at)]
     return lines
 
 
@@ -79,10 +100,12 @@ def render_text(plan: Plan) -> str:
             if shown:
                 lines += _rule_lines(shown, "      ")
             lines += [f"      {line}" for line in change.diff]
-        lines += foreign_lines(sp)
+            lines += [f"      # {fact}" for fact in live_facts(change.before, change.looks_like, plan.read_at)]
+        lines += foreign_lines(sp, plan.read_at)
         lines.append("")
     for skipped in plan.skipped:
         lines.append(f"skipped {skipped.topic}/{skipped.subscription}: {skipped.reason}")
+    lines += [contest.describe() for contest in plan.contested]
     lines += _undeclared_lines(plan)
     lines += [f"note: {note}" for note in plan.notes]
     for warning in plan.warnings:
@@ -125,12 +148,14 @@ def render_markdown(plan: Plan) -> str:
             if shown:
                 out += _rule_lines(shown, f"{symbol}     ")
             out += list(change.diff)  # unindented, so its -/+ lines are coloured too
-        out += foreign_lines(sp, "")
+            out += [f"#   {fact}" for fact in live_facts(change.before, change.looks_like, plan.read_at)]
+        out += foreign_lines(sp, plan.read_at, "")
         out.append("```")
         out.append("</details>")
         out.append("")
     for skipped in plan.skipped:
         out.append(f"- skipped `{skipped.topic}/{skipped.subscription}`: {skipped.reason}")
+    out += [f"- **{contest.describe()}**" for contest in plan.contested]
     for topic, sub in plan.undeclared:
         out.append(f"- undeclared `{topic}/{sub}`: {_undeclared(plan, topic, sub)}")
     for note in plan.notes:
@@ -153,13 +178,19 @@ def render_drift_text(plan: Plan, strict: bool = False) -> str:
     lines = _target_lines(plan)
     for sp in plan.subscriptions:
         for change in sp.changes:
-            detail = "; ".join(change.reasons) if change.kind is ChangeKind.REPLACE else ""
+            facts = live_facts(change.before, change.looks_like, plan.read_at)
+            detail = "; ".join([*(change.reasons if change.kind is ChangeKind.REPLACE else ()), *facts])
             lines.append(
                 f"drift {sp.shown_path} rule {change.rule!r}: {DriftKind.of(change.kind)}" + (f" ({detail})" if detail else "")
             )
             lines += [f"    {line}" for line in change.diff]
         patterns = ", ".join(repr(p) for p in sp.owns or ())
-        lines += [f"foreign {sp.shown_path} rule {f.rule.name!r}: {describe_foreign(f, patterns)}" for f in sp.foreign]
+        lines += [
+            f"foreign {sp.shown_path} rule {f.rule.name!r}: "
+            + "; ".join([describe_foreign(f, patterns), *live_facts(f.rule, f.looks_like, plan.read_at)])
+            for f in sp.foreign
+        ]
+    lines += [contest.describe() for contest in plan.contested]
     lines += _undeclared_lines(plan)
     lines += [f"note: {note}" for note in plan.notes]
     n = len(plan.subscriptions)
@@ -179,6 +210,7 @@ def render_drift_json(plan: Plan, strict: bool = False) -> str:
     doc = {"format_version": PLAN_FORMAT_VERSION, "in_sync": not plan.drifted(strict)} | {
         k: doc[k] for k in ("environment", "namespace", "summary", "changes", "subscriptions", "skipped", "undeclared", "notes")
     }
+    doc["contested"] = [c.to_json() for c in plan.contested]
     doc["foreign"] = [
         {"topic": sp.topic, "subscription": sp.subscription} | foreign.to_json()
         for sp in plan.subscriptions
@@ -186,6 +218,7 @@ def render_drift_json(plan: Plan, strict: bool = False) -> str:
     ]
     doc["drift"] = [
         {"topic": c.topic, "subscription": c.subscription, "rule": c.rule, "kind": DriftKind.of(c.kind).value}
+        | json_facts(c.before, c.looks_like)
         for c in plan.changes
     ]
     if strict:

@@ -5,7 +5,10 @@ subscription. Plan, apply, drift and export through the CLI; Microsoft's adminis
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
@@ -153,3 +156,46 @@ def test_named_owners_label_plan_drift_and_export(shared, run_cli, tmp_path):
     assert exported["nsb-sales"]["description"] == "owned by nservicebus (sbrules.yaml owners:)"
     rules = {r["name"]: r.get("description") for r in exported["shared"]["rules"]}
     assert rules["masstransit-order"] == "owned by masstransit (sbrules.yaml owners:)" and rules["team-a-big"] is None
+
+
+def test_a_rule_re_created_after_an_apply_is_contested(shared, run_cli, tmp_path):
+    """A framework re-creates a rule sbrules declares right after sbrules applied it: drift and
+    plan --since the journal say contested, with both times and the likely owner, and apply says so
+    before writing it."""
+    (tmp_path / "rules" / "sbrules.yaml").write_text(textwrap.dedent("""\
+        environments:
+          dev: {connection_string_env: SERVICEBUS_CONNECTION_STRING}
+        owners:
+          masstransit: ["orders/shared/team-a-big"]
+        """))
+    journal = tmp_path / "journal.jsonl"
+    assert run_cli("apply", "rules", "--env", "dev", "--auto-approve", "--journal", journal)[0] == 0
+    code, out, _ = run_cli("drift", "rules", "--env", "dev", "--since", journal)
+    assert code == 0 and "contested" not in out  # nobody wrote it since
+
+    script = Path(__file__).with_name("framework_restart.py")
+    subprocess.run([sys.executable, str(script), "orders", "shared", "team-a-big", "amount > 500"], check=True, timeout=60)
+
+    code, out, _ = run_cli("drift", "rules", "--env", "dev", "--since", journal, "--format", "json")
+    doc = json.loads(out)
+    (contest,) = doc["contested"]
+    assert contest["rule"] == "team-a-big" and contest["likely_owner"] == "masstransit"
+    assert contest["created_at"] > contest["applied_at"]
+    code, out, _ = run_cli("drift", "rules", "--env", "dev", "--since", journal)
+    assert code == 2 and "contested orders/shared rule 'team-a-big': created " in out
+    assert "after sbrules applied it at " in out and "likely owner: masstransit" in out
+    code, out, _ = run_cli("apply", "rules", "--env", "dev", "--since", journal, "--auto-approve")
+    assert code == 0
+    assert out.index("contested orders/shared rule 'team-a-big'") < out.index("replaced rule 'team-a-big'")
+
+    plan_file = tmp_path / "plan.json"
+    assert run_cli("plan", "rules", "--env", "dev", "--out", plan_file)[0] == 0
+    code, out, _ = run_cli("drift", "rules", "--env", "dev", "--since", plan_file)
+    assert code == 0 and "contested" not in out  # unchanged since that plan read the namespace
+
+
+def test_since_names_a_journal_or_a_plan(shared, run_cli, tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a journal\n")
+    code, _, err = run_cli("drift", "rules", "--since", bad)
+    assert code == 1 and "--since" in err and "is not an apply journal entry" in err and "Traceback" not in err

@@ -3,6 +3,7 @@ safety rules counting only the rules sbrules owns."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import textwrap
 from dataclasses import replace
@@ -10,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from reconciler.apply import ApplyOptions, ReplaceStrategy, apply_plan
-from reconciler.model import DesiredState, Subscription, Topic
+from reconciler.model import DesiredState, Rule, SqlFilter, Subscription, Topic
 from reconciler.names import matches, owned
 from reconciler.owners import Owners
 from reconciler.plan import Plan, PlanError, compute_plan, plan_subscription, render_drift_json, render_drift_text, render_text
@@ -300,3 +301,38 @@ def test_routing_health_counts_foreign_rules_of_a_partly_owned_subscription(kit)
     assert read_live.rules == (mine, nsb)
     (from_files,) = desired_subscribers(desired)
     assert from_files.rules is None  # the foreign rules were not read: unknown, not just the owned ones
+
+
+# -- who wrote it: created-at and the framework a rule looks like ---------------------------------------
+
+READ_AT = _dt.datetime(2026, 12, 7, 13, 40, tzinfo=_dt.timezone.utc)
+
+
+def test_foreign_and_drifted_rules_show_their_age_and_likeness(kit):
+    nsb = replace(
+        Rule("Shop.Messages.OrderPlaced", SqlFilter("[NServiceBus.EnclosedMessageTypes] LIKE '%Shop.Messages.OrderPlaced%'")),
+        created_at=READ_AT - _dt.timedelta(minutes=4, seconds=10),
+    )
+    stray = replace(kit.corr("team-a-stray", "S"), created_at=READ_AT - _dt.timedelta(days=2))
+    mine = kit.corr("team-a", "A")
+    plan = replace(compute_plan(_owned_desired([mine]), {(T, "s"): [mine, nsb, stray]}), read_at=READ_AT)
+    text = render_text(plan)
+    assert "      # created 4 min ago\n      # looks like NServiceBus: rule named after an event type" in text
+    assert "      # created 2 days ago" in text  # the delete of the stray rule
+    drift = render_drift_text(plan)
+    assert "drift orders/s rule 'team-a-stray': added out of band (created 2 days ago)" in drift
+    assert "foreign orders/s rule 'Shop.Messages.OrderPlaced': outside owns: 'team-*'; never changed, not drift; " \
+           "created 4 min ago; looks like NServiceBus" in drift
+    doc = json.loads(render_drift_json(plan))
+    assert doc["drift"][0]["created_at"] == "2026-12-05T13:40:00Z"
+    (foreign,) = doc["foreign"]
+    assert foreign["created_at"] == "2026-12-07T13:35:50Z" and foreign["looks_like"].startswith("looks like NServiceBus")
+    again = PlanOps.from_json(json.loads(json.dumps(plan.to_json())))
+    assert again.subscriptions[0].foreign[0].rule.created_at == nsb.created_at
+    assert again.changes[0].before.created_at == stray.created_at
+
+
+def test_without_a_read_time_the_creation_time_is_shown_as_it_is(kit):
+    old = replace(kit.corr("team-old", "O"), created_at=READ_AT)
+    plan = compute_plan(_owned_desired([kit.corr("team-a", "A")]), {(T, "s"): [old]})
+    assert "# created 2026-12-07 13:40:00 UTC" in render_text(plan)
