@@ -1,5 +1,9 @@
 """Emulator throughput: management requests/s and routed messages/s (50 rules per subscription).
 
+Rule writes (add-rule and remove-rule of one name, in turn) are measured twice in the same run:
+in memory, and with ``--state``, where each write is acknowledged only once the state file holds
+it (one fsynced save per burst of writes), so the cost of durability is the difference.
+
 The emulator runs as a separate process (``sbrules emulator``), as the reconciler benchmarks see
 it; a pipelined proton client keeps a window of requests (or transfers) in flight and measures
 completed operations per second. Prints one JSON document.
@@ -26,6 +30,8 @@ import yaml
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
+from reconciler.amqp.codec import encode_add_rule_body
+from reconciler.model import Rule, SqlFilter
 from reconciler.namespace.credentials import sas_token
 
 RULES_PER_SUBSCRIPTION = 50
@@ -74,7 +80,7 @@ class _Pipelined(MessagingHandler):
         ))
 
     def _open_work_links(self, container: Container) -> None:
-        if self.mode == "management":
+        if self.mode in ("management", "writes"):
             node = f"{self.entity}/$management"
             self.sender = container.create_sender(self.conn, node, name="req")
             self.replies = container.create_receiver(self.conn, node, name="rep")
@@ -121,6 +127,13 @@ class _Pipelined(MessagingHandler):
             self.sent += 1
 
     def _next(self) -> proton.Message:
+        if self.mode == "writes":  # add, then remove, the same rule: n and n+1 arrive in order
+            name = f"w{(self.sent // 2) % 1000}"
+            if self.sent % 2 == 0:
+                body, operation = encode_add_rule_body(Rule(name, SqlFilter("n = 1"))), "com.microsoft:add-rule"
+            else:
+                body, operation = {"rule-name": name}, "com.microsoft:remove-rule"
+            return proton.Message(id=self.sent, reply_to="rep", body=body, properties={"operation": operation})
         if self.mode == "management":
             return proton.Message(
                 id=self.sent, reply_to="rep", body={"top": proton.int32(100), "skip": proton.int32(0)},
@@ -153,33 +166,50 @@ def _startup_seconds(rounds: int = 5) -> float:
     return round(sorted(times)[len(times) // 2], 4)
 
 
+def _emulator(rules: Path, *extra: str) -> tuple[subprocess.Popen, str, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "emulator", "--port", "0", "--rules", str(rules), *extra],
+        stdout=subprocess.PIPE, text=True,
+    )
+    conn = proc.stdout.readline().strip()
+    fields = dict(part.split("=", 1) for part in conn.split(";") if part)
+    return proc, fields["Endpoint"].replace("sb://", "amqp://"), fields["SharedAccessKey"]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(20)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--messages", type=int, default=3000)
+    parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--window", type=int, default=64)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         rules = _rules_file(Path(tmp))
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "emulator", "--port", "0", "--rules", str(rules)],
-            stdout=subprocess.PIPE, text=True,
-        )
+        proc, url, key = _emulator(rules)
         try:
-            conn = proc.stdout.readline().strip()
-            fields = dict(part.split("=", 1) for part in conn.split(";") if part)
-            url = fields["Endpoint"].replace("sb://", "amqp://")
-            key = fields["SharedAccessKey"]
             management = _run(url, key, "bench/Subscriptions/mgmt", args.requests, args.window, "management")
+            writes = _run(url, key, "bench/Subscriptions/mgmt", args.writes, args.window, "writes")
             routed = _run(url, key, "bench", args.messages, args.window, "publish")
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(20)
+            _stop(proc)
+        proc, url, key = _emulator(rules, "--state", str(Path(tmp, "state.json")))
+        try:
+            durable = _run(url, key, "bench/Subscriptions/mgmt", args.writes, args.window, "writes")
+            durable_one = _run(url, key, "bench/Subscriptions/mgmt", min(args.writes, 200), 1, "writes")
+        finally:
+            _stop(proc)
     print(json.dumps({
         "benchmark": "emulator",
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "in_process_startup_seconds": _startup_seconds(),
         "management_requests": {"operation": "enumerate-rules (1 rule, top=100)", **management},
+        "rule_writes": {"operation": "add-rule / remove-rule in turn", "in_memory": writes,
+                        "with_state_file": durable, "with_state_file_one_at_a_time": durable_one},
         "routed_messages": {
             "subscriptions_with_sql_rules": SUBSCRIPTIONS,
             "sql_rules_per_subscription": RULES_PER_SUBSCRIPTION,

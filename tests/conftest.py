@@ -36,11 +36,23 @@ def _interrupted(signum, frame):
 
 
 def pytest_configure(config):
-    """SIGTERM stops the run as Ctrl-C does, so fixtures still end the processes they started."""
+    """SIGTERM stops the run as Ctrl-C does, so fixtures still end the processes they started; the
+    controller of a distributed run names the folder its workers write their test groups to."""
     signal.signal(signal.SIGTERM, _interrupted)
+    if not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist"):
+        from tests.xdist_groups import name_the_folder
+
+        name_the_folder()
 
 
-@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: absent under -p no:xdist
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hooks: absent under -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    from tests.xdist_groups import GroupScheduling
+
+    return GroupScheduling(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
     """Workers for ``-n auto``. The quick loop is pure computation: one per core. The whole suite
     mostly waits (emulators on loopback, child processes, JVM start-ups), so it overlaps more."""
@@ -52,7 +64,7 @@ def pytest_unconfigure(config):
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects on the markers added here
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("spark"):
             item.add_marker(pytest.mark.spark)
@@ -61,6 +73,10 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.xdist_group("spark"))  # one worker, one SparkSession
         if item.get_closest_marker("unit") and item.get_closest_marker("slow"):
             raise pytest.UsageError(f"{item.nodeid} is marked both unit and slow: the quick loop takes no slow test")
+    if hasattr(config, "workerinput"):
+        from tests.xdist_groups import write_groups
+
+        write_groups(config.workerinput["workerid"], items)
 
 
 #: A ``unit`` test that takes longer than this (seconds, its call alone) belongs in ``slow``.

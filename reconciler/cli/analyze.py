@@ -8,7 +8,7 @@ import click
 
 from reconciler import progress
 from reconciler.cli.common import Namespace, env_option, load_rules, namespace_options
-from reconciler.cli.impact import declared_names, report_options, spark_master_option, traffic_option
+from reconciler.cli.impact import declared_names, report_options, spark_master_option, traffic_option, warn_of_gaps
 from reconciler.cli.output import write_output
 from reconciler.model import DesiredState
 
@@ -45,18 +45,20 @@ def analyze(
         raise click.UsageError("--format html writes a page: give --out FILE.html")
     rules = load_rules(paths, env)
     from reconciler.traffic.analyze import analyze_report
-    from reconciler.traffic.health_report import render_analysis
     from reconciler.traffic.impact import desired_subscribers
+    from reconciler.traffic.render import render_analysis
 
-    subscribers = desired_subscribers(rules.state)
+    subscribers, complete = desired_subscribers(rules.state), False
     if live:
-        subscribers = _live(rules.state, subscribers, namespace.for_environment(rules.environment))
+        subscribers, complete = _live(rules.state, subscribers, namespace.for_environment(rules.environment))
     with progress.task():
         doc = analyze_report(
-            subscribers, "live" if live else "desired", traffic, spark_master, declared_names(rules.environment)
+            subscribers, "live" if live else "desired", traffic, spark_master, declared_names(rules.environment),
+            complete=complete,
         )
         progress.phase("writing the report")
         text = render_analysis(doc, fmt)
+    warn_of_gaps(traffic, [t.name for t in rules.state.topics])
     if out is None:
         click.echo(text)
         return
@@ -64,9 +66,10 @@ def analyze(
     click.echo(f"wrote the routing-health report to {out}", err=True)
 
 
-def _live(desired: DesiredState, subscribers: list, namespace: Namespace) -> list:
+def _live(desired: DesiredState, subscribers: list, namespace: Namespace) -> tuple[list, bool]:
     """The declared subscriptions with their current rules (those missing from the namespace left
-    out), and the subscriptions of the declared topics that no file mentions, with theirs."""
+    out), and the subscriptions of the declared topics that no file mentions, with theirs; and
+    whether discovery listed them all."""
     from reconciler.discovery import discover, undeclared_subscriptions
     from reconciler.observe import observe_subscriptions
     from reconciler.plan.live import read_bystanders
@@ -86,4 +89,5 @@ def _live(desired: DesiredState, subscribers: list, namespace: Namespace) -> lis
         for s in subscribers
         if (s.topic, s.subscription) in live
     ]
-    return declared + [Subscriber(t, s, rules, False, False) for (t, s), rules in others.items()]
+    found = [Subscriber(t, s, others.get((t, s)), declared=False) for t, s in undeclared]
+    return declared + found, inventory.listed

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 @click.option("--port", default=5672, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on (0 = any free port).")
 @click.option("--state", "state", type=click.Path(dir_okay=False, path_type=Path),
-              help="State file: loaded at start if it exists, rewritten atomically on change and at exit.")
+              help="State file: loaded at start if it exists, rewritten atomically (fsynced) on change and at exit; "
+                   "a rule or entity write is acknowledged only once it is on disk.")
 @click.option("--key-name", default=None, help="Shared access key name (default RootManageSharedAccessKey).")
 @click.option("--key", default=None, help="Shared access key (default: the documented development key).")
 @click.option("--faults", "faults_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
 @click.option("--entra-signing-key", envvar="SBRULES_EMULATOR_ENTRA_KEY", show_envvar=True,
               help="Development only: also accept Entra ID tokens (--auth entra) signed HS256 with this key "
                    "(at least 32 bytes); every such token gets every right. Off by default.")
+@click.option("--max-connections", type=click.IntRange(1, 900), default=None,
+              help="Connections served at once (AMQP, WebSocket, HTTP and not yet identified); more are refused "
+                   "(AMQP: amqp:resource-limit-exceeded, HTTP: 503). At most 900: the event loop cannot watch "
+                   "descriptors past 1024.  [default: 300]")
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (AMQP has no TLS).")
 @click.option("-v", "--verbose", is_flag=True, help="Log connections and errors to stderr.")
 @env_option
@@ -61,6 +66,7 @@ def emulator(
     throttle: str | None,
     ca_file: Path | None,
     entra_signing_key: str | None,
+    max_connections: int | None,
     allow_remote: bool,
     verbose: bool,
     env: str | None,
@@ -107,6 +113,7 @@ def emulator(
         state_file=state,
         faults=faults,
         entra_signing_key=entra_signing_key,
+        max_connections=max_connections,
     )
     if desired is not None and emu.restored:
         click.echo(

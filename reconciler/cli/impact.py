@@ -92,9 +92,20 @@ def traffic_report(
     files declare them in ``environment``."""
     from reconciler.traffic.impact import impact_report
 
-    return impact_report(
+    report = impact_report(
         desired, plan, dataset, against=against, spark_master=spark_master, new=new, declared=declared_names(environment)
     )
+    warn_of_gaps(dataset, [t.name for t in desired.topics])
+    return report
+
+
+def warn_of_gaps(dataset: str, topics: list[str]) -> None:
+    """A warning on stderr for each of ``topics`` (as the namespace names them) whose sampled
+    messages have gaps (the sample's manifest, :mod:`reconciler.traffic.manifest`)."""
+    from reconciler.traffic.manifest import gap_warnings
+
+    for warning in gap_warnings(dataset, topics):
+        click.echo(f"warning: {warning}", err=True)
 
 
 def declared_names(environment: "Environment | None") -> Callable[[str], str]:

@@ -75,6 +75,9 @@ def sample(
                 f"stored {s.written}, {s.duplicates} already stored"
             )
         click.echo(f"{stats.written} new messages in {stats.dataset} ({len(stats.files)} files)")
+    for held in stats.manifest:
+        if held.warning is not None and held.topic == topic:
+            click.echo(f"warning: {held.warning}", err=True)
     if stats.interrupted:
         click.echo(
             f"interrupted: the {stats.written} messages peeked so far are stored; run the same command again to "

@@ -69,13 +69,17 @@ def publish_sample_traffic(emulator: Emulator, topics: Iterable[str], count: int
 
 
 def catch_all_subscriptions(live: DesiredState) -> dict[str, str]:
-    """Per topic, a live subscription that takes every message (an action-less true filter): peek there."""
-    found: dict[str, str] = {}
+    """Per topic, a live subscription that takes every message (an action-less true filter): peek
+    there; one with no rule action first, whose every message is one sent message (a rule action
+    adds a copy of its own, with a sequence number of its own)."""
+    found: dict[str, tuple[bool, str]] = {}
     for topic, sub in live.subscriptions():
-        takes_all = any(isinstance(r.filter, TrueFilter) and not r.has_action for r in sub.rules or ())
-        if takes_all and topic.name not in found:
-            found[topic.name] = sub.name
-    return found
+        rules = sub.rules or ()
+        takes_all = any(isinstance(r.filter, TrueFilter) and not r.has_action for r in rules)
+        copies = any(r.has_action for r in rules)
+        if takes_all and (topic.name not in found or (found[topic.name][0] and not copies)):
+            found[topic.name] = (copies, sub.name)
+    return {topic: sub for topic, (_, sub) in found.items()}
 
 
 def spark_available() -> str | None:

@@ -29,8 +29,9 @@ from reconciler.emulator import quiet, rest
 from reconciler.emulator import state as persistence
 from reconciler.emulator.auth import LISTEN, SEND, TokenValidator
 from reconciler.emulator.broker import Broker
+from reconciler.emulator.durability import GroupCommit
 from reconciler.emulator.faults import Faults
-from reconciler.emulator.frontdoor import FrontDoor
+from reconciler.emulator.frontdoor import DEFAULT_MAX_CONNECTIONS, FrontDoor
 from reconciler.emulator.namespace import LOCK_DURATION, Namespace, parse_address
 from reconciler.emulator.server import ServerHandler, serving_container
 from reconciler.emulator.throttling import CreditMeter
@@ -46,8 +47,6 @@ log = logging.getLogger("reconciler.emulator")
 #: The development key, as in Microsoft's own emulator; documented, never a secret.
 DEV_KEY_NAME = "RootManageSharedAccessKey"
 DEV_KEY = "SAS_KEY_VALUE"
-#: How long state changes may wait before the state file is rewritten.
-SAVE_DELAY = 0.2
 
 
 class EmulatorError(SbrulesError):
@@ -86,6 +85,7 @@ class Emulator:
         token_clock: Callable[[], float] = time.time,
         entra_signing_key: str | None = None,
         credit_clock: Callable[[], float] = time.monotonic,
+        max_connections: int | None = None,
     ) -> None:
         """``listen_keys`` (name → key) are further shared access keys with Listen and Send rights but
         not Manage: AMQP accepts them, the management REST API answers them 401, as the service does.
@@ -93,9 +93,14 @@ class Emulator:
         ``entra_signing_key`` (development only, at least 32 bytes) makes the namespace accept Entra
         ID tokens signed HS256 with it, on ``$cbs`` and as ``Bearer`` tokens on the management API
         (``reconciler.emulator.auth``); without it, as by default, only SAS tokens are accepted.
-        ``credit_clock`` is the time the namespace's credits are counted by (``faults.credits_per_second``)."""
+        ``credit_clock`` is the time the namespace's credits are counted by (``faults.credits_per_second``).
+        ``max_connections`` caps the connections served at once (``frontdoor.py``; None: its default);
+        more are refused."""
         self.host = host
         self.port = port
+        self.max_connections = DEFAULT_MAX_CONNECTIONS if max_connections is None else max_connections
+        if self.max_connections < 1:
+            raise EmulatorError("max_connections must be at least 1")
         self.key_name = key_name
         self._key = key
         self._listen_keys = dict(listen_keys or {})
@@ -128,10 +133,11 @@ class Emulator:
         self._front: FrontDoor | None = None
         self._thread: threading.Thread | None = None
         self._injector: reactor.Injector | None = None
-        self._dirty = threading.Event()
-        self._stop_saving = threading.Event()
-        self._saver: threading.Thread | None = None
-        self.namespace.on_change(self._dirty.set)
+        #: Responses to writes wait for the state file to hold them (None: no state file).
+        self._commit: GroupCommit | None = None
+        if self.state_file is not None:
+            self._commit = GroupCommit(self.namespace, self.state_file, self._run_on_loop)
+            self.handler.nodes.commit = self._commit
 
     def __repr__(self) -> str:
         return f"Emulator(host={self.host!r}, port={self.port}, key_name={self.key_name!r})"
@@ -211,6 +217,8 @@ class Emulator:
     def start(self) -> "Emulator":
         if self._thread is not None:
             return self
+        if self._commit is not None:  # what it was seeded with is on disk before anyone is served
+            self._commit.save()
         if not is_loopback(self.host):
             log.warning("emulator: listening on non-loopback %s without TLS, with a development key", self.host)
         quiet.install()
@@ -225,11 +233,12 @@ class Emulator:
         try:
             front = FrontDoor(
                 self.host, self.port, hand_to_proton,
-                lambda scheme: rest.handler_class(self._api, scheme), self._tls_context,
+                lambda scheme: rest.handler_class(self._api, scheme), self._tls_context, self.max_connections,
             )
         except OSError as exc:
             raise EmulatorError(f"cannot listen on {self.host}:{self.port}: {exc}") from None
         self.port = front.port
+        self.handler.on_amqp_closed = front.release
 
         def serve() -> None:
             try:
@@ -243,9 +252,8 @@ class Emulator:
         self._thread.start()
         front.start()
         self._front = front
-        if self.state_file is not None:
-            self._saver = threading.Thread(target=self._save_loop, name="sbrules-emulator-state", daemon=True)
-            self._saver.start()
+        if self._commit is not None:
+            self._commit.start()
         return self
 
     def stop(self) -> None:
@@ -262,39 +270,35 @@ class Emulator:
         if self._ca_dir is not None:
             self._ca_dir.cleanup()
             self._ca_dir = None
-        if self._saver is not None:
-            self._stop_saving.set()
-            self._dirty.set()
-            self._saver.join(10)
-            self._saver = None
+        if self._commit is not None:
+            self._commit.stop()
         self.save()
 
     def save(self) -> None:
         """Write the state file now (no-op without one)."""
-        if self.state_file is None:
-            return
-        try:
-            persistence.save(self.namespace, self.state_file)
-        except OSError as exc:
-            raise persistence.StateFileError(f"cannot write emulator state file {self.state_file}: {exc}") from None
+        if self._commit is not None:
+            self._commit.save()
 
-    def _save_loop(self) -> None:
-        while not self._stop_saving.is_set():
-            self._dirty.wait()
-            if self._stop_saving.is_set():
-                return
-            self._stop_saving.wait(SAVE_DELAY)
-            self._dirty.clear()
-            try:
-                self.save()
-            except persistence.StateFileError as exc:
-                log.error("emulator: %s", exc)
+    def when_saved(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` (on the event loop) once the state file holds every change made so far."""
+        if self._commit is None:
+            raise EmulatorError("this emulator has no state file")
+        self._commit.after_commit(callback)
+
+    def _run_on_loop(self, calls: list[Callable[[], None]]) -> None:
+        if self._injector is not None:
+            self._injector.trigger(ApplicationEvent("emulator_run", subject=calls))
 
     def __enter__(self) -> "Emulator":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    @property
+    def open_connections(self) -> int:
+        """Connections counted against ``max_connections`` now (0 when not serving)."""
+        return self._front.open if self._front is not None else 0
 
     @property
     def running(self) -> bool:

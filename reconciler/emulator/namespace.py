@@ -127,7 +127,7 @@ class MessageStore:
         #: Where dead-lettered messages go (None for dead-letter queues and topics' schedules).
         self.dead_letters = dead_letters
         self.next_sequence = 1
-        #: A partitioned entity's partitions (1: not partitioned): see ``_take_number``.
+        #: A partitioned entity's partitions (1: not partitioned): see ``take_number``.
         self.partitions = partitions
         self._partition_next = [1] * partitions
         self._round_robin = 0
@@ -168,10 +168,13 @@ class MessageStore:
         ttl: float | None = None,
         now: _dt.datetime | None = None,
         parts: OutgoingParts | None = None,
+        sequence_number: int | None = None,
     ) -> StoredMessage:
+        """Store a message under ``sequence_number``, or the store's next one (a subscription's copy
+        carries the number its topic gave the message: ``Routing.route``)."""
         now = now or utcnow()
         stored = StoredMessage(
-            sequence_number=self._take_number(session_id),
+            sequence_number=self.take_number(session_id) if sequence_number is None else sequence_number,
             enqueued_time=now,
             payload=payload,
             parts=parts,
@@ -185,7 +188,7 @@ class MessageStore:
         self.restore(stored)
         return stored
 
-    def _take_number(self, session_id: str | None) -> int:
+    def take_number(self, session_id: str | None) -> int:
         """The next sequence number. In a partitioned entity each partition numbers its own messages
         and the partition's number is the top 16 bits, as at the service; a session's messages share
         a partition, others go round the partitions."""
@@ -373,7 +376,11 @@ def address_path(address: str) -> str:
 
 
 def parse_address(address: str) -> Address:
-    """Parse an entity address; raises OperationError(404) for shapes Service Bus does not have."""
+    """Parse an entity address; raises OperationError(404) for shapes Service Bus does not have.
+
+    Topic and queue names are paths (``a/b``), as the service's are: an address is a subscription's
+    when its last-but-one segment is ``Subscriptions`` (the topic being every segment before it),
+    otherwise the whole path is a topic's or queue's."""
     parts = [p for p in address_path(address).split("/") if p]
     management = bool(parts) and same_name(parts[-1], "$management")
     if management:
@@ -381,10 +388,12 @@ def parse_address(address: str) -> Address:
     dead_letter = bool(parts) and same_name(parts[-1], "$deadletterqueue")
     if dead_letter:
         parts = parts[:-1]
-    if len(parts) == 1:
-        return Address(parts[0], None, None, parts[0], dead_letter, management)
-    if len(parts) == 3 and same_name(parts[1], "subscriptions"):
-        return Address(f"{parts[0]}/Subscriptions/{parts[2]}", parts[0], parts[2], parts[0], dead_letter, management)
+    if len(parts) >= 3 and same_name(parts[-2], "subscriptions"):
+        topic = "/".join(parts[:-2])
+        return Address(f"{topic}/Subscriptions/{parts[-1]}", topic, parts[-1], topic, dead_letter, management)
+    if len(parts) == 1 or (parts and not any(p.startswith("$") for p in parts)):
+        path = "/".join(parts)
+        return Address(path, None, None, path, dead_letter, management)
     raise not_found(f"The messaging entity '{address}' could not be found.")
 
 

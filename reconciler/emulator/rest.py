@@ -19,6 +19,7 @@ files, the state file or the in-process API). Documents come from ``reconciler.r
 
 from __future__ import annotations
 
+import io
 import logging
 import socketserver
 import time
@@ -95,7 +96,7 @@ class ManagementApi:
 
     def get(self, base: str, path: str, query: dict[str, str]) -> bytes:
         """The document for GET ``path``; raises ApiError (404, 400, 501) otherwise."""
-        parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
+        parts = [p for p in urllib.parse.unquote(path).strip("/").split("/") if p]
         if parts == ["$namespaceinfo"]:
             return self._document(self._namespace_entry(base))
         with self.namespace.lock:
@@ -104,9 +105,10 @@ class ManagementApi:
                     raise ApiError(501, f"listing {parts[1]} is not emulated (only topics)")
                 topics = sorted(self.namespace.topics.values(), key=lambda t: name_key(t.name))
                 return self._feed(base, path, query, "Topics", topics, lambda t: self._topic_entry(base, t, False))
-            if not parts or len(parts) > 5:
+            if not parts:
                 raise ApiError(404, f"no management resource at '/{path}'")
-            topic = self._topic(parts[0])
+            topic_name, parts = _split_topic(parts)
+            topic = self._topic(topic_name)
             if len(parts) == 1:
                 return self._document(self._topic_entry(base, topic, True))
             if not same_name(parts[1], "subscriptions"):
@@ -191,6 +193,17 @@ class ManagementApi:
                           entry.created_at, standalone=standalone)
 
 
+def _split_topic(parts: list[str]) -> tuple[str, list[str]]:
+    """A path's topic (its name may have ``/`` segments, as the service's may) and the rest, the
+    rest starting with a stand-in for the topic: ``a/b/subscriptions/s`` → ``a/b``, ``[_, subscriptions, s]``.
+    The topic ends before the first ``subscriptions`` segment that leaves a resource shape after it."""
+    for index in range(1, len(parts)):
+        rest = parts[index:]
+        if same_name(rest[0], "subscriptions") and (len(rest) <= 2 or (len(rest) <= 4 and same_name(rest[2], "rules"))):
+            return "/".join(parts[:index]), ["", *rest]
+    return "/".join(parts), [""]
+
+
 class _Handler(BaseHTTPRequestHandler):
     """HTTP/1.1 with keep-alive; every answer has a Content-Length."""
 
@@ -201,6 +214,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:  # `format` is the base class's parameter name
         log.debug("management API: " + format, *args)
+
+    def handle_one_request(self) -> None:
+        """Wait for a request as long as a keep-alive connection may idle, then give its line and
+        headers the front door's ``header_deadline``: a client that trickles them is cut, not waited for."""
+        door = cast("FrontDoor", self.server)
+        door.headers_by(self.connection, None)
+        if not cast(io.BufferedReader, self.rfile).peek(1):
+            self.close_connection = True
+            return
+        door.headers_by(self.connection, time.monotonic() + door.header_deadline)
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        cast("FrontDoor", self.server).headers_by(self.connection, None)
+        return ok
 
     def do_GET(self) -> None:  # http.server's naming
         url = urllib.parse.urlsplit(self.path)

@@ -144,10 +144,17 @@ class Routing:
             self.namespace.touch()
             return evaluations
 
-    def route(self, topic: Topic, message: DecodedMessage, now: _dt.datetime) -> int:
-        """Offer one message to every subscription of ``topic``; how many rules it was evaluated against."""
+    def route(self, topic: Topic, message: DecodedMessage, now: _dt.datetime, number: int | None = None) -> int:
+        """Offer one message to every subscription of ``topic``; how many rules it was evaluated against.
+
+        As at the service, the topic numbers the message (``number``: a scheduled message keeps the
+        one it got when scheduled) and each subscription's copy carries that number, so a message
+        peeked through two subscriptions is recognisably one. A second copy in one subscription (a
+        second matching rule with an action) is another message there and takes the topic's next number."""
         view = self._view(message, now)
         message_id, ttl = _sys_text(message.message, "MessageId"), _ttl_seconds(message.sections)
+        if number is None:
+            number = topic.store.take_number(_sys_text(message.message, "SessionId"))
         parts: OutgoingParts | None = None
         router, subscriptions = self._router(topic)
         for index, result in sorted(router.route(view).items()):
@@ -158,15 +165,16 @@ class Routing:
                 self.filter_errors += 1
                 description = "; ".join(f"rule {name!r}: {error}" for name, error in errors)
                 self._dead_letter_new(sub, message, FILTER_ERROR_REASON, description, now)
-            for rule_name, copy in result.copies:
+            for copy_index, (rule_name, copy) in enumerate(result.copies):
                 if rule_name is None:
                     body, parts = message.payload, parts or OutgoingParts.of(message.sections)
                     copy_parts: OutgoingParts | None = parts
                 else:
                     body, copy_parts = self._apply_copy(message.sections, copy), None
+                session_id = _sys_text(copy, "SessionId")
                 sub.store.enqueue(
-                    body, session_id=_sys_text(copy, "SessionId"), message_id=message_id, ttl=ttl, now=now,
-                    parts=copy_parts,
+                    body, session_id=session_id, message_id=message_id, ttl=ttl, now=now, parts=copy_parts,
+                    sequence_number=number if copy_index == 0 else topic.store.take_number(session_id),
                 )
         return router.rule_count
 
@@ -263,7 +271,7 @@ class Routing:
             for topic in list(self.namespace.topics.values()):
                 for stored in topic.store.due_scheduled(now):
                     topic.store.remove(stored.sequence_number)
-                    self.route(topic, _decode(stored.payload), now)
+                    self.route(topic, _decode(stored.payload), now, stored.sequence_number)
                     changed = True
             for store in list(self.namespace.timed_stores):
                 if not store.has_timed_work:

@@ -1,7 +1,7 @@
 """The emulator's state file: rules, messages and session state survive a restart.
 
 Written atomically (``reconciler.atomic_file``) so a crash leaves either the old or the new file,
-never half of one. Locks are not saved: after a
+never half of one; ``durability.py`` decides when, so that no write is acknowledged before it. Locks are not saved: after a
 restart every locked message is visible again, as after a lock expiry.
 """
 
@@ -161,7 +161,12 @@ def restore(namespace: Namespace, doc: dict[str, Any]) -> None:
 
 def save(namespace: Namespace, path: str | os.PathLike[str]) -> None:
     """Write the state file atomically."""
-    write_atomically(path, json.dumps(snapshot(namespace), separators=(",", ":")))
+    write(snapshot(namespace), path)
+
+
+def write(doc: dict[str, Any], path: str | os.PathLike[str]) -> None:
+    """Write a snapshot atomically, on disk (fsync) when this returns."""
+    write_atomically(path, json.dumps(doc, separators=(",", ":")))
 
 
 def load(namespace: Namespace, path: str | os.PathLike[str]) -> bool:

@@ -61,6 +61,8 @@ def plan_live(
         raise MissingEntitiesError(missing)
     undeclared = undeclared_subscriptions(desired, inventory)
     others = read_bystanders(client, desired, undeclared, every=bystanders, concurrency=concurrency, fallback=rest)
+    unmanaged = [(t.name, s.name) for t, s in desired.subscriptions() if not s.managed] if bystanders else []
+    alone = observe_subscriptions(client, unmanaged, concurrency=concurrency, missing_ok=True, fallback=rest)
     desired = with_bystanders(desired, others)
     actual = observe(client, desired, concurrency=concurrency, fallback=rest, missing_ok=True)
     absent = [
@@ -78,8 +80,8 @@ def plan_live(
         notes.append(inventory.note)
     claimed = {(t, s): owner for t, s in undeclared if (owner := desired.owners.of_subscription(t, s))}
     return dataclasses.replace(
-        plan, undeclared=tuple(undeclared), notes=(*plan.notes, *notes), bystanders=others, claimed=claimed,
-        read_at=read_at,
+        plan, undeclared=tuple(undeclared), notes=(*plan.notes, *notes), bystanders={**others, **alone},
+        listed=inventory.listed, claimed=claimed, read_at=read_at,
     )
 
 

@@ -264,10 +264,14 @@ class Plan:
     environment: str | None = None
     #: The namespace read (host, and port when not the default): a saved plan applies only there.
     namespace: str | None = None
-    #: The live rules of undeclared subscriptions, where the plan read them (a topic with a
-    #: fall-through subscription, a traffic report): they receive messages too. Not saved with the
-    #: plan; a saved plan knows their names only.
+    #: The live rules of the subscriptions it leaves alone, where the plan read them: undeclared ones
+    #: (on a topic with a fall-through subscription, and for a traffic report) and, for a traffic
+    #: report, declared unmanaged ones. They receive messages too. Saved with the plan
+    #: (``undeclared[].rules``, ``skipped[].rules``), so a report on the saved plan knows what the plan knew.
     bystanders: Mapping[tuple[str, str], tuple[Rule, ...]] = field(default_factory=dict, compare=False)
+    #: Discovery listed every subscription of the declared topics: ``undeclared`` is all of the others
+    #: (a traffic report's credits are then exact where their rules are known).
+    listed: bool = False
     #: When the namespace was read (the ages of live rules are told from it).
     read_at: _dt.datetime | None = field(default=None, compare=False)
     #: Declared rules found re-created since the previous apply (``--since``).
@@ -317,16 +321,26 @@ class Plan:
             "summary": self.summary(),
             "changes": [c.to_json() for c in self.changes],
             "subscriptions": [sp.to_json() for sp in self.subscriptions],
-            "skipped": [asdict(s) for s in self.skipped],
+            "skipped": [self._with_rules(asdict(s)) for s in self.skipped],
             "warnings": list(self.warnings),
             "undeclared": [
-                {"topic": t, "subscription": s, **({"owner": self.claimed[(t, s)]} if (t, s) in self.claimed else {})}
-                for t, s in self.undeclared
+                self._with_rules({"topic": t, "subscription": s} | self._owner(t, s)) for t, s in self.undeclared
             ],
             "notes": list(self.notes),
+            "listed": self.listed,
             **({"read_at": iso_time(self.read_at)} if self.read_at else {}),
             **({"contested": [c.to_json() for c in self.contested]} if self.contested else {}),
         }
+
+    def _owner(self, topic: str, subscription: str) -> dict[str, str]:
+        """An undeclared subscription's ``owner``, where sbrules.yaml's ``owners:`` claims it."""
+        owner = self.claimed.get((topic, subscription))
+        return {"owner": owner} if owner else {}
+
+    def _with_rules(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """A left-alone subscription's entry, with its live rules where the plan read them."""
+        rules = self.bystanders.get((doc["topic"], doc["subscription"]))
+        return doc if rules is None else {**doc, "rules": [rule_to_doc(rule) for rule in rules]}
 
     @classmethod
     def from_json(cls, doc: Any) -> "Plan":
@@ -362,12 +376,17 @@ class Plan:
                 )
                 for entry in doc["subscriptions"]
             ]
-            skipped = tuple(Skipped(**s) for s in doc.get("skipped", ()))
+            skipped = tuple(Skipped(s["topic"], s["subscription"], s["reason"]) for s in doc.get("skipped", ()))
             warnings = tuple(doc.get("warnings", ()))
             undeclared = tuple((u["topic"], u["subscription"]) for u in doc.get("undeclared", ()))
-            claimed = {(u["topic"], u["subscription"]): u["owner"] for u in doc.get("undeclared", ()) if "owner" in u}
+            bystanders = {
+                (u["topic"], u["subscription"]): tuple(rule_from_doc(r) for r in u["rules"])
+                for u in (*doc.get("undeclared", ()), *doc.get("skipped", ())) if "rules" in u
+            }
             notes = tuple(doc.get("notes", ()))
             environment, namespace = doc.get("environment"), doc.get("namespace")
+            listed = bool(doc.get("listed", False))
+            claimed = {(u["topic"], u["subscription"]): u["owner"] for u in doc.get("undeclared", ()) if "owner" in u}
             read_at = read_time(doc["read_at"]) if doc.get("read_at") else None
             contested = tuple(Contest.from_json(c) for c in doc.get("contested", ()))
         except (KeyError, TypeError, ValueError) as exc:
@@ -379,8 +398,8 @@ class Plan:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
         return cls(
-            tuple(subs), skipped, warnings, undeclared, notes, environment, namespace,
-            claimed=claimed, read_at=read_at, contested=contested,
+            tuple(subs), skipped, warnings, undeclared, notes, environment, namespace, bystanders, listed,
+            read_at=read_at, contested=contested, claimed=claimed,
         )
 
 

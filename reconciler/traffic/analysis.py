@@ -18,12 +18,19 @@ from :mod:`reconciler.sql.static`. Finding codes (docs/analyze.md):
 A subscription marked ``sampling_tap`` receives everything, and a ``fallthrough`` one receives
 exactly what no other does, so neither counts as receiving; a
 subscription whose rules are unknown (not managed by the files, in an offline analysis) is named
-in its topic's ``unknown_subscriptions``: the unrouted count is then an upper bound.
+in its topic's ``unknown_subscriptions``: the unrouted count is then an upper bound. A subscription
+the files do not name (found in the namespace) is always named, with what it receives when its
+live rules are known. Credits are exact only when every filter on the topic is known: every
+subscription's rules, and the list of subscriptions itself (``complete``: read from the namespace
+with discovery); otherwise they are a lower bound.
+
+Rates are per topic, over the topic's own enqueued span; a span under ``MEASURABLE_SECONDS`` is a
+burst, whose rate the sample cannot tell.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reconciler.limits import CORRELATION_FILTERS_PER_TOPIC, SQL_FILTERS_PER_TOPIC, counts_as_sql_filter
@@ -32,27 +39,30 @@ from reconciler.model import (
     CorrelationFilter,
     Filter,
     Rule,
-    SqlFilter,
     TypedValue,
     ValueType,
     rule_to_doc,
 )
 from reconciler.names import name_key
 from reconciler.namespace.credits import FILTER_EVALUATION_CREDITS, MESSAGE_CREDITS, STANDARD_CREDITS_PER_SECOND
-from reconciler.sql import SqlError, ast, parse_filter, values
+from reconciler.sql import ast, values
 from reconciler.sql.canonical import literal_text
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.static import analyse_rules, is_plain_false
+from reconciler.traffic.near_misses import Equality, Key, NearMiss, equalities, sql_equalities, sql_tree
 from reconciler.traffic.report_model import (
+    Bystander,
     Credits,
     Finding,
     Group,
     Naming,
     Quota,
     RoutingHealth,
+    TimeRange,
     TopicHealth,
     Unrouted,
     as_declared,
+    iso,
     named,
 )
 from reconciler.traffic.tally import Answers, Question
@@ -62,6 +72,8 @@ CODES = ("never-matched", "redundant-rule", "unsatisfiable", "correlation-candid
 BREAKDOWN = {"label": "subject", "to": "to"}
 #: Largest groups of unrouted messages shown per breakdown.
 TOP_GROUPS = 5
+#: The shortest enqueued span a rate is measured over: a sample published in a burst has no rate.
+MEASURABLE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,8 @@ class Subscriber:
     #: the fall-through subscription receives exactly the unrouted messages: counting it would
     #: leave nothing unrouted
     fallthrough: bool = False
+    #: False for a subscription of the topic that the rule files do not name (found in the namespace)
+    declared: bool = True
 
     @property
     def receives(self) -> bool:
@@ -97,13 +111,16 @@ class Health:
 
     def __init__(
         self, subscribers: Sequence[Subscriber], source: str, types: dict[str, frozenset[str]],
-        current: Mapping[tuple[str, str], Sequence[Rule]] | None = None,
+        current: Mapping[tuple[str, str], Sequence[Rule]] | None = None, *, complete: bool = False,
     ):
         """``current``: in a plan's impact report, the rules the planned subscriptions have now, by
-        (topic, subscription), so that credits say what a message costs before the change too."""
+        (topic, subscription), so that credits say what a message costs before the change too;
+        ``complete``: ``subscribers`` are every subscription of their topics (read from the
+        namespace, discovery included), not only those the files name."""
         self.subscribers = list(subscribers)
         self.source = source
         self.current = current
+        self.complete = complete
         self.candidates = [c for s in self.subscribers for c in _candidates(s, types)]
 
     # -- what the pass evaluates and asks ------------------------------------------------------------
@@ -130,6 +147,8 @@ class Health:
         for key, bits in self.receiving(filters).items():
             asked += [Question(key), Question(key, unmatched=bits, examples=True)]
         for s in self.subscribers:
+            if not s.declared and s.rules is not None:
+                asked.append(self._receives(s, filters))
             for rule in s.rules or ():
                 asked.append(self._matched(s, rule, filters))
                 alone = self._alone(s, rule, filters)
@@ -139,6 +158,11 @@ class Health:
             if c.suggested is not None:
                 asked += self._verification(c, filters)
         return asked
+
+    @staticmethod
+    def _receives(s: Subscriber, filters: dict[Filter, int]) -> Question:
+        """The messages a subscription with known rules receives."""
+        return Question(name_key(s.topic), matched=frozenset(filters[r.filter] for r in s.rules or ()))
 
     @staticmethod
     def _matched(s: Subscriber, rule: Rule, filters: dict[Filter, int]) -> Question:
@@ -171,6 +195,17 @@ class Health:
             Question(key, matched=frozenset({suggested}), unmatched=frozenset({sql}), examples=True),
         ]
 
+    def never_matched(self, answers: Answers, filters: dict[Filter, int]) -> dict[Key, list[Equality]]:
+        """The rules no sampled message of their topic matched, by (topic key, subscription, rule),
+        with the equalities whose near misses to look for (:mod:`reconciler.traffic.near_misses`)."""
+        out: dict[Key, list[Equality]] = {}
+        for s in self.subscribers:
+            for rule in s.rules or ():
+                found = equalities(rule)
+                if found and not answers.total(self._matched(s, rule, filters)):
+                    out[(name_key(s.topic), s.subscription, rule.name)] = found
+        return out
+
     # -- the section -----------------------------------------------------------------------------
 
     def shape(
@@ -178,11 +213,13 @@ class Health:
         answers: Answers,
         filters: dict[Filter, int],
         examples: Callable[..., tuple[str, ...]],
-        span_seconds: float | None,
         declared: Naming = as_declared,
+        misses: Mapping[Key, Sequence[NearMiss]] | None = None,
+        ids: Callable[[Sequence[int]], tuple[str, ...]] = lambda hashes: (),
     ) -> RoutingHealth:
-        """The routing-health section, its example ids from ``examples`` and its topics named by
-        ``declared`` (see :func:`reconciler.traffic.impact.shape`)."""
+        """The routing-health section, its example ids from ``examples`` (and of near misses from
+        ``ids``, given their id hashes), its topics named by ``declared`` (see
+        :func:`reconciler.traffic.impact.shape`); ``misses``: the never-matched rules' near misses."""
         total = answers.total(Question())
         receiving = self.receiving(filters)
         names = {name_key(s.topic): s.topic for s in reversed(self.subscribers)}
@@ -193,10 +230,12 @@ class Health:
             unrouted = answers.total(unrouted_question)
             here = [s for s in self.subscribers if name_key(s.topic) == key]
             name, namespace_topic = named(names[key], declared)
+            time_range = answers.time_range(key)
             topics.append(
                 TopicHealth(
                     topic=name,
                     messages=messages,
+                    time_range=TimeRange(iso(time_range[0]), iso(time_range[1])),
                     unrouted=Unrouted(
                         unrouted,
                         _share(unrouted, messages),
@@ -209,12 +248,17 @@ class Health:
                         if s.sampling_tap or s.fallthrough
                     ),
                     unknown_subscriptions=tuple(s.subscription for s in here if s.rules is None),
-                    credits=_credits(here, messages, span_seconds, self._filters_before(here)),
+                    undeclared=tuple(
+                        Bystander(s.subscription, None if s.rules is None else answers.total(self._receives(s, filters)))
+                        for s in here
+                        if not s.declared
+                    ),
+                    credits=_credits(here, messages, span_of(*time_range), self._filters_before(here), self.complete),
                     quota=_quota(here),
                     namespace_topic=namespace_topic,
                 )
             )
-        findings = self._findings(answers, filters, examples, total, span_seconds, declared)
+        findings = self._findings(answers, filters, examples, declared, misses or {}, ids)
         return RoutingHealth(self.source, total, tuple(topics), tuple(findings))
 
     def _filters_before(self, here: list[Subscriber]) -> int | None:
@@ -225,12 +269,14 @@ class Health:
         return sum(len(self.current.get((s.topic, s.subscription), s.rules or ())) for s in here)
 
     def _findings(
-        self, answers: Answers, filters: dict[Filter, int], examples: Callable[..., tuple[str, ...]], total: int,
-        span_seconds: float | None, declared: Naming,
+        self, answers: Answers, filters: dict[Filter, int], examples: Callable[..., tuple[str, ...]], declared: Naming,
+        misses: Mapping[Key, Sequence[NearMiss]], ids: Callable[[Sequence[int]], tuple[str, ...]],
     ) -> list[Finding]:
         out: list[Finding] = []
-        span = "an unknown time span" if span_seconds is None else f"{span_seconds:,.0f} s"
         for s in self.subscribers:
+            key = name_key(s.topic)
+            total, span_seconds = answers.total(Question(key)), span_of(*answers.time_range(key))
+            span = "an unknown time span" if span_seconds is None else f"{span_seconds:,.0f} s"
             rules = s.rules or ()
             static = {id(f.rule): f for f in analyse_rules(rules)}
             for rule in rules:
@@ -243,9 +289,14 @@ class Health:
                                         "NULL and missing properties included): the rule delivers nothing",
                                         {"kind": "static"}))
                 elif matched == 0 and not is_plain_false(rule.filter):
+                    near = misses.get((key, s.subscription, rule.name), ())
+                    shown = [(miss, ids(miss.hashes)) for miss in near]
+                    causes = "; ".join(f"{m.describe()} (e.g. {', '.join(e)})" if e else m.describe() for m, e in shown)
                     out.append(_finding("never-matched", "warning", where, f"matched none of the {total:,} sampled "
-                                        f"messages ({span} of traffic)",
-                                        {"kind": "traffic", "sample_messages": total, "sample_seconds": span_seconds}))
+                                        f"messages of {declared(s.topic)} ({span} of traffic)"
+                                        + (f"; near misses: {causes}" if causes else ""),
+                                        {"kind": "traffic", "sample_messages": total, "sample_seconds": span_seconds,
+                                         "near_misses": [m.to_json(e) for m, e in shown]}))
                 if found is not None and found.code == "redundant-rule":
                     assert found.covered_by is not None
                     out.append(_finding("redundant-rule", "warning", where, f"rule {found.covered_by.name!r} delivers "
@@ -284,6 +335,14 @@ class Health:
                            "sampled messages")
                 evidence = {"kind": "traffic", "suggested": suggested, "verified": True, "examples": []}
             out.append(_finding("correlation-candidate", "info", where, message, evidence))
+        # Every finding seen on the sample cites its own topic's sample: its size and enqueued span.
+        keys = {declared(s.topic): name_key(s.topic) for s in self.subscribers}
+        sampled = {
+            name: {"sample_messages": answers.total(Question(key)), "sample_seconds": span_of(*answers.time_range(key))}
+            for name, key in keys.items()
+        }
+        out = [replace(f, evidence={**f.evidence, **sampled[f.topic]}) if f.evidence.get("kind") == "traffic" else f
+               for f in out]
         order = {code: i for i, code in enumerate(CODES)}
         return sorted(out, key=lambda f: (name_key(f.topic), f.subscription or "", f.rule or "", order[f.code]))
 
@@ -302,20 +361,32 @@ def _top(answers: Answers, name: str, topic: str) -> tuple[Group, ...]:
     return tuple(Group(value, count) for value, count in counts[:TOP_GROUPS])
 
 
-def _credits(here: list[Subscriber], messages: int, span_seconds: float | None, before: int | None = None) -> Credits:
+def _credits(
+    here: list[Subscriber], messages: int, span_seconds: float | None, before: int | None = None, complete: bool = False
+) -> Credits:
     """Credits a sent message costs on a Standard namespace: the send plus one per filter evaluated
-    (``before``: the filters before a plan's change)."""
+    (``before``: the filters before a plan's change); exact when every filter on the topic is known
+    (``complete``: ``here`` is every subscription of the topic). The rate is over the topic's own
+    enqueued span (``span_seconds``), none for a burst (a span under ``MEASURABLE_SECONDS``)."""
     filters = sum(len(s.rules or ()) for s in here)
     per_message = MESSAGE_CREDITS + FILTER_EVALUATION_CREDITS * filters
-    rate = None if not span_seconds else messages / span_seconds * per_message
+    burst = span_seconds is not None and span_seconds < MEASURABLE_SECONDS
+    rate = None if not span_seconds or burst else messages / span_seconds * per_message
     return Credits(
         per_message=per_message,
         filters=filters,
-        exact=all(s.rules is not None for s in here),
+        exact=complete and all(s.rules is not None for s in here),
         estimated_per_second=None if rate is None else round(rate, 2),
         share_of_namespace=None if rate is None else round(rate / STANDARD_CREDITS_PER_SECOND, 4),
         filters_before=before,
+        span_seconds=span_seconds,
+        burst=burst,
     )
+
+
+def span_of(first: int | None, last: int | None) -> float | None:
+    """Seconds from ``first`` to ``last`` (µs since the epoch); None when unknown."""
+    return None if first is None or last is None else (last - first) / 1e6
 
 
 def _quota(here: list[Subscriber]) -> Quota:
@@ -329,17 +400,8 @@ def _quota(here: list[Subscriber]) -> Quota:
 # ------------------------------------------------------------------------------------------------
 
 
-def _tree(rule: Rule) -> ast.Predicate | None:
-    if not isinstance(rule.filter, SqlFilter):
-        return None
-    try:
-        return parse_filter(rule.filter.expression)
-    except SqlError:
-        return None
-
-
 def _costly_like(where: dict[str, Any], rule: Rule) -> list[Finding]:
-    tree = _tree(rule)
+    tree = sql_tree(rule)
     if tree is None:
         return []
     out = []
@@ -396,8 +458,8 @@ def _candidates(s: Subscriber, types: dict[str, frozenset[str]]) -> Iterable[Can
     for rule in s.rules or ():
         if rule.has_action:
             continue
-        tree = _tree(rule)
-        equalities = _equalities(tree) if tree is not None else None
+        tree = sql_tree(rule)
+        equalities = sql_equalities(tree) if tree is not None else None
         if not equalities:
             continue
         fields: dict[str, str] = {}
@@ -423,21 +485,6 @@ def _candidates(s: Subscriber, types: dict[str, frozenset[str]]) -> Iterable[Can
             yield Candidate(s, rule, None, reason)
         else:
             yield Candidate(s, rule, CorrelationFilter(**fields, properties=tuple(properties)))
-
-
-def _equalities(tree: ast.Predicate) -> list[tuple[ast.Property, ast.Literal]] | None:
-    """``prop = literal`` conjuncts, or None when the filter is anything else."""
-    out = []
-    for node in ast.conjuncts(tree):
-        if not (isinstance(node, ast.Comparison) and node.op == "="):
-            return None
-        left, right = node.left, node.right
-        if isinstance(left, ast.Literal) and isinstance(right, ast.Property):
-            left, right = right, left
-        if not (isinstance(left, ast.Property) and isinstance(right, ast.Literal)) or right.type is ValueType.NULL:
-            return None
-        out.append((left, right))
-    return out
 
 
 _NUMERIC = {"byte", "ubyte", "short", "ushort", "int", "uint", "long", "ulong", "float", "double", "decimal"}

@@ -19,9 +19,12 @@ def analyze_report(
     dataset: str,
     spark_master: str | None = None,
     declared: Naming = as_declared,
+    *,
+    complete: bool = False,
 ) -> Analysis:
     """The routing health of ``subscribers`` over the sample ``dataset`` (one Spark pass); topics
-    named by ``declared`` (see :func:`reconciler.traffic.impact.impact_report`)."""
+    named by ``declared`` (see :func:`reconciler.traffic.impact.impact_report`); ``complete``: they
+    are every subscription of their topics (see :class:`Health`)."""
     messages = failures.check_sample(dataset)
     skipped: list[str] = []
 
@@ -32,7 +35,7 @@ def analyze_report(
         if not kept:
             listed = ", ".join(sorted({declared(s.topic) for s in subscribers}))
             raise ImpactError(f"the sample holds no messages of the declared topics ({listed}); sample them first")
-        return _evaluate(frame, [], types, lambda found: Health(kept, source, dict(found)), declared)
+        return _evaluate(frame, [], types, lambda found: Health(kept, source, dict(found), complete=complete), declared)
 
     filters = {rule.filter for s in subscribers for rule in s.rules or ()}
     evaluations = None if messages is None else messages * max(len(filters), 1)

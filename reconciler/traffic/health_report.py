@@ -1,34 +1,25 @@
-"""Render routing health: the ``sbrules analyze`` document, and the "Routing health" section of the
-traffic impact report (both :mod:`reconciler.traffic.report_model` values).
-
-``text`` for a terminal, ``markdown`` for a pull-request comment, ``html`` for one self-contained
-file, ``json`` for machines (the document itself). The section renderers take the part both
-documents share: a :class:`~reconciler.traffic.report_model.RoutingHealth`.
+"""Render routing health as text and Markdown: the ``sbrules analyze`` document, and the "Routing
+health" section of the traffic impact report (both :mod:`reconciler.traffic.report_model` values).
+The section renderers take the part both documents share: a
+:class:`~reconciler.traffic.report_model.RoutingHealth`; the HTML page is
+:mod:`~reconciler.traffic.html_report`'s, and :mod:`~reconciler.traffic.render` picks the format.
 """
 
 from __future__ import annotations
 
-import html
-import json
-
-from reconciler.traffic.report_model import Analysis, Credits, Group, Quota, RoutingHealth
-
-FORMATS = ("text", "json", "markdown", "html")
+from reconciler.traffic.report_model import Analysis, Credits, Group, Quota, RoutingHealth, TopicHealth
 
 
-def render_analysis(doc: Analysis, fmt: str = "text") -> str:
-    """The ``sbrules analyze`` document in ``fmt``."""
-    if fmt == "json":
-        return json.dumps(doc.to_json(), indent=2, sort_keys=True)
-    if fmt == "markdown":
-        return "\n".join(
-            [f"## Routing health ({doc.health.source} rules)", "", doc.sample_line, "", section_markdown(doc.health)]
-        )
-    if fmt == "text":
-        return "\n".join([f"Routing health of the {doc.health.source} rules", doc.sample_line, "", section_text(doc.health)])
-    if fmt == "html":
-        return _page(doc)
-    raise ValueError(f"unknown format {fmt!r} ({', '.join(FORMATS)})")
+def analysis_text(doc: Analysis) -> str:
+    """The ``sbrules analyze`` document for a terminal."""
+    return "\n".join([f"Routing health of the {doc.health.source} rules", doc.sample_line, "", section_text(doc.health)])
+
+
+def analysis_markdown(doc: Analysis) -> str:
+    """The ``sbrules analyze`` document as a pull-request comment."""
+    return "\n".join(
+        [f"## Routing health ({doc.health.source} rules)", "", doc.sample_line, "", section_markdown(doc.health)]
+    )
 
 
 def _percent(share: float) -> str:
@@ -40,17 +31,16 @@ def _groups(groups: tuple[Group, ...]) -> str:
 
 
 def _credits(credits: Credits) -> str:
-    text = f"{credits.per_message} credits per message sent (1 + {credits.filters} filters)"
+    known = "" if credits.exact else " known filters, plus any it does not know"
+    text = f"{credits.amount} per message sent (1 + {credits.filters}{known or ' filters'})"
     if credits.filters_before is not None and credits.filters_before != credits.filters:
         text += f", {credits.per_message_before} before this change (1 + {credits.filters_before} filters)"
-    if not credits.exact:
-        text += ", more for the unknown subscriptions' filters"
-    if credits.estimated_per_second is not None and credits.share_of_namespace is not None:
-        text += (
-            f"; about {credits.estimated_per_second:,} credits/s at the sampled rate, "
-            f"{_percent(credits.share_of_namespace)} of a Standard namespace's 1,000/s"
-        )
-    return text
+    return f"{text}; {credits.rate}"
+
+
+def _undeclared(topic: TopicHealth) -> str:
+    """The topic's subscriptions the files do not name, each with what it receives."""
+    return ", ".join(b.shown for b in topic.undeclared)
 
 
 def _quota(quota: Quota) -> str:
@@ -75,6 +65,8 @@ def section_text(section: RoutingHealth) -> str:
             lines.append(f"    by sys.To: {_groups(unrouted.by.get('to', ()))}")
         for subscription, reason in topic.not_receiving:
             lines.append(f"  not counted as receiving: {subscription} ({reason})")
+        if topic.undeclared:
+            lines.append(f"  not in the rule files: {_undeclared(topic)}")
         if topic.unknown_subscriptions:
             lines.append(
                 f"  unknown rules (not managed by the files): {', '.join(topic.unknown_subscriptions)}; "
@@ -103,13 +95,21 @@ def section_markdown(section: RoutingHealth) -> str:
         shown = f"`{topic.topic}`" + (f" (`{topic.namespace_topic}` in the namespace)" if topic.namespace_topic else "")
         lines.append(
             f"| {shown} | {topic.messages:,} | {unrouted.count:,} ({_percent(unrouted.share)}) "
-            f"| {_groups(unrouted.by.get('label', ())[:3]) if unrouted.count else ''} | {topic.credits.per_message} "
+            f"| {_groups(unrouted.by.get('label', ())[:3]) if unrouted.count else ''} "
+            f"| {'' if topic.credits.exact else '≥ '}{topic.credits.per_message} "
             f"| {quota.sql_filters:,} / {quota.sql_limit:,} "
             f"| {quota.correlation_filters:,} / {quota.correlation_limit:,} |"
         )
     unknown = [f"`{t.topic}/{s}`" for t in section.topics for s in t.unknown_subscriptions]
     if unknown:
         lines += ["", f"Rules unknown (not managed by the files): {', '.join(unknown)}."]
+    undeclared = [f"`{t.topic}/{b.subscription}` {b.shown.removeprefix(b.subscription).strip()}"
+                  for t in section.topics for b in t.undeclared]
+    if undeclared:
+        lines += ["", f"Not in the rule files: {', '.join(undeclared)}."]
+    for topic in section.topics:
+        if not topic.credits.exact or topic.credits.burst:
+            lines += ["", f"Credits of `{topic.topic}`: {_credits(topic.credits)}."]
     lines.append("")
     if not section.findings:
         lines.append("No findings.")
@@ -118,48 +118,3 @@ def section_markdown(section: RoutingHealth) -> str:
         if finding.suggestion:
             lines.append(f"  suggested rule: `{finding.suggestion}`")
     return "\n".join(lines)
-
-
-def section_html(section: RoutingHealth) -> str:
-    """The section as an HTML fragment (escaped)."""
-    e = html.escape
-    rows = []
-    for topic in section.topics:
-        unrouted = topic.unrouted
-        rows.append(
-            "<tr>"
-            f"<td>{e(topic.title)}</td><td>{topic.messages:,}</td>"
-            f"<td>{unrouted.count:,} ({_percent(unrouted.share)})</td>"
-            f"<td>{e(_groups(unrouted.by.get('label', ())))}</td><td>{e(_groups(unrouted.by.get('to', ())))}</td>"
-            f"<td>{e(', '.join(unrouted.examples))}</td>"
-            f"<td>{e(_credits(topic.credits))}</td><td>{e(_quota(topic.quota))}</td>"
-            "</tr>"
-        )
-    items = []
-    for finding in section.findings:
-        extra = f"<br><code>{e(finding.suggestion)}</code>" if finding.suggestion else ""
-        items.append(
-            f"<li><strong>{e(finding.code)}</strong> <code>{e(finding.where)}</code>: {e(finding.message)}{extra}</li>"
-        )
-    return (
-        "<section id=\"routing-health\"><h2>Routing health</h2>"
-        "<table><thead><tr><th>Topic</th><th>Messages</th><th>Unrouted</th><th>By sys.Label</th><th>By sys.To</th>"
-        "<th>Examples</th><th>Credits</th><th>Quota</th></tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table>"
-        + (f"<ul>{''.join(items)}</ul>" if items else "<p>No findings.</p>")
-        + "</section>"
-    )
-
-
-def _page(doc: Analysis) -> str:
-    e = html.escape
-    return (
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>Routing health: {e(doc.dataset)}</title>"
-        "<style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}</style></head><body>"
-        f"<h1>Routing health of the {e(doc.health.source)} rules</h1><p>{e(doc.sample_line)}</p>"
-        + section_html(doc.health)
-        + "</body></html>"
-    )

@@ -1,4 +1,6 @@
-"""The impact report as one self-contained HTML file (a CI artefact that opens anywhere, offline).
+"""The impact report and the ``analyze`` document as one self-contained HTML file each (a CI
+artefact that opens anywhere, offline), from one template: the routing-health section (its chart,
+topics, unrouted groups, examples and findings with their evidence) is the same in both.
 
 Rendered with a jinja2 template (``templates/report.html.j2``, autoescaped) into plain HTML, CSS
 and an inline SVG chart: no script, no font, no image, nothing fetched (the page's
@@ -14,12 +16,17 @@ import math
 from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
-from markupsafe import Markup
 
 from reconciler.model import Rule, rule_to_doc
 from reconciler.rulefiles.render import dump_rule_file
-from reconciler.traffic.health_report import section_html
-from reconciler.traffic.report_model import ExampleMessage, ImpactReport, SubscriptionImpact
+from reconciler.traffic.report_model import (
+    UNROUTED_MEANS,
+    Analysis,
+    ExampleMessage,
+    ImpactReport,
+    RoutingHealth,
+    SubscriptionImpact,
+)
 
 #: Changed subscriptions drawn in the chart; the table below it lists every subscription.
 CHART_ROWS = 50
@@ -67,19 +74,66 @@ class Chart:
     not_drawn: tuple[SubscriptionImpact, ...]
 
 
+@dataclass(frozen=True)
+class TopicBar:
+    """One topic of the routing-health chart: its received and unrouted messages, drawn at one scale."""
+
+    topic: str
+    y: float
+    received: int
+    unrouted: int
+    received_width: float
+    unrouted_width: float
+
+
+@dataclass(frozen=True)
+class HealthBars:
+    rows: tuple[TopicBar, ...]
+    width: int
+    height: int
+    plot_left: int
+
+
 def render_html(report: ImpactReport) -> str:
     """The whole report as one HTML document."""
     subs = report.ranked()
     anchors = {(s.topic, s.subscription): f"sub-{i}" for i, s in enumerate(subs, 1)}
-    template = _environment().get_template("report.html.j2")
-    return template.render(
+    return _render(
         report=report,
+        analysis=None,
         subscriptions=subs,
         anchors=anchors,
         chart=_chart(report.changed(), anchors),
         unchanged=sum(1 for s in subs if not s.changes_traffic),
-        routing_health=Markup(section_html(report.routing_health)) if report.routing_health is not None else None,
+        health=report.routing_health,
+        examples=report.example_messages,
     )
+
+
+def render_analysis_html(doc: Analysis) -> str:
+    """The ``sbrules analyze`` document as one HTML document: the routing-health section of the impact report."""
+    return _render(report=None, analysis=doc, health=doc.health, examples=doc.example_messages)
+
+
+def _render(health: RoutingHealth | None, **context: object) -> str:
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        health=health, health_bars=_health_bars(health), unrouted_means=UNROUTED_MEANS, **context
+    )
+
+
+def _health_bars(health: RoutingHealth | None) -> HealthBars:
+    """Received and unrouted messages per topic, every bar at one scale."""
+    topics = health.topics if health is not None else ()
+    top = max((t.messages for t in topics), default=1) or 1
+    scale = PLOT_WIDTH / top
+    rows = tuple(
+        TopicBar(t.topic, TOP + i * (BAR_HEIGHT + 10), t.messages - t.unrouted.count, t.unrouted.count,
+                 (t.messages - t.unrouted.count) * scale, t.unrouted.count * scale)
+        for i, t in enumerate(topics)
+    )
+    height = int(TOP + len(rows) * (BAR_HEIGHT + 10) + 8)
+    return HealthBars(rows, LABEL_WIDTH + PLOT_WIDTH + NUMBER_WIDTH, height, LABEL_WIDTH)
 
 
 def _environment() -> Environment:

@@ -16,17 +16,16 @@ traffic its old and new filter match. The report is an
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 from reconciler import progress
 from reconciler.errors import ErrorCode, SbrulesError
-from reconciler.model import DesiredState, Filter, Rule
+from reconciler.model import DesiredState, Filter, Rule, Subscription
 from reconciler.names import key_translation, name_key
 from reconciler.plan import Change, Plan, PlanError, plan_subscription
-from reconciler.traffic import failures
+from reconciler.traffic import failures, near_misses
 from reconciler.traffic.analysis import BREAKDOWN, Health, Subscriber
 from reconciler.traffic.footers import OutdatedSample, PropertyTypes, property_types, sample_facts
 from reconciler.traffic.location import for_spark
@@ -44,6 +43,7 @@ from reconciler.traffic.report_model import (
     TimeRange,
     TopicTraffic,
     as_declared,
+    iso,
     named,
 )
 from reconciler.traffic.rows import SCHEMA, row_to_message
@@ -112,7 +112,8 @@ def impact_report(
         subscribers = [s for s in desired_subscribers(desired, plan) if name_key(s.topic) in sampled]
         current = {(scope.topic, scope.subscription): scope.current for scope in scopes}
         return _evaluate(
-            frame, scopes, types, lambda found: Health(subscribers, "desired", dict(found), current), declared
+            frame, scopes, types,
+            lambda found: Health(subscribers, "desired", dict(found), current, complete=plan.listed), declared,
         )
 
     evaluations = None if messages is None else messages * len(filters)
@@ -148,20 +149,33 @@ def on_sample(
 
 
 def desired_subscribers(desired: DesiredState, plan: Plan | None = None) -> list[Subscriber]:
-    """Every declared subscription as routing health sees it: its declared rules (None: unmanaged);
-    and, from a plan, the subscriptions no file mentions: with the live rules the plan read, or
-    unknown (a saved plan keeps their names only). A subscription that owns only some of its rules
+    """Every declared subscription as routing health sees it: its declared rules (an unmanaged one:
+    the live rules a plan read, else unknown); and, from a plan, the subscriptions no file mentions:
+    with the live rules the plan read, or unknown. A subscription that owns only some of its rules
     (``owns:``) receives through the foreign ones too: with the plan's foreign rules, or unknown."""
+    read = plan.bystanders if plan is not None else {}
     foreign = foreign_rules(plan)
     out = [
-        Subscriber(t.name, s.name, s.rules if s.owns is None or s.rules is None else (
-            (*s.rules, *foreign[(t.name, s.name)]) if (t.name, s.name) in foreign else None
-        ), s.sampling_tap, s.fallthrough)
+        Subscriber(t.name, s.name, _receiving_rules(t.name, s, read, foreign), s.sampling_tap, s.fallthrough)
         for t, s in desired.subscriptions()
     ]
     if plan is not None:
-        out += [Subscriber(t, s, plan.bystanders.get((t, s)), False, False) for t, s in plan.undeclared]
+        out += [Subscriber(t, s, plan.bystanders.get((t, s)), declared=False) for t, s in plan.undeclared]
     return out
+
+
+def _receiving_rules(
+    topic: str, sub: Subscription, read: Mapping[tuple[str, str], tuple[Rule, ...]],
+    foreign: Mapping[tuple[str, str], tuple[Rule, ...]],
+) -> tuple[Rule, ...] | None:
+    """The rules a declared subscription receives through: declared (with its foreign ones under
+    ``owns:``, unknown when not read), or for an unmanaged one the live rules read (else unknown)."""
+    if not sub.managed:
+        return read.get((topic, sub.name))
+    if sub.owns is None:
+        return sub.rules
+    key = (topic, sub.name)
+    return (*(sub.rules or ()), *foreign[key]) if key in foreign else None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -298,11 +312,16 @@ def _evaluate(
             frame, topic_of, message_id, outcomes, list(dict.fromkeys(asked)), F.col("enqueued_time"), unrouted, breakdown
         )
     shown = [name for name in SCHEMA.names if name in frame.columns]
+    misses = {}
+    if health is not None and (never := health.never_matched(answers, filters)):
+        progress.phase(f"looking for near misses of {_count(len(never), 'rule')} that matched nothing")
+        misses = near_misses.find(frame, topic_of, message_id, never)
     progress.phase("finding the example messages")
     hashes = set().union(*(answers.examples(question) for question in asked if question.examples))
+    hashes |= {h for found in misses.values() for miss in found for h in miss.hashes}
     examples = ExampleIds(answers, resolve(frame, message_id, hashes, shown), declared)
-    report = shape(answers, scopes, filters, fallback, examples, declared)
-    section = None if health is None else health.shape(answers, filters, examples, _span_seconds(answers), declared)
+    report = shape(answers, scopes, filters, fallback, examples, declared, unrouted)
+    section = None if health is None else health.shape(answers, filters, examples, declared, misses, examples.ids)
     return replace(report, routing_health=section, example_messages=examples.messages())
 
 
@@ -320,7 +339,11 @@ class ExampleIds:
         self._shown: dict[str, dict[str, Any]] = {}
 
     def __call__(self, *asked: Question) -> tuple[str, ...]:
-        rows = dict(self._found[h] for h in self._answers.examples(*asked) if h in self._found)
+        return self.ids(self._answers.examples(*asked))
+
+    def ids(self, hashes: Iterable[int]) -> tuple[str, ...]:
+        """The ids of the example messages with these id hashes (sorted)."""
+        rows = dict(self._found[h] for h in hashes if h in self._found)
         self._shown.update(rows)
         return tuple(sorted(rows))
 
@@ -330,11 +353,6 @@ class ExampleIds:
     def _example(self, row: dict[str, Any]) -> ExampleMessage:
         topic = row.get("topic")
         return ExampleMessage(None if topic is None else self._declared(topic), row.get("body_size"), row_to_message(row))
-
-
-def _span_seconds(answers: Answers) -> float | None:
-    first, last = answers.time_range()
-    return None if first is None or last is None or last <= first else (last - first) / 1e6
 
 
 def questions(scopes: list[Scope], filters: dict[Filter, int]) -> list[Question]:
@@ -373,12 +391,19 @@ def _subscription_questions(scope: Scope, filters: dict[Filter, int]) -> dict[st
     }
 
 
-def _topic_questions(scopes: list[Scope], filters: dict[Filter, int]) -> dict[str, tuple[Question, Question]]:
-    """Per topic (lower case): its messages, and those no subscription's declared rules take (with examples)."""
-    taken: dict[str, set[int]] = {}
+def _topic_questions(
+    scopes: list[Scope], filters: dict[Filter, int], receiving: Mapping[str, frozenset[int]] | None = None
+) -> dict[str, tuple[Question, Question]]:
+    """Per topic (lower case) of ``scopes``: its messages, and those no subscription receives (with
+    examples): the routing health's receivers (``receiving``, :meth:`Health.receiving`), so that the
+    report's headline and its routing-health section count alike; without them, the scopes' declared rules."""
+    taken: dict[str, frozenset[int]] = {}
     for scope in scopes:
-        taken.setdefault(name_key(scope.topic), set()).update(filters[r.filter] for r in scope.desired)
-    return {key: (Question(key), Question(key, unmatched=frozenset(bits), examples=True)) for key, bits in taken.items()}
+        key = name_key(scope.topic)
+        taken[key] = taken.get(key, frozenset()) | frozenset(filters[r.filter] for r in scope.desired)
+    if receiving is not None:
+        taken = {key: receiving.get(key, frozenset()) for key in taken}
+    return {key: (Question(key), Question(key, unmatched=bits, examples=True)) for key, bits in taken.items()}
 
 
 def shape(
@@ -388,9 +413,11 @@ def shape(
     fallback: dict[int, str],
     examples: Callable[..., tuple[str, ...]],
     declared: Naming = as_declared,
+    receiving: Mapping[str, frozenset[int]] | None = None,
 ) -> ImpactReport:
     """The report from the answers to :func:`questions` (no Spark needed past :func:`tally`), its
-    example ids from ``examples`` (an :class:`ExampleIds`); ``example_messages`` are left to the caller."""
+    example ids from ``examples`` (an :class:`ExampleIds`), its unrouted messages those no receiver
+    of ``receiving`` takes (see :func:`_topic_questions`); ``example_messages`` are left to the caller."""
 
     def outcome(scope: Scope, rule: Rule) -> Outcome:
         matched, failed = _rule_questions(scope.topic, filters[rule.filter])
@@ -435,12 +462,12 @@ def shape(
             )
         )
     names = {name_key(s.topic): s.topic for s in reversed(scopes)}
-    per_topic = _topic_questions(scopes, filters)
+    per_topic = _topic_questions(scopes, filters, receiving)
     unrouted = [unrouted for _, unrouted in per_topic.values()]
     first, last = answers.time_range()
     return ImpactReport(
         messages=answers.total(EVERY_MESSAGE),
-        time_range=TimeRange(_iso(first), _iso(last)),
+        time_range=TimeRange(iso(first), iso(last)),
         topics=tuple(
             _topic_traffic(names[key], declared, answers.total(messages), answers.total(unrouted_here))
             for key, (messages, unrouted_here) in sorted(per_topic.items())
@@ -467,11 +494,3 @@ def _changes(scope: Scope, topic: str) -> tuple[Change, ...]:
     except PlanError as exc:
         raise ImpactError(str(exc)) from None
     return plan.changes
-
-
-def _iso(micros: int | None) -> str | None:
-    """A time in µs since the epoch as ISO 8601 UTC (milliseconds), None when none is known."""
-    if micros is None:
-        return None
-    when = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")

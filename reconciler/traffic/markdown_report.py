@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from reconciler.traffic.health_report import section_markdown
 from reconciler.traffic.mermaid import movement_chart
-from reconciler.traffic.report_model import ImpactReport, plural
+from reconciler.traffic.report_model import UNROUTED_MEANS, ImpactReport, plural
 from reconciler.traffic.text_report import for_example, signed
 
 #: GitHub refuses a comment body longer than this many characters.
@@ -23,7 +23,7 @@ def render_markdown(report: ImpactReport) -> str:
         f"**{report.verdict}**",
         "",
         f"{report.messages:,} sampled messages{' (' + span + ')' if span else ''}, compared with {report.compared_with}. "
-        f"**Unrouted** (no reported subscription takes them): {report.unrouted:,}{for_example(report.unrouted_examples)}.",
+        f"**Unrouted** ({UNROUTED_MEANS}): {report.unrouted:,}{for_example(report.unrouted_examples)}.",
     ]
     moves = report.changed()
     if moves:

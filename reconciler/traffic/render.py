@@ -1,4 +1,4 @@
-"""An impact report in the format asked for: the one place that knows every renderer.
+"""An impact report or an ``analyze`` document in the format asked for: the one place that knows every renderer.
 
 ``text`` for a terminal (:mod:`~reconciler.traffic.text_report`), ``markdown`` for a pull-request
 comment (:mod:`~reconciler.traffic.markdown_report`), ``html`` for one self-contained file
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from reconciler.traffic.report_model import ImpactReport
+from reconciler.traffic.report_model import Analysis, ImpactReport
 
 FORMATS = ("text", "markdown", "json", "html")
 
@@ -32,3 +32,20 @@ def render_report(report: ImpactReport, fmt: str = "text") -> str:
 
         return render_html(report)
     raise ValueError(f"unknown report format {fmt!r} ({', '.join(FORMATS)})")
+
+
+def render_analysis(doc: Analysis, fmt: str = "text") -> str:
+    """The ``sbrules analyze`` document as ``text``, ``markdown``, ``json`` or ``html``."""
+    if fmt == "json":
+        return json.dumps(doc.to_json(), indent=2, sort_keys=True)
+    if fmt == "html":
+        from reconciler.traffic.html_report import render_analysis_html  # jinja2: only for a page
+
+        return render_analysis_html(doc)
+    from reconciler.traffic.health_report import analysis_markdown, analysis_text
+
+    if fmt == "markdown":
+        return analysis_markdown(doc)
+    if fmt == "text":
+        return analysis_text(doc)
+    raise ValueError(f"unknown format {fmt!r} ({', '.join(FORMATS)})")

@@ -12,12 +12,14 @@ namespace's name is kept beside them (``namespace_topic``).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from reconciler.model import Message
 from reconciler.plan import Change
+from reconciler.scalars import format_timestamp
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -48,6 +50,13 @@ def renamed(topic: str, namespace_topic: str | None) -> str:
 # ------------------------------------------------------------------------------------------------
 # The sample
 # ------------------------------------------------------------------------------------------------
+
+
+def iso(micros: int | None) -> str | None:
+    """A time in µs since the epoch as ISO 8601 UTC (milliseconds), None when none is known."""
+    if micros is None:
+        return None
+    return format_timestamp(dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros))
 
 
 @dataclass(frozen=True)
@@ -296,6 +305,27 @@ class Credits:
     share_of_namespace: float | None
     #: In a plan's impact report: the filters on the topic before the change (None elsewhere)
     filters_before: int | None = None
+    #: The topic's enqueued span in the sample (None: unknown)
+    span_seconds: float | None = None
+    #: The span is too short to mean a rate: the sample was published in a burst
+    burst: bool = False
+
+    @property
+    def amount(self) -> str:
+        """``10 credits``, or ``at least 10 credits`` when some filters on the topic are unknown."""
+        return f"{self.per_message} credits" if self.exact else f"at least {self.per_message} credits"
+
+    @property
+    def rate(self) -> str:
+        """The credit rate at the sampled pace, or why there is none."""
+        if self.burst:
+            return (f"rate not measurable from this sample (its messages were enqueued within "
+                    f"{self.span_seconds or 0:,.1f} s, a burst)")
+        if self.estimated_per_second is None or self.share_of_namespace is None:
+            return "rate unknown (no enqueued times in the sample)"
+        bound = "" if self.exact else "at least "
+        return (f"{bound}about {self.estimated_per_second:,} credits/s at the sampled rate, "
+                f"{self.share_of_namespace * 100:.1f}% of a Standard namespace's 1,000/s")
 
     @property
     def per_message_before(self) -> int | None:
@@ -305,6 +335,7 @@ class Credits:
         out: dict[str, Any] = {
             "per_message": self.per_message, "filters": self.filters, "exact": self.exact,
             "estimated_per_second": self.estimated_per_second, "share_of_namespace": self.share_of_namespace,
+            "span_seconds": self.span_seconds, "burst": self.burst,
         }
         if self.filters_before is not None:
             out["before"] = {"per_message": self.per_message_before, "filters": self.filters_before}
@@ -328,6 +359,23 @@ class Quota:
 
 
 @dataclass(frozen=True)
+class Bystander:
+    """A subscription of the topic that the rule files do not name: what it receives (None: its
+    rules are unknown)."""
+
+    subscription: str
+    receives: int | None
+
+    @property
+    def shown(self) -> str:
+        """``$Default (receives 14)``, ``audit (unknown)``."""
+        return f"{self.subscription} ({'unknown' if self.receives is None else f'receives {self.receives:,}'})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"subscription": self.subscription, "receives": self.receives}
+
+
+@dataclass(frozen=True)
 class TopicHealth:
     """One topic's routing health."""
 
@@ -340,6 +388,10 @@ class TopicHealth:
     credits: Credits
     quota: Quota
     namespace_topic: str | None = None
+    #: when the topic's sampled messages were enqueued
+    time_range: TimeRange = field(default_factory=TimeRange)
+    #: the topic's subscriptions the files do not name
+    undeclared: tuple[Bystander, ...] = ()
 
     @property
     def title(self) -> str:
@@ -352,6 +404,8 @@ class TopicHealth:
             "unrouted": self.unrouted.to_json(),
             "not_receiving": [{"subscription": s, "reason": reason} for s, reason in self.not_receiving],
             "unknown_subscriptions": list(self.unknown_subscriptions),
+            "undeclared_subscriptions": [b.to_json() for b in self.undeclared],
+            "time_range": self.time_range.to_json(),
             "credits": self.credits.to_json(),
             "quota": self.quota.to_json(),
         }
@@ -446,6 +500,10 @@ class Analysis:
 # ------------------------------------------------------------------------------------------------
 # The impact report
 # ------------------------------------------------------------------------------------------------
+
+
+#: What every format says the unrouted count is (the routing health's receivers: ``analysis.Health.receiving``).
+UNROUTED_MEANS = "no subscription receives them; sampling taps and the fall-through are not receivers"
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,15 @@
 
 A sample is a directory: ``part-*.parquet`` files (one per flushed batch, each complete on its
 own, so an interrupted run leaves a readable dataset) plus ``_sbrules_state.json`` holding the
-last peeked sequence number per ``topic/subscription``. Spark and pyarrow ignore ``_``-prefixed
-files. A re-run continues after the recorded sequence numbers. A message seen through several
-subscriptions is stored once (same message id and enqueued time).
+last peeked sequence number per ``topic/subscription``, and ``_sbrules_manifest.json`` saying what
+the sample holds (:mod:`reconciler.traffic.manifest`). Spark and pyarrow ignore ``_``-prefixed
+files. A re-run continues after the recorded sequence numbers.
+
+A message is stored once: its identity is its sequence number in its topic (partition bits
+included), which every subscription's copy carries. Never its MessageId, which producers reuse
+(retries without duplicate detection, business keys, ``sbrules send --count``): distinct messages
+sharing one are all kept, and a message peeked again (an overlapping re-run, another subscription)
+is stored once.
 
 Peeking a subscription shows only what that subscription's *current* rules let through; to see
 all of a topic's traffic, sample a catch-all subscription (one whose only rule is ``1=1``).
@@ -13,7 +19,6 @@ all of a topic's traffic, sample a catch-all subscription (one whose only rule i
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import queue
@@ -32,8 +37,10 @@ from reconciler.amqp.messages import decode_message_fields, sequence_number
 from reconciler.atomic_file import replacing, write_atomically
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import PARTITION_SHIFT
+from reconciler.traffic import manifest
 from reconciler.traffic.location import filesystem
-from reconciler.traffic.rows import Columns, micros_since_epoch
+from reconciler.traffic.manifest import TopicManifest
+from reconciler.traffic.rows import Columns
 
 STATE_FILE = "_sbrules_state.json"
 #: Version 2 keeps a position per partition (``model.PARTITION_SHIFT``): a re-run that started after
@@ -76,6 +83,8 @@ class SampleStats:
     files: list[str] = field(default_factory=list)
     #: Ctrl-C ended the run early; what it had peeked is stored.
     interrupted: bool = False
+    #: What the dataset holds after the run, per topic (``manifest.MANIFEST_FILE``).
+    manifest: list[TopicManifest] = field(default_factory=list)
 
     @property
     def written(self) -> int:
@@ -88,13 +97,8 @@ class SampleStats:
             "files": self.files,
             "subscriptions": [s.__dict__ for s in self.subscriptions],
             "interrupted": self.interrupted,
+            "manifest": [topic.to_json() for topic in self.manifest],
         }
-
-
-def _dedupe_key(message_id: str | None, enqueued_micros: Any, sequence: int | None) -> int:
-    """A compact (8-byte) identity: message id + enqueued time, or the sequence number without an id."""
-    text = f"{message_id}\x00{enqueued_micros}" if message_id is not None else f"\x01{sequence}"
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
 class Dataset:
@@ -169,8 +173,11 @@ class Dataset:
         staged[partition] = max(sequence, staged.get(partition, 0), stored)  # a page read again moves nothing back
 
     def existing_keys(self, topic: str) -> set[int]:
-        """Dedupe keys of the rows of ``topic`` already in the dataset (reads three columns only)."""
-        keys: set[int] = set()
+        """The identities (sequence numbers) of the messages of ``topic`` already in the dataset."""
+        return {sequence for stored, _, sequence in self.stored() if stored == topic and sequence is not None}
+
+    def stored(self) -> Iterator[tuple[str, str | None, int | None]]:
+        """(topic, subscription, sequence number) of every stored message (three columns read)."""
         parts = [
             info.path
             for info in self.fs.get_file_info(FileSelector(self.path))
@@ -178,18 +185,29 @@ class Dataset:
         ]
         for part in sorted(parts):
             try:
-                table = pq.read_table(
-                    part, columns=["topic", "message_id", "enqueued_time", "sequence_number"], filesystem=self.fs
-                )
+                table = pq.read_table(part, columns=["topic", "subscription", "sequence_number"], filesystem=self.fs)
             except (OSError, ArrowException) as exc:
                 raise SampleError(
                     f"{part} is not a readable part of an sbrules sample ({_reason(exc)}); move it out of "
                     f"{self.location}, or sample into another directory"
                 ) from None
-            for row in table.to_pylist():
-                if row["topic"] == topic:
-                    keys.add(_row_key(row))
-        return keys
+            columns = table.to_pydict()
+            yield from zip(columns["topic"], columns["subscription"], columns["sequence_number"])
+
+    def write_manifest(self) -> list[TopicManifest]:
+        """Describe what the dataset holds now (``manifest.MANIFEST_FILE``), and return it."""
+        topics = manifest.build(self.stored())
+        text = json.dumps(manifest.to_json(topics), indent=2)
+        target = f"{self.path}/{manifest.MANIFEST_FILE}"
+        try:
+            if self._local:
+                write_atomically(target, text)
+            else:
+                with self.fs.open_output_stream(target) as stream:
+                    stream.write(text.encode())
+        except OSError as exc:
+            raise SampleError(f"cannot write to the sample {self.location}: {_reason(exc)}") from None
+        return topics
 
     # -- rows ---------------------------------------------------------------------------------
     def add(self, row: Mapping[str, Any]) -> None:
@@ -236,19 +254,6 @@ class Dataset:
 def _reason(exc: BaseException) -> str:
     """An I/O error's message, on one line."""
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _row_key(row: dict[str, Any]) -> int:
-    enqueued = row.get("enqueued_time")
-    micros = None if enqueued is None else micros_since_epoch(enqueued)
-    return _dedupe_key(row.get("message_id"), micros, row.get("sequence_number"))
-
-
-def _fields_key(system: Mapping[str, Any]) -> int:
-    """The key ``_row_key`` gives the row of a message with these system property values."""
-    enqueued = system.get("EnqueuedTimeUtc")
-    micros = None if enqueued is None else micros_since_epoch(enqueued)
-    return _dedupe_key(system.get("MessageId"), micros, system.get("SequenceNumber"))
 
 
 #: Pages asked for at once when nothing but the round trip limits peeking.
@@ -313,6 +318,7 @@ def sample(
     except KeyboardInterrupt:
         stats.interrupted = True
     stats.files = store.files
+    stats.manifest = store.write_manifest()
     return stats
 
 
@@ -367,7 +373,7 @@ class _Writer:
             sequence = fields.system.get("SequenceNumber")
             if sequence is None:
                 raise CodecError("a peeked message has no x-opt-sequence-number annotation")
-            key = _fields_key(fields.system)
+            key = int(sequence)
             sub_stats.peeked += 1
             sub_stats.last_sequence = max(sub_stats.last_sequence or 0, sequence)
             lasts[sequence >> PARTITION_SHIFT] = sequence

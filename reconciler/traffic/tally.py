@@ -177,6 +177,8 @@ class Answers:
     last: int = _LOWEST
     #: unrouted messages counted by (breakdown name, topic, value): the producers behind a routing gap
     breakdown: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    #: per topic: its earliest and latest known enqueued time (µs), as ``first`` and ``last`` are of all
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
     _index: dict[Question, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -195,6 +197,9 @@ class Answers:
         if not len(groups.count):
             return out
         out.first, out.last = int(groups.first.min()), int(groups.last.max())
+        for topic in np.unique(groups.topic):
+            here = groups.topic == topic
+            out.spans[str(topic)] = (int(groups.first[here].min()), int(groups.last[here].max()))
         for column, name in enumerate(breakdown):
             found = groups.breakdown[:, column]
             for row in np.flatnonzero(np.array([value is not None for value in found], dtype=bool)):
@@ -221,6 +226,7 @@ class Answers:
             min(self.first, other.first),
             max(self.last, other.last),
             _summed(self.breakdown, other.breakdown),
+            _spanned(self.spans, other.spans),
         )
 
     def total(self, question: Question) -> int:
@@ -232,9 +238,11 @@ class Answers:
         rows = [self._index[q] for q in questions if self.count[self._index[q]]]
         return {int(h) for h in smallest(self.hashes[rows].ravel()) if h != _HIGHEST}
 
-    def time_range(self) -> tuple[int | None, int | None]:
-        """The earliest and latest known enqueued time (µs since the epoch)."""
-        return (None if self.first == _HIGHEST else self.first, None if self.last == _LOWEST else self.last)
+    def time_range(self, topic: str | None = None) -> tuple[int | None, int | None]:
+        """The earliest and latest known enqueued time (µs since the epoch), of ``topic`` (lower
+        case) when given, else of every message."""
+        first, last = (self.first, self.last) if topic is None else self.spans.get(topic, (_HIGHEST, _LOWEST))
+        return (None if first == _HIGHEST else first, None if last == _LOWEST else last)
 
     # -- as Arrow, to travel from the executors ---------------------------------------------------
     _ARRAYS = ("count", "hashes")
@@ -246,7 +254,10 @@ class Answers:
         arrays += [pa.array([self.first], pa.int64()), pa.array([self.last], pa.int64())]
         pairs = [("\x1f".join(key), count) for key, count in sorted(self.breakdown.items())]
         arrays.append(pa.array([pairs], type=pa.map_(pa.string(), pa.int64())))
-        return pa.RecordBatch.from_arrays(arrays, names=[*self._ARRAYS, "first", "last", "breakdown"])
+        for side in range(2):
+            spans = [(topic, span[side]) for topic, span in sorted(self.spans.items())]
+            arrays.append(pa.array([spans], type=pa.map_(pa.string(), pa.int64())))
+        return pa.RecordBatch.from_arrays(arrays, names=[*self._ARRAYS, "first", "last", "breakdown", "firsts", "lasts"])
 
     @classmethod
     def from_arrow(cls, questions: Sequence[Question], table: Any) -> "Answers":
@@ -265,6 +276,10 @@ class Answers:
             int(pc.min(table.column("first")).as_py()),
             int(pc.max(table.column("last")).as_py()),
             _summed(*({tuple(k.split("\x1f", 2)): v for k, v in part or ()} for part in table.column("breakdown").to_pylist())),
+            _spanned(*(
+                {topic: (first, dict(lasts or ())[topic]) for topic, first in firsts or ()}
+                for firsts, lasts in zip(table.column("firsts").to_pylist(), table.column("lasts").to_pylist())
+            )),
         )
 
 
@@ -276,7 +291,20 @@ def _summed(*parts: dict[Any, int]) -> dict[Any, int]:
     return out
 
 
-ANSWERS_SCHEMA = "count array<bigint>, hashes array<bigint>, first bigint, last bigint, breakdown map<string,bigint>"
+def _spanned(*parts: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """Per topic: the earliest first and the latest last of ``parts``."""
+    out: dict[str, tuple[int, int]] = {}
+    for part in parts:
+        for topic, (first, last) in part.items():
+            seen = out.get(topic, (_HIGHEST, _LOWEST))
+            out[topic] = (min(seen[0], first), max(seen[1], last))
+    return out
+
+
+ANSWERS_SCHEMA = (
+    "count array<bigint>, hashes array<bigint>, first bigint, last bigint, breakdown map<string,bigint>, "
+    "firsts map<string,bigint>, lasts map<string,bigint>"
+)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reconciler.traffic.health_report import section_text
-from reconciler.traffic.report_model import ImpactReport
+from reconciler.traffic.report_model import UNROUTED_MEANS, ImpactReport
 
 
 def signed(n: int, sign: str) -> str:
@@ -36,7 +36,7 @@ def render_text(report: ImpactReport) -> str:
     for r in rows:
         lines.append("  ".join(r[0].ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))
     lines.append("")
-    lines.append(f"Unrouted (no reported subscription takes them): {report.unrouted:,}{for_example(report.unrouted_examples)}")
+    lines.append(f"Unrouted ({UNROUTED_MEANS}): {report.unrouted:,}{for_example(report.unrouted_examples)}")
     for sub in report.subscriptions:
         lines.append("")
         renamed = f"{sub.namespace_topic} in the namespace; " if sub.namespace_topic else ""

@@ -49,6 +49,10 @@ def _send(broker: Broker, path: str, body: str = "x", **fields) -> None:
         ("amqps://h:5671/orders/Subscriptions/all", "orders/Subscriptions/all", "all", False, False),
         ("orders/subscriptions/all/$DeadLetterQueue", "orders/Subscriptions/all/$DeadLetterQueue", "all", True, False),
         ("sb://h/work/$management", "work/$management", None, False, True),
+        # topic and queue names are paths, as the service's are
+        ("team/orders", "team/orders", None, False, False),
+        ("sb://h/team/eu/orders/Subscriptions/all/$management", "team/eu/orders/Subscriptions/all/$management",
+         "all", False, True),
     ],
 )
 def test_parse_address(address, node, subscription, dead_letter, management):
@@ -60,7 +64,7 @@ def test_parse_address(address, node, subscription, dead_letter, management):
 
 def test_unknown_address_shapes_are_404():
     with pytest.raises(OperationError) as info:
-        parse_address("a/b")
+        parse_address("orders/$unknown")
     assert info.value.status == 404
     assert address_path("sb://ns.servicebus.windows.net/") == ""
 

@@ -108,7 +108,8 @@ def test_the_documented_workflow_gives_each_job_the_outcome_its_docs_promise(pyt
 
     (rules_repo / "rules" / "orders.yaml").write_text("topic: orders\nsubscriptions: {billing: {rules: [{name: x, sql: 'a = = 1'}]}}\n")
     broken = run_job(flow, "plan", secrets={"SERVICEBUS_CONNECTION_STRING": "unused"}, env=python_env, cwd=rules_repo)
-    assert not broken.success and broken.ran[-1] == "actions/upload-artifact@v4"  # validate stopped the job
+    assert not broken.success and "plan" not in broken.ran  # validate stopped the job: no plan, no comment, no artefact
+    assert broken.ran == ["actions/checkout@v4", "<owner>/sbrules@v0.1.0"]
 
 
 def test_apply_takes_a_saved_plan_through_its_plan_input_never_as_rule_files(python_env, rules_repo, emulator):
@@ -124,7 +125,7 @@ def test_extras_come_from_the_actions_own_ref(python_env, rules_repo):
     done, _ = run_action({"command": "validate", "extras": "entra"}, python_env, rules_repo)
     assert done.returncode == 0, done.stdout + done.stderr
     probe = subprocess.run(["python", "-c", "import azure.identity, reconciler; print(reconciler.__file__)"],
-                           env=python_env, capture_output=True, text=True)
+                           env=python_env, cwd=rules_repo, capture_output=True, text=True)
     assert probe.returncode == 0, probe.stderr
     assert str(REPO) not in probe.stdout  # installed from the ref's checkout, not run from it
 

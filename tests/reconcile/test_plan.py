@@ -225,6 +225,20 @@ def test_plan_document_is_valid_and_round_trips(kit):
     assert plan.warnings and "action" in plan.warnings[0]
 
 
+def test_a_saved_plan_keeps_the_live_rules_it_read_of_undeclared_subscriptions(kit):
+    """``impact PLAN.json`` counts what an undeclared subscription receives as ``plan --traffic`` did."""
+    known = (Rule("$Default", TrueFilter()), Rule("big", SqlFilter("amount > 100")))
+    plan = dataclasses.replace(
+        _sample_plan(kit), undeclared=(("orders", "$audit"), ("orders", "other")), bystanders={("orders", "$audit"): known}
+    )
+    doc = json.loads(render_json(plan))
+    plan_validator().validate(doc)
+    assert doc["undeclared"][1] == {"topic": "orders", "subscription": "other"}  # not read: unknown
+    again = Plan.from_json(doc)
+    assert again.bystanders == {("orders", "$audit"): known}
+    assert again.undeclared == plan.undeclared
+
+
 def test_version_1_plan_files_are_still_read(kit):
     """``data/plan-v1.json`` was written by the version 1 writer for the sample plan (change kind as ``action``)."""
     doc = json.loads((Path(__file__).parent / "data" / "plan-v1.json").read_text())

@@ -69,7 +69,10 @@ def test_validate_prints_one_line_per_note_code_and_verbose_lists_them(run_cli, 
         assert code == 0 and len(out.splitlines()) == 61 and "notes like this" not in out
     code, out, _ = run_cli("validate", "rules", "--format", "github")
     assert len(out.splitlines()) == 2 and out.startswith("::notice file=rules/many.yaml,line=3,col=3::")
-    code, out, _ = run_cli("validate", "rules", "--format", "json")
+    code, out, _ = run_cli("validate", "rules", "--format", "json")  # folded as text is, counted in full
+    doc = json.loads(out)
+    assert len(doc["diagnostics"]) == 2 and doc["summary"]["info"] == 60
+    code, out, _ = run_cli("validate", "rules", "--format", "json", "--verbose")
     assert len(json.loads(out)["diagnostics"]) == 60
 
 

@@ -238,7 +238,17 @@ def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: in
 def routing_health(doc: dict[str, Any]) -> Any:
     """The routing-health section of an ``sbrules analyze`` JSON document (a golden file) as the
     report model holds it, for renderers to show without a Spark run."""
-    from reconciler.traffic.report_model import Credits, Finding, Group, Quota, RoutingHealth, TopicHealth, Unrouted
+    from reconciler.traffic.report_model import (
+        Bystander,
+        Credits,
+        Finding,
+        Group,
+        Quota,
+        RoutingHealth,
+        TimeRange,
+        TopicHealth,
+        Unrouted,
+    )
 
     topics = []
     for t in doc["topics"]:
@@ -248,7 +258,8 @@ def routing_health(doc: dict[str, Any]) -> Any:
             TopicHealth(
                 t["topic"], t["messages"], Unrouted(u["count"], u["share"], tuple(u["examples"]), by),
                 tuple((n["subscription"], n["reason"]) for n in t["not_receiving"]), tuple(t["unknown_subscriptions"]),
-                Credits(**t["credits"]), Quota(**t["quota"]), t.get("namespace_topic"),
+                Credits(**t["credits"]), Quota(**t["quota"]), t.get("namespace_topic"), TimeRange(**t["time_range"]),
+                tuple(Bystander(b["subscription"], b["receives"]) for b in t["undeclared_subscriptions"]),
             )
         )
     findings = tuple(Finding(**f) for f in doc["findings"])

@@ -23,13 +23,26 @@ def test_the_sampling_tap_and_unknown_subscriptions_do_not_count_as_receiving() 
 
 def test_every_rule_of_every_subscription_costs_a_credit_per_message() -> None:
     here = [Subscriber("shop", "eu", (EU, US)), TAP]
-    assert _credits(here, messages=100, span_seconds=10).to_json() == {
+    assert _credits(here, messages=1000, span_seconds=100, complete=True).to_json() == {
         "per_message": 4, "filters": 3, "exact": True, "estimated_per_second": 40.0, "share_of_namespace": 0.04,
+        "span_seconds": 100, "burst": False,
     }
-    assert _credits([*here, Subscriber("shop", "legacy", None)], 100, None).exact is False
+    assert _credits([*here, Subscriber("shop", "legacy", None)], 100, None, complete=True).exact is False
+    # Offline, the files may not name every subscription of the topic: at least this many.
+    offline = _credits(here, 1000, 100)
+    assert (offline.exact, offline.amount) == (False, "at least 4 credits")
+    assert offline.rate.startswith("at least about 40.0 credits/s")
     assert _quota([*here, Subscriber("shop", "c", (Rule("c", CorrelationFilter(subject="x")),))]).to_json() == {
         "sql_filters": 3, "sql_limit": 2000, "correlation_filters": 1, "correlation_limit": 100000,
     }
+
+
+def test_a_sample_enqueued_within_a_minute_is_a_burst_with_no_rate() -> None:
+    """4,918 % of a Standard namespace's budget, from 500 messages sent at once, was no rate at all."""
+    burst = _credits([Subscriber("shop", "eu", (EU,))], messages=500, span_seconds=0.6, complete=True)
+    assert (burst.burst, burst.estimated_per_second, burst.share_of_namespace) == (True, None, None)
+    assert burst.rate.startswith("rate not measurable from this sample")
+    assert "%" not in burst.rate
 
 
 @pytest.mark.parametrize(

@@ -55,8 +55,12 @@ def test_analyze_live_and_plan_traffic_count_a_subscription_no_file_mentions(spa
     (offline,) = json.loads(out)["topics"]
     code, out, err = run_cli("impact", saved, rules, "--traffic", sample, "--format", "json")
     assert code == 0, err
-    (from_saved,) = json.loads(out)["routing_health"]["topics"]  # a saved plan keeps the name, not the rules
-    assert from_saved["unknown_subscriptions"] == ["legacy"]
+    (from_saved,) = json.loads(out)["routing_health"]["topics"]  # a saved plan keeps the rules it read
+    assert from_saved == planned
+    assert planned["undeclared_subscriptions"] == live["undeclared_subscriptions"] == [
+        {"subscription": "legacy", "receives": len(held["legacy"])}
+    ]
+    assert offline["credits"]["exact"] is False and planned["credits"]["exact"] is True
     assert held["leftovers"] == shop.UNROUTED - held["legacy"]
     assert live["unrouted"]["count"] == planned["unrouted"]["count"] == len(held["leftovers"])
     assert offline["unrouted"]["count"] == len(shop.UNROUTED)

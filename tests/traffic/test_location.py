@@ -50,7 +50,10 @@ def test_a_location_pyarrow_cannot_reach_is_one_clear_error():
 def test_a_sample_written_to_a_file_url_reads_back_and_continues(tmp_path):
     url = (tmp_path / "sample").as_uri()
     store = Dataset(url, batch_rows=1)
-    message = Message(sys={"MessageId": TypedValue("string", "m1")}, user={"region": TypedValue("string", "eu")})
+    message = Message(
+        sys={"MessageId": TypedValue("string", "m1"), "SequenceNumber": TypedValue("long", 7)},
+        user={"region": TypedValue("string", "eu")},
+    )
     store.add(message_to_row(message, topic="orders", subscription="all"))
     store.advance("orders", "all", 7)
     store.flush()
@@ -58,5 +61,5 @@ def test_a_sample_written_to_a_file_url_reads_back_and_continues(tmp_path):
     assert pq.read_table(tmp_path / "sample").column("message_id").to_pylist() == ["m1"]
     again = Dataset(url)
     assert again.positions("orders", "all") == {0: 7}
-    assert len(again.existing_keys("orders")) == 1
+    assert again.existing_keys("orders") == {7}
 

@@ -46,6 +46,7 @@ def test_analyze_tells_its_phases_as_plain_lines_and_stdout_stays_one_document(s
         "using Spark (local[2])…",  # the tests' session runs already; `sbrules` itself starts one
         "reading 20 messages… (after TIME)",
         "evaluating 11 filters over 1 topic… (after TIME)",
+        "looking for near misses of 1 rule that matched nothing… (after TIME)",  # shop/eu-orders/mars
         "finding the example messages… (after TIME)",
         "writing the report… (after TIME)",
         "done in TIME",
@@ -125,6 +126,7 @@ def test_on_a_terminal_the_phases_are_one_live_line_finished_with_a_newline(shop
         "starting Spark (local[1])… TIME",
         "reading 20 messages… TIME",
         "evaluating 11 filters over 1 topic… TIME",
+        "looking for near misses of 1 rule that matched nothing… TIME",
         "finding the example messages… TIME",
         "writing the report… TIME",
     ]

@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.traffic.render import render_report
 
-from .conftest import Traffic, build_report
+from .conftest import Traffic, build_report, routing_health
 
 CHROMIUM = shutil.which("chromium")
 # CI installs Chromium (.ci/run), so there a missing browser fails the test instead of skipping it.
@@ -86,6 +86,51 @@ def test_report_renders_in_a_browser_and_fetches_nothing(browser, tmp_path):
     assert cell.inner_text().replace(",", "") == str(subs[first]["delivered"])
 
     example = page.locator("details.example").first
+    table = example.locator("table")
+    assert not table.is_visible()
+    example.locator("summary").click()
+    assert table.is_visible() and "sys.MessageId" in table.inner_text()
+    page.close()
+
+
+def test_the_analysis_page_renders_its_chart_findings_and_examples_in_a_browser(browser, tmp_path):
+    """``analyze --format html`` is the impact report's routing-health section on a page of its own:
+    its bars are the JSON numbers at one scale, every finding is a row with its evidence, and the
+    unrouted examples open to their properties; nothing but the page is requested."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from reconciler.traffic.render import render_analysis
+    from reconciler.traffic.report_model import Analysis
+
+    golden = json.loads((Path(__file__).parent / "golden" / "analyze.json").read_text(encoding="utf-8"))
+    health = routing_health(golden)
+    report = build_report([Traffic(kept=3)], unrouted=5)
+    (topic,) = health.topics
+    ids = tuple(sorted(report.example_messages))[:3]
+    health = replace(health, topics=(replace(topic, unrouted=replace(topic.unrouted, examples=ids)),))
+    doc = Analysis("samples/shop", health, report.time_range, (), report.example_messages)
+    path = tmp_path / "analysis.html"
+    path.write_text(render_analysis(doc, "html"), encoding="utf-8")
+
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    messages, requests = [], []
+    page.on("console", lambda m: messages.append(f"{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: messages.append(f"pageerror: {e}"))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(path.as_uri(), wait_until="load")
+    assert requests == [path.as_uri()] and messages == []
+
+    bars = {b["kind"]: b for b in page.eval_on_selector_all("svg.health rect.bar", BARS.replace("side: e.dataset.side", "topic: e.dataset.topic"))}
+    shown = golden["topics"][0]
+    assert bars["unrouted"]["value"] == shown["unrouted"]["count"]
+    assert bars["received"]["value"] == shown["messages"] - shown["unrouted"]["count"]
+    scale = (bars["received"]["width"] + bars["unrouted"]["width"]) / shown["messages"]
+    assert bars["unrouted"]["width"] == pytest.approx(shown["unrouted"]["count"] * scale, abs=1)
+    assert page.locator('tr[data-topic="shop"] td[data-field="unrouted"]').inner_text() == str(shown["unrouted"]["count"])
+    assert page.locator("table.findings tbody tr").count() == len(golden["findings"])
+
+    example = page.locator('article[data-topic="shop"] details.example').first
     table = example.locator("table")
     assert not table.is_visible()
     example.locator("summary").click()

@@ -87,6 +87,7 @@ def _same(a: Answers, b: Answers) -> None:
     for name in ("count", "hashes"):
         assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
     assert (a.first, a.last) == (b.first, b.last)
+    assert a.spans == b.spans
 
 
 @pytest.mark.unit

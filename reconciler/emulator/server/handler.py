@@ -28,12 +28,13 @@ from proton.handlers import IncomingMessageHandler, MessagingHandler
 from proton.reactor import Container
 
 from reconciler.amqp import reactor
+from reconciler.amqp.reactor import attach_socket
 from reconciler.amqp.wire import sections
 from reconciler.amqp.wire.types import DecodeError
 from reconciler.emulator.auth import TokenValidator
 from reconciler.emulator.broker import Broker
 from reconciler.emulator.faults import Faults
-from reconciler.emulator.frontdoor import adopt_amqp
+from reconciler.emulator.frontdoor import server_transport
 from reconciler.emulator.management import ManagementNode
 from reconciler.emulator.namespace import (
     Address,
@@ -215,6 +216,9 @@ class ServerHandler(MessagingHandler):
         #: Callbacks that failed inside the guard (tests assert this stays 0).
         self.errors = 0
         self._stopping = False
+        #: Transports the listener handed over; ``on_amqp_closed`` is called as each closes (it counts them).
+        self._adopted: set[proton.Transport] = set()
+        self.on_amqp_closed: Callable[[], None] = lambda: None
 
     @property
     def requests(self) -> int:
@@ -237,12 +241,22 @@ class ServerHandler(MessagingHandler):
         sock, address = event.subject
         if self._stopping or self.container is None:
             sock.close()
+            self.on_amqp_closed()
             return
         try:
-            adopt_amqp(self.container, sock, address)
+            transport = server_transport(self.container, address)
+            attach_socket(self.container, transport, sock)
         except Exception:
             sock.close()
+            self.on_amqp_closed()
             raise
+        self._adopted.add(transport)
+
+    @_guarded
+    def on_emulator_run(self, event: proton.Event) -> None:
+        """Calls another thread made for the loop (responses released by a save, ``durability.py``)."""
+        for call in event.subject:
+            call()
 
     @_guarded
     def on_emulator_stop(self, event: proton.Event) -> None:
@@ -307,6 +321,9 @@ class ServerHandler(MessagingHandler):
 
     @_guarded
     def on_transport_closed(self, event: proton.Event) -> None:
+        if event.transport in self._adopted:
+            self._adopted.discard(event.transport)
+            self.on_amqp_closed()
         if event.connection is not None:
             self._forget(event.connection)
 

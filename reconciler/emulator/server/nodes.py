@@ -11,7 +11,7 @@ import functools
 import itertools
 import logging
 import time
-from typing import Callable
+from typing import Callable, Protocol
 
 import proton
 from proton import Endpoint
@@ -32,6 +32,22 @@ log = logging.getLogger("reconciler.emulator")
 Later = Callable[[float, Callable[[], None]], None]
 
 
+class Commit(Protocol):
+    """When a write may be acknowledged: ``durability.GroupCommit``, or at once without a state file."""
+
+    @property
+    def changes(self) -> int: ...
+
+    def after_commit(self, respond: Callable[[], None]) -> None: ...
+
+
+class Immediate:
+    changes = 0
+
+    def after_commit(self, respond: Callable[[], None]) -> None:
+        respond()
+
+
 class RequestNodes:
     """Answers put-token and management requests; ``later`` delays a response (the latency fault)."""
 
@@ -47,6 +63,8 @@ class RequestNodes:
         self.token_clock = token_clock
         #: Management requests received (answered or refused), for tests that count retries.
         self.requests = 0
+        #: Where a response to a write waits until the write is durable (``durability.py``).
+        self.commit: Commit = Immediate()
         #: Delivery tags of responses (settled at once, so they only need to differ from each other).
         self._reply_tags = map(b"%x".__mod__, itertools.count())
 
@@ -79,6 +97,7 @@ class RequestNodes:
         self.requests += 1
         address = role.address
         props = request.properties
+        wrote = False
         if self.faults.server_busy():
             response = Response(503, None, "fault injection: the server is busy", "com.microsoft:server-busy")
         elif not role.state.authorized(address.node):
@@ -90,7 +109,9 @@ class RequestNodes:
             if self.faults.drops(operation, "before"):
                 close_connection(link.connection, "amqp:connection:forced", f"fault injection: dropped {operation}")
                 return
+            before = self.commit.changes
             response = self.management.handle(address, operation, request.body)
+            wrote = self.commit.changes != before
             if isinstance(operation, str):
                 self.meter.charge(self.meter.costs.operation(operation, messages_touched(request.body, response.body)))
             if self.faults.drops(operation, "after"):
@@ -107,6 +128,8 @@ class RequestNodes:
             body=response.body,
         ) + (response.encoded_body or b"")
         send = functools.partial(self._respond, role.state, address.node, request.reply_to, reply)
+        if wrote:  # acknowledged only once the state file holds it
+            send = functools.partial(self.commit.after_commit, send)
         if self.faults.latency > 0:
             self._later(self.faults.latency, send)
         else:
