@@ -18,7 +18,8 @@ from reconciler.limits import is_lock_rule
 from reconciler.model import Rule, Subscription, Topic
 from reconciler.namespace.errors import NotFoundError
 from reconciler.observe import FallbackReader, RuleReader, observe_subscriptions
-from reconciler.plan import is_temp_rule_name, lookalike_warnings
+from reconciler.owners import NO_OWNERS, Owners
+from reconciler.plan import is_temp_rule_name, lookalike_warnings, partition
 from reconciler.rulefiles.render import dump_rule_file as dump_yaml
 from reconciler.rulefiles.render import file_names, topic_document
 
@@ -26,12 +27,14 @@ HEADER = "# Exported by `sbrules export` from the live namespace. Review, then c
 
 
 def rule_file_doc(
-    topic: str, rules_by_subscription: Mapping[str, Sequence[Rule]], *, explicit_types: bool = False
+    topic: str, rules_by_subscription: Mapping[str, Sequence[Rule]], *, explicit_types: bool = False,
+    owns: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """The rule-file document of live rules (:func:`reconciler.rulefiles.render.topic_document`):
-    each subscription's rules; a subscription with no rules says ``allow_empty``."""
+    each subscription's rules (and ``owns``); a subscription with no rules says ``allow_empty``."""
     subscriptions = tuple(
-        Subscription(name, rules=tuple(rules), allow_empty=not rules) for name, rules in rules_by_subscription.items()
+        Subscription(name, rules=tuple(rules), allow_empty=not rules, owns=owns)
+        for name, rules in rules_by_subscription.items()
     )
     return topic_document(Topic(topic, subscriptions), explicit_types=explicit_types)
 
@@ -56,10 +59,14 @@ def export_rules(
     *,
     fallback: FallbackReader | None = None,
     concurrency: int = 32,
+    owns: tuple[str, ...] | None = None,
+    owners: Owners = NO_OWNERS,
 ) -> Export:
     """The rules of every (topic → subscriptions) target as rule-file documents, read in one pipelined
     batch over AMQP (``fallback`` reads those AMQP refuses: auto-forwarding). Leftover temporary rules
-    of an interrupted apply are left out, with a warning."""
+    of an interrupted apply are left out, with a warning; with ``owns``, so are the rules outside those
+    patterns (foreign), with a note, and each subscription says ``owns:``. What ``owners`` claims is
+    labelled with its owner (a ``description``)."""
     pairs = [(topic, sub) for topic, subs in targets.items() for sub in subs]
     live = observe_subscriptions(client, pairs, concurrency=concurrency, fallback=fallback)
     result = Export(notes=[
@@ -70,7 +77,13 @@ def export_rules(
         kept: dict[str, list[Rule]] = {}
         for name in subs:
             kept[name] = []
+            foreign = [r.name for r in partition(live[(topic, name)], owns)[1]]
+            if foreign:
+                result.notes.append(f"{topic}/{name}: left out {len(foreign)} foreign rule(s) outside owns: "
+                                    f"({', '.join(map(repr, foreign))})")
             for rule in live[(topic, name)]:
+                if rule.name in foreign:
+                    continue
                 if is_temp_rule_name(rule.name):
                     result.warnings.append(
                         f"{topic}/{name}: left out {rule.name!r}, a leftover temporary rule of an interrupted apply"
@@ -80,8 +93,24 @@ def export_rules(
                 else:
                     result.warnings += lookalike_warnings(f"{topic}/{name}", [rule])
                     kept[name].append(rule)
-        result.documents.append(rule_file_doc(topic, kept, explicit_types=True))
+        doc = rule_file_doc(topic, kept, explicit_types=True, owns=owns)
+        if owners:
+            _label_owners(doc, owners)
+        result.documents.append(doc)
     return result
+
+
+def _label_owners(doc: dict[str, Any], owners: Owners) -> None:
+    """Say in the document who owns each subscription and rule ``owners`` claims."""
+    topic = doc["topic"]
+    for name, entry in doc["subscriptions"].items():
+        owner = owners.of_subscription(topic, name)
+        if owner and entry is not None:
+            entry["description"] = f"owned by {owner} (sbrules.yaml owners:)"
+        for rule in (entry or {}).get("rules", ()):
+            owner = owners.of_rule(topic, name, rule["name"])
+            if owner:
+                rule["description"] = f"owned by {owner} (sbrules.yaml owners:)"
 
 
 def export_topic(

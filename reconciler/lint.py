@@ -25,6 +25,7 @@ from reconciler.model import (
     Subscription,
     Topic,
 )
+from reconciler.names import owned
 from reconciler.sql import SqlError, parse_action, parse_filter
 from reconciler.sql.parser import dash_comment
 
@@ -118,7 +119,7 @@ def _subscription(topic: Topic, sub: Subscription) -> Iterator[Diagnostic]:
                 sub.origin,
             )
         return
-    if sub.rule(DEFAULT_RULE_NAME) is None:
+    if sub.rule(DEFAULT_RULE_NAME) is None and owned(DEFAULT_RULE_NAME, sub.owns):
         yield Diagnostic(
             "info",
             "default-removed",

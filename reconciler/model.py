@@ -12,12 +12,14 @@ such as ``{int: 3}`` names the type.
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from reconciler.names import name_key, same_name
+from reconciler.owners import NO_OWNERS, Owners
 from reconciler.typed_values import (  # noqa: F401 - the model's typed values live there
     INT32_MAX,
     INT32_MIN,
@@ -141,6 +143,9 @@ class Rule:
     #: Locations of the filter / action text (for carets under SQL errors).
     filter_origin: Origin | None = field(default=None, compare=False, repr=False)
     action_origin: Origin | None = field(default=None, compare=False, repr=False)
+    #: When the service created the live rule (enumerate-rules' created-at); None for a declared
+    #: rule, or where the service did not say. Never part of equality.
+    created_at: _dt.datetime | None = field(default=None, compare=False, repr=False)
 
     @property
     def has_action(self) -> bool:
@@ -161,6 +166,9 @@ class Subscription:
     #: receives exactly the messages no other subscription receives (reconciler.sql.fallthrough)
     fallthrough: bool = False
     origin: Origin | None = field(default=None, compare=False, repr=False)
+    #: The rule-name patterns sbrules owns here (``owns:``); None: the declared rules are the
+    #: complete set. Live rules no pattern matches are foreign: never changed, never drift.
+    owns: tuple[str, ...] | None = None
 
     @property
     def managed(self) -> bool:
@@ -193,6 +201,8 @@ class DesiredState:
     """Everything the rule files declare."""
 
     topics: tuple[Topic, ...] = ()
+    #: sbrules.yaml's ``owners:``: who owns what sbrules does not (labels, and --strict).
+    owners: Owners = NO_OWNERS
 
     def topic(self, name: str) -> Topic | None:
         for topic in self.topics:

@@ -10,8 +10,10 @@ merges. docs/names.md has the evidence for each rule below.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import sys
+from typing import Iterable
 
 #: .NET's ordinal casing table leaves these two as they are, although Unicode upper-cases them to
 #: ASCII 'I' and 'S' (it "disables Turkish-I behavior on ordinal operations").
@@ -70,6 +72,18 @@ def key_translation() -> tuple[str, str]:
 def same_name(a: str, b: str) -> bool:
     """Whether the service takes ``a`` and ``b`` for the same name."""
     return a == b or name_key(a) == name_key(b)
+
+
+def matches(name: str, pattern: str) -> bool:
+    """Whether ``name`` matches the glob ``pattern`` (``*``, ``?``, ``[...]``) as the service compares
+    names: both are folded by :func:`name_key`, then matched with :func:`fnmatch.fnmatchcase`."""
+    return fnmatch.fnmatchcase(name_key(name), name_key(pattern))
+
+
+def owned(name: str, owns: Iterable[str] | None) -> bool:
+    """Whether sbrules owns the rule ``name`` where ``owns`` are the patterns declared (None: the
+    complete set, every rule is owned)."""
+    return owns is None or any(matches(name, pattern) for pattern in owns)
 
 
 def shown_topic(declared: str, actual: str | None = None) -> str:

@@ -436,7 +436,7 @@ def decode_rule_description_full(value: Any, label: str = "rule") -> RuleDescrip
         if not isinstance(fields[3], int) or isinstance(fields[3], bool):
             raise CodecError(f"{where}[3] (created-at) must be a timestamp")
         created_at = timestamp_to_datetime(fields[3])
-    return RuleDescription(Rule(name=name, filter=flt, action=action), created_at)
+    return RuleDescription(Rule(name=name, filter=flt, action=action, created_at=created_at), created_at)
 
 
 def decode_rule_description(value: Any) -> Rule:

@@ -70,6 +70,7 @@ from reconciler.plan import (
     PlanError,
     SubscriptionPlan,
     fingerprint,
+    partition,
     plan_subscription,
     same_rule,
     temp_rule_name,
@@ -281,7 +282,7 @@ class _Runner:
         landed = found(tuple(live))
         self._log(rule=change.rule, step=step, op=op, target=target, outcome="re-read",
                   found="applied" if landed else "not applied")
-        self.live = _names(live)
+        self.live = _names(self._mine(live))
         if not landed:
             raise StepFailed(f"{what}: the answer never came ({self.unanswered}); re-read: not applied")
         return True
@@ -309,7 +310,7 @@ class _Runner:
             raise StepFailed(f"refusing to remove {name!r}: the subscription would be left with no rules")
         if len(remaining) <= 1 and self.sp.rules_after > 0:
             # Memory is not the namespace: re-read before leaving one rule, in case another writer removed it.
-            live = _names(without_locks(self._read(step + ":check")))
+            live = _names(self._mine(self._read(step + ":check")))
             gone = remaining - live
             if gone:
                 raise StepFailed(
@@ -409,9 +410,14 @@ class _Runner:
     def _release(self) -> None:
         self.lock.release()  # what cannot be removed is reported through _lock_problem
 
+    def _mine(self, live: Iterable[Rule]) -> tuple[Rule, ...]:
+        """The live rules this subscription's plan owns: foreign rules (``owns:``) are not ones
+        sbrules may count on staying, so they never keep a subscription from being empty."""
+        return partition(tuple(live), self.sp.owns)[0]
+
     def _run_locked(self, result: SubscriptionResult, live: tuple[Rule, ...], *, resumed: bool = False) -> None:
         sp = self.sp
-        current = fingerprint(live)
+        current = fingerprint(self._mine(live))
         if resumed or current != sp.fingerprint:
             if not resumed and current == sp.target_fingerprint:
                 result.status = ApplyStatus.ALREADY_APPLIED
@@ -436,7 +442,7 @@ class _Runner:
                 result.status = ApplyStatus.APPLIED if result.applied else ApplyStatus.ALREADY_APPLIED
                 self._log(outcome=result.status)
                 return
-        self.live = _names(live)
+        self.live = _names(self._mine(live))
         self._apply_changes(result, sp.changes)
 
     def _apply_changes(self, result: SubscriptionResult, changes: Iterable[Change]) -> None:
@@ -479,7 +485,9 @@ class _Runner:
         if declared is None:
             return None
         try:
-            return plan_subscription(sp.topic, sp.subscription, declared.rules or (), live, allow_empty=declared.allow_empty)
+            return plan_subscription(
+                sp.topic, sp.subscription, declared.rules or (), live, allow_empty=declared.allow_empty, owns=declared.owns
+            )
         except PlanError:
             return None
 

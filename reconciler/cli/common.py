@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from reconciler.namespace.clients import Clients
     from reconciler.namespace.network import Network
     from reconciler.namespace.pacing import Pacer, PacingStats
+    from reconciler.owners import Owners
     from reconciler.rulefiles.project import Environment
 
 CONNECTION_ENV = "SERVICEBUS_CONNECTION_STRING"
@@ -416,6 +417,17 @@ def load_rules(
         raise RuleFileErrors(errors)
     environment = source.project.environment(env) if source.project and env else None
     return Rules(result.state, environment, len(errors))
+
+
+def project_owners() -> "Owners":
+    """sbrules.yaml's ``owners:`` (none without a project file), found as ``project_environment``
+    finds it: for export, which reads no rule files but labels what others own."""
+    from reconciler.owners import NO_OWNERS
+    from reconciler.rulefiles.environment import DEFAULT_RULES
+    from reconciler.rulefiles.project import find_project, read_project
+
+    file = find_project(DEFAULT_RULES if DEFAULT_RULES.is_dir() else Path.cwd())
+    return read_project(file).owners if file else NO_OWNERS
 
 
 def project_environment(env: str | None) -> "Environment | None":

@@ -23,12 +23,14 @@ from reconciler.cli.common import (
     no_discovery_option,
     progress_bars,
     project_environment,
+    project_owners,
 )
 from reconciler.cli.impact import render, spark_master_option, traffic_option, traffic_report
 from reconciler.cli.output import ExitCode, echo_json, write_output
 from reconciler.errors import SbrulesError
 from reconciler.lock import DEFAULT_TIMEOUT_SECONDS, LEASE_SECONDS, Holder
 from reconciler.plan import RENDERERS, Plan, read_plan_file, render_drift_json, render_drift_text, render_json
+from reconciler.plan.contest import read_since
 from reconciler.plan.live import plan_live
 from reconciler.rulefiles.loader import with_bystanders
 
@@ -46,17 +48,27 @@ def namespace_clients(namespace: Namespace, max_rate: float | None = None) -> It
         yield client, rest
 
 
-def current_plan(clients: Clients, rules: Rules, namespace: Namespace, *, bystanders: bool = False) -> Plan:
+def current_plan(
+    clients: Clients, rules: Rules, namespace: Namespace, *, bystanders: bool = False, since: Path | None = None
+) -> Plan:
     """The plan of ``rules`` against the namespace, saying which environment and namespace it is for
-    (``bystanders``: with the rules of every undeclared subscription, for a traffic report)."""
+    (``bystanders``: with the rules of every undeclared subscription, for a traffic report; ``since``:
+    the previous apply's journal or plan, to find the rules another writer re-created since)."""
     client, rest = clients
-    the_plan = plan_live(client, rest, rules.state, discovery=namespace.discovery, bystanders=bystanders)
+    last = read_since(since) if since is not None else None
+    the_plan = plan_live(client, rest, rules.state, discovery=namespace.discovery, bystanders=bystanders, since=last)
     return dataclasses.replace(the_plan, environment=rules.env_name, namespace=namespace.address)
 
 
 strict_option = click.option(
     "--strict", is_flag=True,
     help="Count subscriptions of declared topics that no rule file mentions (undeclared) as drift.",
+)
+
+
+since_option = click.option(
+    "--since", type=click.Path(exists=True, dir_okay=False, path_type=Path), metavar="PLAN|JOURNAL",
+    help="The saved plan or apply journal of the previous apply: declared rules re-created after it are reported contested.",
 )
 
 
@@ -69,14 +81,15 @@ paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, 
 @format_option("text", "json", "markdown")
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes (0 none, 1 error).")
 @strict_option
+@since_option
 @env_option
 @namespace_options
 @no_discovery_option
 @traffic_option()
 @spark_master_option
 def plan(
-    paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool, env: str | None,
-    namespace: Namespace, no_discovery: bool, traffic: str | None, spark_master: str | None,
+    paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool, since: Path | None,
+    env: str | None, namespace: Namespace, no_discovery: bool, traffic: str | None, spark_master: str | None,
 ) -> None:
     """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it.
 
@@ -90,7 +103,7 @@ def plan(
             failures.check_sample(traffic)  # a missing sample is known before any network
         namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
         with namespace_clients(namespace) as clients:
-            the_plan = current_plan(clients, rules, namespace, bystanders=bool(traffic))
+            the_plan = current_plan(clients, rules, namespace, bystanders=bool(traffic), since=since)
     if out:
         write_output(out, render_json(the_plan), "the plan")
     report = text = None
@@ -145,12 +158,14 @@ def plan(
     "--lock-lease", type=click.FloatRange(min=4), default=LEASE_SECONDS, show_default=True, envvar="SBRULES_LOCK_LEASE",
     show_envvar=True, help="Seconds a lock lasts after its last renewal; the safety margin is a quarter of it (docs/locking.md).",
 )
+@since_option
 @format_option("text", "json")
 @env_option
 @namespace_options
 @no_discovery_option
 def apply(
     sources: tuple[Path, ...],
+    since: Path | None,
     fmt: str,
     auto_approve: bool,
     replace_strategy: str,
@@ -180,6 +195,10 @@ def apply(
             f"`sbrules apply {plans[0]}` applies the plan as reviewed"
         )
     saved = bool(plans)
+    if saved and since is not None:
+        raise click.UsageError(
+            "--since is for planning from rule files; a saved plan made with `plan --since` carries its contested rules"
+        )
     if saved:
         saved_plan = read_plan_file(sources[0])
         # A plan made with --env names its environment, and so its namespace: `sbrules apply plan.json`
@@ -197,7 +216,7 @@ def apply(
         if saved:
             the_plan = saved_plan
         else:
-            the_plan = current_plan(clients, rules, namespace)
+            the_plan = current_plan(clients, rules, namespace, since=since)
             # The plan's warnings are about gapless replaces: shown with the plan when they will run.
             gapless = replace_strategy == ReplaceStrategy.GAPLESS
             shown = RENDERERS["text"](the_plan if gapless else dataclasses.replace(the_plan, warnings=()))
@@ -210,6 +229,9 @@ def apply(
         if saved and replace_strategy == ReplaceStrategy.GAPLESS:
             for warning in the_plan.warnings:
                 click.echo(f"warning: {warning}", err=True)
+        if saved:  # planned from rule files, the plan shown above already says so
+            for contest in the_plan.contested:
+                click.echo(f"warning: {contest.describe()}; writing it anyway", err=True)
         with contextlib.ExitStack() as stack:
             journal_file = stack.enter_context(journal.open("a", encoding="utf-8")) if journal else None
             advance = stack.enter_context(progress_bars({"applying": len(the_plan.changes)}, client.pacer))
@@ -267,18 +289,20 @@ def confirm(approved: bool, question: str, *, refused: str, cancelled: str) -> N
 @paths_argument
 @format_option("text", "json")
 @strict_option
+@since_option
 @env_option
 @namespace_options
 @no_discovery_option
 def drift(
-    paths: tuple[Path, ...], fmt: str, strict: bool, env: str | None, namespace: Namespace, no_discovery: bool
+    paths: tuple[Path, ...], fmt: str, strict: bool, since: Path | None, env: str | None, namespace: Namespace,
+    no_discovery: bool,
 ) -> None:
     """Report live rules that differ from the files. Exit 0 in sync, 2 drift, 1 error."""
     with collector_paused():  # the declared and live rules live until the command ends
         rules = load_rules(paths, env)
         namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
         with namespace_clients(namespace) as clients:
-            the_plan = current_plan(clients, rules, namespace)
+            the_plan = current_plan(clients, rules, namespace, since=since)
     shown = render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict)
     click.echo(shown, nl=not shown.endswith("\n"))
     if the_plan.drifted(strict):
@@ -294,12 +318,16 @@ def drift(
     "--out", type=click.Path(file_okay=False, path_type=Path),
     help="Write <topic>.yaml files here (default: stdout, one YAML document per topic).",
 )
+@click.option(
+    "--owns", "owns", multiple=True, metavar="PATTERN",
+    help="Export only the rules matching these rule-name patterns (repeatable), under owns: (the rest are foreign).",
+)
 @format_option("yaml", "json")
 @env_option
 @namespace_options
 def export(
-    topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None, fmt: str, env: str | None,
-    namespace: Namespace,
+    topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None, owns: tuple[str, ...],
+    fmt: str, env: str | None, namespace: Namespace,
 ) -> None:
     """Write live rules as rule files: --topic T (all its subscriptions), or --all topics.
 
@@ -324,7 +352,7 @@ def export(
             targets = {topic: list(subscriptions)}
         else:
             targets = discovered_targets(rest, topic)
-        result = export_rules(client, targets, fallback=rest)
+        result = export_rules(client, targets, fallback=rest, owns=owns or None, owners=project_owners())
     if environment is not None:
         for doc in result.documents:
             doc["topic"] = environment.declared_topic(doc["topic"])

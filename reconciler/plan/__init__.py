@@ -8,7 +8,7 @@
 """
 
 from reconciler.limits import is_temp_rule_name
-from reconciler.plan.compare import compute_plan, lookalike_warnings, plan_subscription
+from reconciler.plan.compare import compute_plan, lookalike_warnings, partition, plan_subscription
 from reconciler.plan.ops import (
     PLAN_FORMAT_VERSION,
     TEMP_SUFFIX,
@@ -49,6 +49,7 @@ __all__ = [
     "fingerprint",
     "is_temp_rule_name",
     "lookalike_warnings",
+    "partition",
     "plan_subscription",
     "read_plan_file",
     "render_drift_json",

@@ -14,17 +14,20 @@ from typing import Sequence
 from reconciler.limits import LOCK_RULE_PREFIX, is_temp_rule_name, looks_like_lock, reserved_rule_name_problem
 from reconciler.lock import find_locks, without_locks
 from reconciler.model import CORRELATION_FIELDS, DEFAULT_RULE_NAME, CorrelationFilter, DesiredState, Rule
-from reconciler.names import name_key
+from reconciler.names import name_key, owned
 from reconciler.observe import ActualState
+from reconciler.owners import Owners
 from reconciler.plan.ops import (
     Change,
     ChangeKind,
+    Foreign,
     Plan,
     PlanError,
     Skipped,
     SubscriptionPlan,
 )
 from reconciler.plan.signature import FilterKind, Signature, fingerprint, signature
+from reconciler.recognizers import recognize
 
 
 def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
@@ -43,7 +46,9 @@ def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
             raise PlanError(f"no live state was read for {topic.name}/{sub.name}")
         notes += lock_notes(f"{topic.name}/{sub.name}", live)
         notes += lookalike_warnings(f"{topic.name}/{sub.name}", live)
-        plan = plan_subscription(topic.name, sub.name, sub.rules or (), live, allow_empty=sub.allow_empty)
+        plan = plan_subscription(topic.name, sub.name, sub.rules or (), live, allow_empty=sub.allow_empty, owns=sub.owns)
+        if desired.owners:
+            plan = _with_owners(plan, desired.owners)
         if topic.declared is not None:
             plan = dataclasses.replace(plan, declared_topic=topic.declared)
         subs.append(plan)
@@ -60,6 +65,21 @@ def compute_plan(desired: DesiredState, actual: ActualState) -> Plan:
             "delivered twice (--replace-strategy direct avoids that at the cost of a moment without the rule)"
         )
     return Plan(tuple(subs), tuple(skipped), tuple(warnings), notes=tuple(notes))
+
+
+def _with_owners(plan: SubscriptionPlan, owners: Owners) -> SubscriptionPlan:
+    """The plan with its foreign rules labelled with their named owner, and a reason on each delete
+    of a rule an owner claims (under the complete set, sbrules still removes it: ``owns:`` says not to)."""
+    def owner(rule: str) -> str | None:
+        return owners.of_rule(plan.topic, plan.subscription, rule)
+
+    changes = tuple(
+        dataclasses.replace(c, reasons=(*c.reasons, f"{who} owns it (sbrules.yaml owners:); owns: would leave it alone"))
+        if c.kind is ChangeKind.DELETE and (who := owner(c.rule)) else c
+        for c in plan.changes
+    )
+    foreign = tuple(dataclasses.replace(f, owner=owner(f.rule.name)) for f in plan.foreign)
+    return dataclasses.replace(plan, changes=changes, foreign=foreign)
 
 
 def lock_notes(path: str, live: Sequence[Rule]) -> list[str]:
@@ -83,10 +103,22 @@ def _some(subjects: Sequence[str], shown: int = 3) -> str:
     return f"{len(subjects):,} rules ({', '.join(subjects[:shown])} and {len(subjects) - shown:,} more)"
 
 
+def partition(live: Sequence[Rule], owns: Sequence[str] | None) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    """The live rules sbrules owns under ``owns`` (with its own leftover temporary rules), and the
+    foreign rest; lock rules are in neither."""
+    mine: list[Rule] = []
+    foreign: list[Rule] = []
+    for rule in without_locks(live):
+        (mine if is_temp_rule_name(rule.name) or owned(rule.name, owns) else foreign).append(rule)
+    return tuple(mine), tuple(foreign)
+
+
 def plan_subscription(
-    topic: str, subscription: str, declared: Sequence[Rule], live: Sequence[Rule], *, allow_empty: bool = False
+    topic: str, subscription: str, declared: Sequence[Rule], live: Sequence[Rule], *, allow_empty: bool = False,
+    owns: Sequence[str] | None = None,
 ) -> SubscriptionPlan:
-    """Set algebra over rule names (case-insensitive, as the service treats them)."""
+    """Set algebra over rule names (case-insensitive, as the service treats them), over the rules
+    sbrules owns: a foreign rule is never changed and never counted as one the subscription keeps."""
     path = f"{topic}/{subscription}"
     if not declared and not allow_empty:
         raise PlanError(
@@ -96,7 +128,8 @@ def plan_subscription(
         reserved = reserved_rule_name_problem(rule.name)
         if reserved:
             raise PlanError(f"{path}: {reserved}")
-    live = without_locks(live)
+    live_all = without_locks(live)
+    live, foreign = partition(live, owns)
     want = {name_key(r.name): r for r in declared}
     have = {name_key(r.name): r for r in live}
     creates, replaces, deletes = [], [], []
@@ -119,9 +152,10 @@ def plan_subscription(
         if current.name != rule.name:
             reasons.insert(0, f"name case: {current.name!r} → {rule.name!r}")
         if reasons:
-            replaces.append(
-                Change(topic, subscription, rule.name, ChangeKind.REPLACE, tuple(reasons), current, rule, tuple(diff))
-            )
+            replaces.append(Change(
+                topic, subscription, rule.name, ChangeKind.REPLACE, tuple(reasons), current, rule, tuple(diff),
+                looks_like=_label(topic, current, live_all),
+            ))
         else:
             unchanged += 1
     for key, rule in have.items():
@@ -132,8 +166,12 @@ def plan_subscription(
         elif rule.name == DEFAULT_RULE_NAME:
             why = "$Default (the service's catch-all) is not declared"
         else:
-            why = "not declared (the declared rule set is authoritative)"
-        deletes.append(Change(topic, subscription, rule.name, ChangeKind.DELETE, (why,), before=rule))
+            why = "not declared (the declared rule set is authoritative)" if owns is None else (
+                "matches owns: but is not declared (the owned rule set is authoritative)")
+        deletes.append(Change(
+            topic, subscription, rule.name, ChangeKind.DELETE, (why,), before=rule,
+            looks_like=_label(topic, rule, live_all),
+        ))
     target = fingerprint(declared)
     return SubscriptionPlan(
         topic=topic,
@@ -145,7 +183,15 @@ def plan_subscription(
         rules_after=len(want),
         allow_empty=allow_empty,
         changes=tuple(creates + replaces + deletes),
+        owns=tuple(owns) if owns is not None else None,
+        foreign=tuple(Foreign(rule, looks_like=_label(topic, rule, live_all)) for rule in foreign),
     )
+
+
+def _label(topic: str, rule: Rule, live: Sequence[Rule]) -> str | None:
+    """What a live rule sbrules did not write looks like (:mod:`reconciler.recognizers`)."""
+    found = recognize(topic, rule, live)
+    return str(found) if found else None
 
 
 def differences(before: Signature, after: Signature) -> tuple[list[str], list[str]]:

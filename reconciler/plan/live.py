@@ -11,7 +11,8 @@ says so once.
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol, Sequence
+import datetime as _dt
+from typing import Callable, Protocol, Sequence
 
 from reconciler.discovery import (
     EntityLister,
@@ -26,6 +27,7 @@ from reconciler.model import DesiredState, Rule
 from reconciler.names import name_key
 from reconciler.observe import DEFAULT_CONCURRENCY, FallbackReader, RuleReader, observe, observe_subscriptions
 from reconciler.plan.compare import compute_plan
+from reconciler.plan.contest import LastApply, with_contests
 from reconciler.plan.ops import Plan
 from reconciler.rulefiles.loader import with_bystanders
 
@@ -42,13 +44,17 @@ class RestReader(EntityLister, FallbackReader, Protocol):
 def plan_live(
     client: RuleReader, rest: RestReader, desired: DesiredState, *, concurrency: int = DEFAULT_CONCURRENCY,
     discovery: bool = True, bystanders: bool = False,
+    clock: Callable[[], _dt.datetime] = lambda: _dt.datetime.now(_dt.timezone.utc), since: LastApply | None = None,
 ) -> Plan:
     """The plan for ``desired`` against the namespace, with undeclared subscriptions and reading notes
     (``discovery=False``: from the declared names only, as with a Listen-only key).
 
     The rules of undeclared subscriptions are read where they change what the plan writes (a topic
     with a fall-through subscription, whose filter leaves their messages out too) and, with
-    ``bystanders``, everywhere (a traffic report counts what they receive)."""
+    ``bystanders``, everywhere (a traffic report counts what they receive). ``clock`` tells when the
+    namespace was read, from which the plan tells the ages of live rules; ``since``, the previous
+    apply, makes the plan name the declared rules another writer re-created after it (contested)."""
+    read_at = clock()
     inventory: Inventory = discover(rest, [t.name for t in desired.topics], enabled=discovery)
     missing = missing_entities(desired, inventory)
     if missing:
@@ -67,12 +73,15 @@ def plan_live(
     if absent:
         raise MissingEntitiesError(absent)
     plan = compute_plan(desired, actual)
+    if since is not None:
+        plan = with_contests(plan, desired, actual, since)
     notes = [REST_NOTE.format(path=f"{t}/{s}") for t, s in actual.read_over_rest]
     if inventory.note:
         notes.append(inventory.note)
+    claimed = {(t, s): owner for t, s in undeclared if (owner := desired.owners.of_subscription(t, s))}
     return dataclasses.replace(
         plan, undeclared=tuple(undeclared), notes=(*plan.notes, *notes), bystanders={**others, **alone},
-        listed=inventory.listed,
+        listed=inventory.listed, claimed=claimed, read_at=read_at,
     )
 
 

@@ -7,9 +7,10 @@ computed from, so apply can refuse a stale plan.
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping
@@ -83,6 +84,8 @@ class Change:
     before: Rule | None = None
     after: Rule | None = None
     diff: tuple[str, ...] = ()
+    #: Which framework the live rule looks like it was written by (a recognizer's label).
+    looks_like: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -96,6 +99,7 @@ class Change:
         }
         if self.diff:
             doc["diff"] = list(self.diff)
+        doc |= live_facts(self.before, self.looks_like)
         return doc
 
     @classmethod
@@ -109,10 +113,89 @@ class Change:
             before=rule_from_doc(doc["before"]) if doc.get("before") else None,
             after=rule_from_doc(doc["after"]) if doc.get("after") else None,
             diff=tuple(doc.get("diff", ())),
+            looks_like=doc.get("looks_like"),
         )
+        if change.before is not None and doc.get("created_at"):
+            change = replace(change, before=replace(change.before, created_at=read_time(doc["created_at"])))
         if change.kind.sides != (change.before is not None, change.after is not None):
             raise ValueError(f"change of rule {change.rule!r}: {change.kind.value} with that before/after")
         return change
+
+
+def live_facts(rule: Rule | None, looks_like: str | None) -> dict[str, Any]:
+    """What a plan knows of a live rule beyond its definition: when it was created, and which
+    framework it looks like it was written by (each only where known)."""
+    facts: dict[str, Any] = {}
+    if rule is not None and rule.created_at is not None:
+        facts["created_at"] = iso_time(rule.created_at)
+    if looks_like:
+        facts["looks_like"] = looks_like
+    return facts
+
+
+@dataclass(frozen=True)
+class Contest:
+    """A declared rule found re-created after sbrules last applied it."""
+
+    topic: str
+    subscription: str
+    rule: str
+    created_at: _dt.datetime
+    applied_at: _dt.datetime
+    likely_owner: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic, "subscription": self.subscription, "rule": self.rule,
+            "created_at": iso_time(self.created_at), "applied_at": iso_time(self.applied_at),
+            "likely_owner": self.likely_owner,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Contest":
+        return cls(doc["topic"], doc["subscription"], doc["rule"], read_time(doc["created_at"]),
+                   read_time(doc["applied_at"]), doc.get("likely_owner"))
+
+    def describe(self) -> str:
+        owner = f"; likely owner: {self.likely_owner}" if self.likely_owner else ""
+        return (f"contested {self.topic}/{self.subscription} rule {self.rule!r}: created {_shown(self.created_at)}, "
+                f"after sbrules applied it at {_shown(self.applied_at)}{owner} (another writer re-creates it: "
+                "hand it to one owner, see docs/gitops.md)")
+
+
+def _shown(when: _dt.datetime) -> str:
+    return f"{when.astimezone(_dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def iso_time(when: _dt.datetime) -> str:
+    """A time in the plan's JSON: UTC, ISO 8601 with ``Z``."""
+    return when.astimezone(_dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def read_time(text: str) -> _dt.datetime:
+    """A ``created_at`` as :func:`live_facts` writes it."""
+    return _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True)
+class Foreign:
+    """A live rule outside its subscription's ``owns:``: never changed, never drift; shown with its
+    filter, its creation time and, where known, its owner and the framework it looks like."""
+
+    rule: Rule
+    owner: str | None = None
+    looks_like: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {"rule": rule_to_doc(self.rule), **({"owner": self.owner} if self.owner else {})}
+        return doc | live_facts(self.rule, self.looks_like)
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Foreign":
+        rule = rule_from_doc(doc["rule"])
+        if doc.get("created_at"):
+            rule = replace(rule, created_at=read_time(doc["created_at"]))
+        return cls(rule, doc.get("owner"), doc.get("looks_like"))
 
 
 @dataclass(frozen=True)
@@ -129,6 +212,10 @@ class SubscriptionPlan:
     changes: tuple[Change, ...] = ()
     #: The topic as the rule files declare it, where the environment renames it to ``topic``.
     declared_topic: str | None = None
+    #: The ``owns:`` patterns (None: every live rule is sbrules'); apply reads only the owned rules.
+    owns: tuple[str, ...] | None = None
+    #: The live rules ``owns`` leaves out: never changed, never drift, shown for the reviewer.
+    foreign: tuple[Foreign, ...] = ()
 
     @property
     def path(self) -> str:
@@ -150,6 +237,8 @@ class SubscriptionPlan:
             "rules_after": self.rules_after,
             "allow_empty": self.allow_empty,
             **({"declared_topic": self.declared_topic} if self.declared_topic else {}),
+            **({"owns": list(self.owns)} if self.owns is not None else {}),
+            **({"foreign": [f.to_json() for f in self.foreign]} if self.foreign else {}),
         }
 
 
@@ -183,6 +272,17 @@ class Plan:
     #: Discovery listed every subscription of the declared topics: ``undeclared`` is all of the others
     #: (a traffic report's credits are then exact where their rules are known).
     listed: bool = False
+    #: When the namespace was read (the ages of live rules are told from it).
+    read_at: _dt.datetime | None = field(default=None, compare=False)
+    #: Declared rules found re-created since the previous apply (``--since``).
+    contested: tuple[Contest, ...] = ()
+    #: The undeclared subscriptions a named owner (sbrules.yaml ``owners:``) claims: not drift.
+    claimed: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+    @property
+    def unclaimed(self) -> tuple[tuple[str, str], ...]:
+        """The undeclared subscriptions nobody claims: what ``drift --strict`` counts."""
+        return tuple(u for u in self.undeclared if u not in self.claimed)
 
     def check_target(self, environment: str | None, namespace: str) -> None:
         """Refuse to apply this plan to another namespace, or for another environment, than it was made for."""
@@ -195,8 +295,8 @@ class Plan:
             raise PlanError(f"this plan was made for environment {self.environment}, not {environment}")
 
     def drifted(self, strict: bool = False) -> bool:
-        """Rule changes; with ``strict``, undeclared subscriptions count too."""
-        return self.has_changes or (strict and bool(self.undeclared))
+        """Rule changes; with ``strict``, undeclared subscriptions no owner claims count too."""
+        return self.has_changes or (strict and bool(self.unclaimed))
 
     @property
     def changes(self) -> list[Change]:
@@ -223,10 +323,19 @@ class Plan:
             "subscriptions": [sp.to_json() for sp in self.subscriptions],
             "skipped": [self._with_rules(asdict(s)) for s in self.skipped],
             "warnings": list(self.warnings),
-            "undeclared": [self._with_rules({"topic": t, "subscription": s}) for t, s in self.undeclared],
+            "undeclared": [
+                self._with_rules({"topic": t, "subscription": s} | self._owner(t, s)) for t, s in self.undeclared
+            ],
             "notes": list(self.notes),
             "listed": self.listed,
+            **({"read_at": iso_time(self.read_at)} if self.read_at else {}),
+            **({"contested": [c.to_json() for c in self.contested]} if self.contested else {}),
         }
+
+    def _owner(self, topic: str, subscription: str) -> dict[str, str]:
+        """An undeclared subscription's ``owner``, where sbrules.yaml's ``owners:`` claims it."""
+        owner = self.claimed.get((topic, subscription))
+        return {"owner": owner} if owner else {}
 
     def _with_rules(self, doc: dict[str, Any]) -> dict[str, Any]:
         """A left-alone subscription's entry, with its live rules where the plan read them."""
@@ -262,6 +371,8 @@ class Plan:
                     allow_empty=entry.get("allow_empty", False),
                     changes=tuple(by_subscription.pop((entry["topic"], entry["subscription"]), ())),
                     declared_topic=entry.get("declared_topic"),
+                    owns=tuple(entry["owns"]) if "owns" in entry else None,
+                    foreign=tuple(Foreign.from_json(f) for f in entry.get("foreign", ())),
                 )
                 for entry in doc["subscriptions"]
             ]
@@ -275,6 +386,9 @@ class Plan:
             notes = tuple(doc.get("notes", ()))
             environment, namespace = doc.get("environment"), doc.get("namespace")
             listed = bool(doc.get("listed", False))
+            claimed = {(u["topic"], u["subscription"]): u["owner"] for u in doc.get("undeclared", ()) if "owner" in u}
+            read_at = read_time(doc["read_at"]) if doc.get("read_at") else None
+            contested = tuple(Contest.from_json(c) for c in doc.get("contested", ()))
         except (KeyError, TypeError, ValueError) as exc:
             from reconciler.rulefiles.schema import first_violation
 
@@ -283,7 +397,10 @@ class Plan:
         if by_subscription:
             topic, sub = next(iter(by_subscription))
             raise PlanError(f"malformed plan file: changes for {topic}/{sub}, which the plan does not list")
-        return cls(tuple(subs), skipped, warnings, undeclared, notes, environment, namespace, bystanders, listed)
+        return cls(
+            tuple(subs), skipped, warnings, undeclared, notes, environment, namespace, bystanders, listed,
+            read_at=read_at, contested=contested, claimed=claimed,
+        )
 
 
 def read_plan_file(path: str | Path) -> Plan:

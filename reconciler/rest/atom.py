@@ -273,7 +273,22 @@ def rule_from_entry(entry: Element) -> model.Rule:
     flt = desc.find(_q(SB_NS, "Filter"))
     if flt is None:
         raise AtomError(f"rule {name!r} has no Filter")
-    return model.Rule(name, _filter(flt, name), _action(desc.find(_q(SB_NS, "Action")), name))
+    created = _created_at(_text(desc, "CreatedAt"))
+    return model.Rule(name, _filter(flt, name), _action(desc.find(_q(SB_NS, "Action")), name), created_at=created)
+
+
+def _created_at(text: str | None) -> _dt.datetime | None:
+    """A ``CreatedAt`` as the service writes it (seven fractional digits, ``Z``), or None when absent
+    or unreadable: the time only labels a rule, so a strange one is not worth failing a read."""
+    if not text:
+        return None
+    head, _, fraction = text.rstrip("Z").partition(".")
+    try:
+        when = _dt.datetime.strptime(head, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=_dt.timezone.utc)
+    except ValueError:
+        return None
+    digits = (fraction + "000000")[:6]
+    return when.replace(microsecond=int(digits)) if digits.isdigit() else when
 
 
 def error_detail(data: bytes) -> str | None:

@@ -72,7 +72,7 @@ def load_state(source: RuleSource, env: str | None) -> DesiredState:
 def render(project: Project, env: Environment, paths: Sequence[Path]) -> LoadResult:
     """The base files with ``env``'s variables, its overlays merged in order, its topics renamed."""
     substitute = Substitution(env.vars)
-    result = load(paths, exclude=project.not_base_files(), prepare=substitute)
+    result = load(paths, exclude=project.not_base_files(), prepare=substitute, owns=project.owns)
     diags = result.diagnostics
     state = result.state
     files = result.files
@@ -94,7 +94,7 @@ def render(project: Project, env: Environment, paths: Sequence[Path]) -> LoadRes
                 Diagnostic("warning", "unused-variable",
                            f"environment {env.name!r}: variable {name!r} is not used by any rule file", var.origin)
             )
-    return LoadResult(state=state, diagnostics=diags, files=files)
+    return LoadResult(state=replace(state, owners=project.owners), diagnostics=diags, files=files)
 
 
 def _rename(state: DesiredState, env: Environment, diags: list[Diagnostic]) -> DesiredState:

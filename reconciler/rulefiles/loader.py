@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
-from reconciler.diagnostics import Diagnostic, render_text
+from reconciler.diagnostics import Diagnostic, SqlContext, render_text
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.gc_pause import paused_gc
 from reconciler.model import (
@@ -29,7 +29,7 @@ from reconciler.model import (
     TypedValueError,
     rule_from_doc,
 )
-from reconciler.names import name_key
+from reconciler.names import name_key, owned
 from reconciler.rulefiles import yaml_versions
 from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
 from reconciler.rulefiles.schema import FILTER_KINDS, SCHEMA_NAME, schema_diagnostics
@@ -176,10 +176,35 @@ def build_rule(doc: dict, path: DocPath, loc: Located, diags: list[Diagnostic]) 
         return None
 
 
-def topic_from_doc(read: ReadFile, diags: list[Diagnostic]) -> Topic:
+def _owns(doc: Mapping[str, Any], inherited: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """The ``owns:`` patterns a document declares, or those it inherits (subscription over topic
+    file over project)."""
+    written = doc.get("owns")
+    return tuple(str(p) for p in written) if isinstance(written, list) else inherited
+
+
+def outside_owns(
+    topic: str, sub: str, rules: Sequence[Rule], owns: tuple[str, ...] | None, diags: list[Diagnostic]
+) -> Iterator[Rule]:
+    """The declared rules, less those outside the subscription's own ``owns:`` patterns (each an error)."""
+    for rule in rules:
+        if owned(rule.name, owns):
+            yield rule
+            continue
+        patterns = ", ".join(repr(p) for p in owns or ())
+        diags.append(Diagnostic(
+            "error", "not-owned",
+            f"rule {rule.name!r} of {topic}/{sub} is outside its owns: patterns ({patterns}); sbrules would never "
+            "write it: add a pattern that matches it or rename the rule",
+            rule.origin, sql=SqlContext(rule.name, 1, 1),
+        ))
+
+
+def topic_from_doc(read: ReadFile, diags: list[Diagnostic], owns: tuple[str, ...] | None = None) -> Topic:
     """The topic a rule file declares: every subscription and rule its schema violations spare
-    (rules that cannot be built are errors in ``diags``)."""
+    (rules that cannot be built are errors in ``diags``); ``owns``: the project's ``owns:`` patterns."""
     doc, loc = read.doc, read.loc
+    topic_owns = _owns(doc, owns)
     subs = []
     for sub_name, sub_doc in (doc.get("subscriptions") or {}).items():
         sub_path = ("subscriptions", sub_name)
@@ -197,6 +222,15 @@ def topic_from_doc(read: ReadFile, diags: list[Diagnostic]) -> Topic:
             rules = tuple(r for r in built if r is not None)
             if written and not rules:
                 continue  # every rule is in error: "declares no rules" would be one error too many
+        sub_owns = _owns(sub_doc, topic_owns)
+        if rules is not None:
+            rules = tuple(outside_owns(str(doc["topic"]), str(sub_name), rules, sub_owns, diags))
+        elif "owns" in sub_doc:
+            diags.append(Diagnostic(
+                "error", "not-owned", f"subscription {doc['topic']}/{sub_name} declares owns: without rules: "
+                "list the rules it owns (rules: [] with allow_empty: true to own none of them)",
+                loc.key_origin(sub_path + ("owns",)),
+            ))
         subs.append(
             Subscription(
                 name=str(sub_name),
@@ -205,6 +239,7 @@ def topic_from_doc(read: ReadFile, diags: list[Diagnostic]) -> Topic:
                 sampling_tap=sub_doc.get("sampling_tap") is True,
                 fallthrough=sub_doc.get("fallthrough") is True,
                 origin=loc.key_origin(sub_path),
+                owns=sub_owns if rules is not None else None,
             )
         )
     return Topic(name=str(doc["topic"]), subscriptions=tuple(subs), origin=loc.origin(("topic",)))
@@ -270,7 +305,7 @@ def with_bystanders(state: DesiredState, bystanders: Mapping[tuple[str, str], Se
         topics.append(replace(topic, subscriptions=subs))
     if diags:
         raise RuleFileErrors(diags)
-    return DesiredState(topics=tuple(topics))
+    return replace(state, topics=tuple(topics))
 
 
 def _fallthrough_rules(topic: Topic, sub: Subscription, diags: list[Diagnostic]) -> Subscription:
@@ -440,8 +475,12 @@ def read_valid(
     return ReadFile(doc, loc, frozenset(spoiled))
 
 
-def load(paths: Sequence[str | Path], *, exclude: Collection[Path] = (), prepare: Prepare | None = None) -> LoadResult:
-    """Load files and directories, collecting every diagnostic instead of stopping at the first."""
+def load(
+    paths: Sequence[str | Path], *, exclude: Collection[Path] = (), prepare: Prepare | None = None,
+    owns: tuple[str, ...] | None = None,
+) -> LoadResult:
+    """Load files and directories, collecting every diagnostic instead of stopping at the first
+    (``owns``: the project's ``owns:`` patterns, which topic files and subscriptions may override)."""
     diags: list[Diagnostic] = []
     topics: list[Topic] = []
     files = rule_files(paths, exclude)
@@ -452,7 +491,7 @@ def load(paths: Sequence[str | Path], *, exclude: Collection[Path] = (), prepare
         for file in files:
             read = read_valid(file, diags, prepare=prepare)
             if read is not None:
-                topics.append(topic_from_doc(read, diags))
+                topics.append(topic_from_doc(read, diags, owns))
         state = with_fallthrough_rules(merge(topics, diags), diags)
     return LoadResult(state=state, diagnostics=diags, files=len(files))
 

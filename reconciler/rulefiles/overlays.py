@@ -17,7 +17,7 @@ from typing import Any
 from reconciler.diagnostics import Diagnostic
 from reconciler.model import DesiredState, Origin, Rule, Subscription, Topic
 from reconciler.names import name_key, same_name
-from reconciler.rulefiles.loader import ReadFile, build_rule, text_origin
+from reconciler.rulefiles.loader import ReadFile, build_rule, outside_owns, text_origin
 
 OVERLAY_SCHEMA = "overlay.schema.json"
 
@@ -38,6 +38,8 @@ class SubscriptionChange:
     #: None: the overlay leaves the rules alone.
     rules: tuple[Rule | Removal, ...] | None = None
     allow_empty: bool | None = None
+    #: This environment's ``owns:`` patterns (None: the base file's stay).
+    owns: tuple[str, ...] | None = None
     #: Name keys of the rules marked ``add: true``: new to the subscription on purpose.
     added: frozenset[str] = field(default=frozenset())
     #: Where each rule of ``rules`` was written, by name key.
@@ -86,6 +88,7 @@ def topic_change(read: ReadFile, diags: list[Diagnostic]) -> TopicChange:
                 remove=sub_doc.get("remove") is True,
                 rules=rules,
                 allow_empty=sub_doc["allow_empty"] if isinstance(sub_doc.get("allow_empty"), bool) else None,
+                owns=tuple(str(p) for p in sub_doc["owns"]) if isinstance(sub_doc.get("owns"), list) else None,
                 added=frozenset(added),
                 origins=tuple(origins),
             )
@@ -130,8 +133,10 @@ def _apply_topic(topic: Topic, change: TopicChange, diags: list[Diagnostic]) -> 
 def _apply_subscription(sub: Subscription, change: SubscriptionChange, where: str, diags: list[Diagnostic]) -> Subscription:
     if change.allow_empty is not None:
         sub = replace(sub, allow_empty=change.allow_empty)
+    if change.owns is not None:
+        sub = replace(sub, owns=change.owns)
     if change.rules is None:
-        return sub
+        return _owned_rules(sub, where, diags)
     rules = list(sub.rules or ())
     for item in change.rules:
         index = next((i for i, r in enumerate(rules) if same_name(r.name, item.name)), None)
@@ -148,7 +153,15 @@ def _apply_subscription(sub: Subscription, change: SubscriptionChange, where: st
             rules.append(item)
         else:
             rules[index] = item
-    return replace(sub, rules=tuple(rules))
+    return _owned_rules(replace(sub, rules=tuple(rules)), where, diags)
+
+
+def _owned_rules(sub: Subscription, where: str, diags: list[Diagnostic]) -> Subscription:
+    """The subscription less the rules outside its ``owns:`` patterns (each an error)."""
+    if sub.rules is None or sub.owns is None:
+        return sub
+    topic, name = where.split("/", 1)
+    return replace(sub, rules=tuple(outside_owns(topic, name, sub.rules, sub.owns, diags)))
 
 
 def _conflicts(changes: list[TopicChange], diags: list[Diagnostic]) -> None:

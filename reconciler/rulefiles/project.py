@@ -18,6 +18,7 @@ from reconciler.diagnostics import Diagnostic
 from reconciler.errors import UsageError
 from reconciler.model import NonFiniteValueError, Origin, TypedValue, TypedValueError
 from reconciler.names import name_key, same_name
+from reconciler.owners import NO_OWNERS, Owners
 from reconciler.rulefiles.loader import RuleFileErrors, display_path, read_valid
 from reconciler.rulefiles.located import Located
 from reconciler.rulefiles.yaml_versions import Ambiguity, ambiguity
@@ -86,6 +87,10 @@ class Environment:
 class Project:
     file: Path
     environments: Mapping[str, Environment]
+    #: The ``owns:`` patterns of every subscription that declares rules, unless overridden.
+    owns: tuple[str, ...] | None = None
+    #: ``owners:``: owner name → ``TOPIC/SUBSCRIPTION[/RULE]`` glob patterns.
+    owners: Owners = NO_OWNERS
 
     @property
     def root(self) -> Path:
@@ -137,7 +142,9 @@ def read_project(file: Path) -> Project:
     }
     if diags:
         raise RuleFileErrors(diags)
-    return Project(file=file, environments=environments)
+    owns = tuple(str(p) for p in doc["owns"]) if "owns" in doc else None
+    owners = {str(name): tuple(str(p) for p in patterns) for name, patterns in (doc.get("owners") or {}).items()}
+    return Project(file=file, environments=environments, owns=owns, owners=Owners(owners))
 
 
 def _environment(

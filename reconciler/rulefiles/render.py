@@ -41,6 +41,8 @@ def topic_document(topic: Topic, *, explicit_types: bool = True) -> dict[str, An
     subs: dict[str, Any] = {}
     for sub in topic.subscriptions:
         entry: dict[str, Any] = {}
+        if sub.owns is not None and sub.rules is not None:
+            entry["owns"] = list(sub.owns)
         if sub.fallthrough:
             entry["fallthrough"] = True
         elif sub.rules is not None:

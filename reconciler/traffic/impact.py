@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from reconciler import progress
 from reconciler.errors import ErrorCode, SbrulesError
-from reconciler.model import DesiredState, Filter, Rule
+from reconciler.model import DesiredState, Filter, Rule, Subscription
 from reconciler.names import key_translation, name_key
 from reconciler.plan import Change, Plan, PlanError, plan_subscription
 from reconciler.traffic import failures, near_misses
@@ -151,10 +151,12 @@ def on_sample(
 def desired_subscribers(desired: DesiredState, plan: Plan | None = None) -> list[Subscriber]:
     """Every declared subscription as routing health sees it: its declared rules (an unmanaged one:
     the live rules a plan read, else unknown); and, from a plan, the subscriptions no file mentions:
-    with the live rules the plan read, or unknown."""
+    with the live rules the plan read, or unknown. A subscription that owns only some of its rules
+    (``owns:``) receives through the foreign ones too: with the plan's foreign rules, or unknown."""
     read = plan.bystanders if plan is not None else {}
+    foreign = foreign_rules(plan)
     out = [
-        Subscriber(t.name, s.name, s.rules if s.managed else read.get((t.name, s.name)), s.sampling_tap, s.fallthrough)
+        Subscriber(t.name, s.name, _receiving_rules(t.name, s, read, foreign), s.sampling_tap, s.fallthrough)
         for t, s in desired.subscriptions()
     ]
     if plan is not None:
@@ -162,9 +164,28 @@ def desired_subscribers(desired: DesiredState, plan: Plan | None = None) -> list
     return out
 
 
+def _receiving_rules(
+    topic: str, sub: Subscription, read: Mapping[tuple[str, str], tuple[Rule, ...]],
+    foreign: Mapping[tuple[str, str], tuple[Rule, ...]],
+) -> tuple[Rule, ...] | None:
+    """The rules a declared subscription receives through: declared (with its foreign ones under
+    ``owns:``, unknown when not read), or for an unmanaged one the live rules read (else unknown)."""
+    if not sub.managed:
+        return read.get((topic, sub.name))
+    if sub.owns is None:
+        return sub.rules
+    key = (topic, sub.name)
+    return (*(sub.rules or ()), *foreign[key]) if key in foreign else None
+
+
 # ------------------------------------------------------------------------------------------------
 # What to compare
 # ------------------------------------------------------------------------------------------------
+
+
+def foreign_rules(plan: Plan | None) -> dict[tuple[str, str], tuple[Rule, ...]]:
+    """The live rules outside ``owns:`` of each planned subscription: they stay, before and after."""
+    return {(sp.topic, sp.subscription): tuple(f.rule for f in sp.foreign) for sp in plan.subscriptions} if plan else {}
 
 
 def _scopes(
@@ -173,10 +194,11 @@ def _scopes(
     managed = [(t, s) for t, s in desired.subscriptions() if s.managed]
     skipped = [Skipped(t.name, s.name, "unmanaged (no rules: list)") for t, s in desired.subscriptions() if not s.managed]
     current = _rules_before(desired, plan)
+    foreign = foreign_rules(plan)
     scopes = []
     for topic, sub in managed:
         key = (topic.name, sub.name)
-        declared = tuple(sub.rules or ())
+        declared = (*(sub.rules or ()), *foreign.get(key, ()))
         if key in new:
             scopes.append(Scope(topic.name, sub.name, declared, (), CurrentSource.NEW))
         elif key in current:
@@ -197,6 +219,7 @@ def _rules_before(desired: DesiredState, plan: Plan) -> dict[tuple[str, str], tu
         touched = {c.rule for c in sp.changes}
         rules = [r for r in declared if r.name not in touched]
         rules += [c.before for c in sp.changes if c.before is not None]
+        rules += [f.rule for f in sp.foreign]
         key = (topic.name if topic else sp.topic, sub.name if sub else sp.subscription)
         out[key] = tuple(rules)
     return out

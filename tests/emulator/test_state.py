@@ -103,3 +103,13 @@ def test_scheduled_messages_survive_a_restart_and_arrive_when_due(tmp_path):
         assert emu.broker.tick(now=due)
         assert len(store.messages) == 1
         assert emu.namespace.topic("orders").store.messages == {}
+
+
+def test_rules_keep_their_created_at_across_a_restart(tmp_path):
+    path = tmp_path / "state.json"
+    with Emulator(ORDERS, state_file=path) as emu, ManagementClient(emu.connection_string, timeout=10) as mgmt:
+        mgmt.add_rule("orders", "all", NEW_RULE)
+        created = {r.name: r.created_at for r in mgmt.list_rules("orders", "all")}
+    assert created["vip"] is not None and created["vip"].tzinfo is not None
+    with Emulator(ORDERS, state_file=path) as emu, ManagementClient(emu.connection_string, timeout=10) as mgmt:
+        assert {r.name: r.created_at for r in mgmt.list_rules("orders", "all")} == created
