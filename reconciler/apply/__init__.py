@@ -185,6 +185,12 @@ def _names(rules: Iterable[Rule]) -> set[str]:
     return {name_key(r.name) for r in rules}
 
 
+def _owned(owns: tuple[str, ...] | None, live: Iterable[Rule]) -> tuple[Rule, ...]:
+    """The live rules a subscription's plan owns: foreign rules (``owns:``) are not ones sbrules may
+    count on staying, so they never keep a subscription from being empty."""
+    return partition(tuple(live), owns)[0]
+
+
 class _Runner:
     """Applies the changes of one subscription under its lock, request by request, tracking which rules exist."""
 
@@ -282,7 +288,7 @@ class _Runner:
         landed = found(tuple(live))
         self._log(rule=change.rule, step=step, op=op, target=target, outcome="re-read",
                   found="applied" if landed else "not applied")
-        self.live = _names(self._mine(live))
+        self.live = _names(_owned(self.sp.owns, live))
         if not landed:
             raise StepFailed(f"{what}: the answer never came ({self.unanswered}); re-read: not applied")
         return True
@@ -310,7 +316,7 @@ class _Runner:
             raise StepFailed(f"refusing to remove {name!r}: the subscription would be left with no rules")
         if len(remaining) <= 1 and self.sp.rules_after > 0:
             # Memory is not the namespace: re-read before leaving one rule, in case another writer removed it.
-            live = _names(self._mine(self._read(step + ":check")))
+            live = _names(_owned(self.sp.owns, self._read(step + ":check")))
             gone = remaining - live
             if gone:
                 raise StepFailed(
@@ -410,14 +416,9 @@ class _Runner:
     def _release(self) -> None:
         self.lock.release()  # what cannot be removed is reported through _lock_problem
 
-    def _mine(self, live: Iterable[Rule]) -> tuple[Rule, ...]:
-        """The live rules this subscription's plan owns: foreign rules (``owns:``) are not ones
-        sbrules may count on staying, so they never keep a subscription from being empty."""
-        return partition(tuple(live), self.sp.owns)[0]
-
     def _run_locked(self, result: SubscriptionResult, live: tuple[Rule, ...], *, resumed: bool = False) -> None:
         sp = self.sp
-        current = fingerprint(self._mine(live))
+        current = fingerprint(_owned(self.sp.owns, live))
         if resumed or current != sp.fingerprint:
             if not resumed and current == sp.target_fingerprint:
                 result.status = ApplyStatus.ALREADY_APPLIED
@@ -442,7 +443,7 @@ class _Runner:
                 result.status = ApplyStatus.APPLIED if result.applied else ApplyStatus.ALREADY_APPLIED
                 self._log(outcome=result.status)
                 return
-        self.live = _names(self._mine(live))
+        self.live = _names(_owned(self.sp.owns, live))
         self._apply_changes(result, sp.changes)
 
     def _apply_changes(self, result: SubscriptionResult, changes: Iterable[Change]) -> None:
