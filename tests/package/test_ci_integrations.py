@@ -185,29 +185,26 @@ def _run_template(python_env: dict[str, str], rules_repo: Path, tmp_path: Path, 
     return run_steps(steps, expand, python_env, cwd)
 
 
-def test_the_pre_commit_hook_validates_with_pre_commit_itself(rules_repo, tmp_path):
+def _pre_commit(hook: str, rules_repo: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``pre-commit try-repo`` of this checkout's ``hook`` on every file of the rules repository, as staged."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
     env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
-    pre_commit = [sys.executable, "-m", "pre_commit"]
     subprocess.run(["git", "add", "-A"], cwd=rules_repo, check=True)
-    done = subprocess.run([*pre_commit, "try-repo", str(REPO), "sbrules-validate", "--all-files"],
+    return subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(REPO), hook, "--all-files"],
                           cwd=rules_repo, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_pre_commit_hook_validates_with_pre_commit_itself(rules_repo, tmp_path):
+    done = _pre_commit("sbrules-validate", rules_repo, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "sbrules validate" in done.stdout and "Passed" in done.stdout
 
     (rules_repo / "rules" / "orders.yaml").write_text("topic: orders\nsubscriptions: {billing: {rules: [{name: x, sql: 'a = = 1'}]}}\n")
-    subprocess.run(["git", "add", "-A"], cwd=rules_repo, check=True)
-    done = subprocess.run([*pre_commit, "try-repo", str(REPO), "sbrules-validate", "--all-files"],
-                          cwd=rules_repo, env=env, capture_output=True, text=True, timeout=900)
+    done = _pre_commit("sbrules-validate", rules_repo, tmp_path)
     assert done.returncode == 1 and "Failed" in done.stdout and "error[sql-syntax]" in done.stdout, done.stdout
 
 
 def test_the_pre_commit_hook_runs_the_routing_tests_with_pre_commit_itself(rules_repo, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
-    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
-    pre_commit = [sys.executable, "-m", "pre_commit"]
-    subprocess.run(["git", "add", "-A"], cwd=rules_repo, check=True)
-    done = subprocess.run([*pre_commit, "try-repo", str(REPO), "sbrules-test", "--all-files"],
-                          cwd=rules_repo, env=env, capture_output=True, text=True, timeout=900)
+    done = _pre_commit("sbrules-test", rules_repo, tmp_path)
     assert done.returncode == 0 and "sbrules test" in done.stdout and "Passed" in done.stdout, done.stdout + done.stderr
 
