@@ -169,6 +169,7 @@ def apply(
     else:
         rules = operations.load_rules(sources, env)
         target = open_target(namespace.without_discovery(no_discovery), rules.environment)
+        target.pacer(max_rate)  # --max-rate paces the plan's reads too
         the_plan = operations.plan(target, rules, since=since)
         # The plan's warnings are about gapless replaces: shown with the plan when they will run.
         shown = RENDERERS["text"](the_plan if gapless else dataclasses.replace(the_plan, warnings=()))
