@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from reconciler import diagnostics
-from reconciler.cli.common import env_option, format_option, load_rules
+from reconciler.cli.common import collector_paused, env_option, format_option, load_rules
 from reconciler.cli.output import ExitCode, echo_json, echo_text
 from reconciler.diagnostics import Diagnostic
 from reconciler.rulefiles.environment import locate
@@ -61,6 +61,15 @@ def test(
     overlays and topic names (cases limited by `env:` to other environments are skipped).
 
     Exit 0 when every case passes, 1 when a case fails or a test or rule file has an error."""
+    with collector_paused():  # rules, cases and results: millions of objects kept until the command ends
+        _test(paths, show_coverage, min_coverage, coverage_report, mutate, sample, out, per_outcome, update, against, fmt, env)
+
+
+def _test(
+    paths: tuple[Path, ...], show_coverage: bool, min_coverage: float | None, coverage_report: Path | None, mutate: bool,
+    sample: Path | None, out: Path | None, per_outcome: int, update: bool, against: str | None, fmt: str,
+    env: str | None,
+) -> None:
     rule_paths = tuple(p for p in paths if not is_test_file(p))
     named_tests = [p for p in paths if is_test_file(p)]
     rules = load_rules(rule_paths, env)
