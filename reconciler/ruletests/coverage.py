@@ -26,7 +26,7 @@ from reconciler.sql import MessageView, ast, canonical, compiled_action, compile
 from reconciler.sql.errors import SqlError, SqlEvalError
 from reconciler.sql.evaluator import compile_predicate
 from reconciler.sql.router import TopicRouter, requirement, topic_router
-from reconciler.sql.routing import correlation_matches
+from reconciler.sql.routing import RuleCheck, rule_check
 
 #: leaves of a filter that decide; ``ast.In`` also has its items as branches
 _LEAVES = (ast.Comparison, ast.Like, ast.In, ast.IsNull, ast.Exists)
@@ -60,6 +60,10 @@ class _RuleBranches:
         self.by_key: dict[Any, Branch] = {}
         self.node: ast.Predicate | None = None
         self.statements = 0
+        #: a correlation filter made ready, and its fields, each as a filter of its own (to find the
+        #: first not to match)
+        self.check: RuleCheck | None = None
+        self.fields: list[RuleCheck] = []
         origin = rule.filter_origin or rule.origin
 
         def add(key: Any, kind: str, text: str, needed: frozenset[bool] = frozenset({True, False})) -> None:
@@ -81,6 +85,9 @@ class _RuleBranches:
         elif isinstance(flt, CorrelationFilter):
             for i, (name, value) in enumerate(_correlation_fields(flt)):
                 add(("field", i), "correlation-field", f"{name} = {value}")
+            singles = [CorrelationFilter(**{name: value}) for name, value in flt.system_fields().items()]  # type: ignore[arg-type]
+            singles += [CorrelationFilter(properties=(prop,)) for prop in flt.properties]
+            self.check, self.fields = rule_check(flt), [rule_check(single) for single in singles]
         elif isinstance(flt, TrueFilter):
             add("true", "true-filter", "true filter", frozenset({True}))
         if isinstance(rule.action, SqlRuleAction):
@@ -91,11 +98,19 @@ class _RuleBranches:
             for i, statement in enumerate(statements):
                 add(("statement", i), "statement", canonical(statement), frozenset({True}))
             self.statements = len(statements)
+        #: whether the router indexes the rule (it skips it for a message without what it requires),
+        #: and whether a skip has been marked
+        self.indexed = requirement(rule) is not None
+        self.skip_marked = False
+        #: how many branches are not covered yet: once none is, cases need not be run through the rule
+        self.uncovered = sum(not b.covered for b in self.branches)
 
     def mark(self, key: Any, outcome: bool) -> None:
         branch = self.by_key.get(key)
-        if branch is not None:
+        if branch is not None and outcome not in branch.seen:
             branch.seen.add(outcome)
+            if branch.covered:
+                self.uncovered -= 1
 
 
 def _leaves(node: ast.Node) -> list[ast.Node]:
@@ -120,6 +135,10 @@ class Coverage:
         self.rules: dict[tuple[str, int, int], _RuleBranches] = {}
         self._routers: dict[str, TopicRouter] = {}
         self._predicates: dict[int, Callable[[MessageView], Any]] = {}
+        #: the operands of each AND and OR, by its id
+        self._operands: dict[int, list[ast.Predicate]] = {}
+        #: each IN item as an IN of its own, by (the IN's id, the item's index)
+        self._items: dict[tuple[int, int], Callable[[MessageView], Any]] = {}
         self._state = state
         self._candidate_counts: dict[str, dict[tuple[int, int], int]] = defaultdict(lambda: defaultdict(int))
         self._cases: dict[str, int] = defaultdict(int)
@@ -147,8 +166,12 @@ class Coverage:
         counts = self._candidate_counts[topic_name]
         for s, chosen in router.candidates(view).items():
             for r in chosen:
+                branches = self.rules[(topic_name, s, r)]
+                if counts[(s, r)] < self._cases[topic_name] - 1:  # an earlier case skipped the rule
+                    _mark_skipped(branches)
                 counts[(s, r)] += 1
-                self._record_rule(self.rules[(topic_name, s, r)], message, view)
+                if branches.uncovered:
+                    self._record_rule(branches, message, view)
 
     def _record_rule(self, branches: _RuleBranches, message: Message, view: MessageView) -> None:
         flt = branches.rule.filter
@@ -158,14 +181,14 @@ class Coverage:
             matched = outcome is True
             for key in self._deciding(branches.node, view, outcome):
                 branches.mark(key, matched)
-        elif isinstance(flt, CorrelationFilter):
-            matched = correlation_matches(flt, message)
-            fields = _correlation_fields(flt)
+        elif branches.check is not None:
+            matched = branches.check(view, message).matched
             if matched:
-                for i in range(len(fields)):
+                for i in range(len(branches.fields)):
                     branches.mark(("field", i), True)
             else:
-                branches.mark(("field", _first_mismatch(flt, message)), False)
+                first = next((i for i, single in enumerate(branches.fields) if not single(view, message).matched), 0)
+                branches.mark(("field", first), False)
         elif isinstance(flt, TrueFilter):
             matched = True
             branches.mark("true", True)
@@ -187,7 +210,9 @@ class Coverage:
         if isinstance(node, ast.Not):
             return self._deciding(node.operand, view, self._run(node.operand, view))
         if isinstance(node, ast.And | ast.Or):
-            operands = ast.conjuncts(node) if isinstance(node, ast.And) else ast.disjuncts(node)
+            operands = self._operands.get(id(node))
+            if operands is None:
+                operands = self._operands[id(node)] = ast.conjuncts(node) if isinstance(node, ast.And) else ast.disjuncts(node)
             results = [self._run(o, view) for o in operands]
             all_decide = (outcome is True) == isinstance(node, ast.And)
             if all_decide:
@@ -206,40 +231,39 @@ class Coverage:
         return keys
 
     def _item_matches(self, node: ast.In, index: int, view: MessageView) -> bool:
-        single = ast.In(node.value, (node.items[index],), node.negated)
+        key = (id(node), index)
+        fn = self._items.get(key)
+        if fn is None:
+            fn = self._items[key] = compile_predicate(ast.In(node.value, (node.items[index],), node.negated))
         try:
-            return compile_predicate(single)(view) is True
+            return fn(view) is True
         except SqlEvalError:
             return False
 
     def finish(self) -> list[Branch]:
-        """Every branch, after marking the FALSE decided by the router's index for each rule it
-        skipped (the indexed condition: a SQL filter's first conjunct, a correlation field)."""
+        """Every branch, after marking what the router's index decided for each rule it skipped."""
         for topic_name, router in self._routers.items():
             counts = self._candidate_counts[topic_name]
             for s, (_sub, rules) in enumerate(router.subscriptions):
-                for r, rule in enumerate(rules):
-                    if counts.get((s, r), 0) < self._cases[topic_name] and requirement(rule) is not None:
-                        branches = self.rules[(topic_name, s, r)]
-                        if branches.node is not None:
-                            first = ast.conjuncts(branches.node)[0]
-                            branches.mark(id(first), False)
-                            for i in range(len(getattr(first, "items", ()))):
-                                branches.mark((id(first), i), False)
-                        else:
-                            branches.mark(("field", 0), False)
+                for r in range(len(rules)):
+                    if counts.get((s, r), 0) < self._cases[topic_name]:
+                        _mark_skipped(self.rules[(topic_name, s, r)])
         return [b for rule in self.rules.values() for b in rule.branches]
 
 
-def _first_mismatch(flt: CorrelationFilter, message: Message) -> int:
-    for i, (name, value) in enumerate(flt.system_fields().items()):
-        if not correlation_matches(CorrelationFilter(**{name: value}), message):  # type: ignore[arg-type]
-            return i
-    offset = len(flt.system_fields())
-    for i, prop in enumerate(flt.properties):
-        if not correlation_matches(CorrelationFilter(properties=(prop,)), message):
-            return offset + i
-    return 0
+def _mark_skipped(branches: _RuleBranches) -> None:
+    """A case the router did not give the rule to: its indexed condition (a SQL filter's first
+    conjunct, a correlation field) decided it FALSE."""
+    if branches.skip_marked or not branches.indexed:
+        return
+    branches.skip_marked = True
+    if branches.node is not None:
+        first = ast.conjuncts(branches.node)[0]
+        branches.mark(id(first), False)
+        for i in range(len(getattr(first, "items", ()))):
+            branches.mark((id(first), i), False)
+    else:
+        branches.mark(("field", 0), False)
 
 
 def measure(results: Sequence[CaseResult], state: DesiredState, actual_topic: Callable[[str], str]) -> list[Branch]:
