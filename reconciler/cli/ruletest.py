@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 @click.option("--per-outcome", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --record: at most this many cases per distinct (topic, receivers, copies), smallest messages first.")
 @click.option("--update", is_flag=True,
-              help="Rewrite the expectations of failing cases to what the rules do now (after review; comments are not kept).")
+              help="Rewrite the expectations of failing cases to what the rules do now (after review; the rest of the file, "
+              "comments included, is kept as written).")
 @click.option("--against", type=click.Choice(["emulator"]),
               help="Also publish each case's message to a built-in emulator started for the run, and fail a case "
               "where what its subscriptions receive differs from the offline routing.")

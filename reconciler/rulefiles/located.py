@@ -33,7 +33,7 @@ _resolver = yaml.resolver.Resolver()
 
 
 @lru_cache(maxsize=8192)
-def _plain_tag(text: str) -> str:
+def plain_tag(text: str) -> str:
     """The tag YAML 1.1 gives the plain scalar ``text``."""
     return _resolver.resolve(yaml.ScalarNode, text, (True, False))
 
@@ -53,7 +53,7 @@ class _Loader(_SafeLoader):  # type: ignore[misc, valid-type]
 
     def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
         if kind is yaml.ScalarNode and implicit[0]:
-            return _plain_tag(value)
+            return plain_tag(value)
         return _DEFAULT_TAGS[kind]
 
 
