@@ -11,10 +11,17 @@ operands; NOT by its operand. An IN item is covered when the IN decided TRUE by 
 and, in some case, decided not TRUE. A correlation field is covered when the filter matched and,
 in some case, that field was the first not to match. A true filter is covered once it matched, a
 statement once its action ran. This is MC/DC's masking form, as short-circuit evaluation shows it.
+
+A direction no message can produce (a condition that is always TRUE once the conditions before it
+are, an IN item the rest of the filter rules out, a filter that never matches) is not asked for:
+where a SQL condition or IN item is left uncovered, the static prover
+(``reconciler.sql.static.deciding``) is asked, within :data:`PROOF_BUDGET_SECONDS` for the run, for
+each direction it lacks, and a direction proven impossible is excluded and listed as such.
 """
 
 from __future__ import annotations
 
+import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -27,6 +34,9 @@ from reconciler.sql.errors import SqlError, SqlEvalError
 from reconciler.sql.evaluator import compile_predicate
 from reconciler.sql.router import TopicRouter, requirement, topic_router
 from reconciler.sql.routing import RuleCheck, rule_check
+
+#: Seconds a run may spend proving uncovered directions impossible (past it, they stay counted).
+PROOF_BUDGET_SECONDS = 5.0
 
 #: leaves of a filter that decide; ``ast.In`` also has its items as branches
 _LEAVES = (ast.Comparison, ast.Like, ast.In, ast.IsNull, ast.Exists)
@@ -45,10 +55,20 @@ class Branch:
     #: the outcomes that must be seen: {True, False}, or {True} (true filters, statements)
     needed: frozenset[bool] = frozenset({True, False})
     seen: set[bool] = field(default_factory=set)
+    #: the needed outcomes the static prover showed no message can make it decide (not counted)
+    impossible: set[bool] = field(default_factory=set)
+    #: what marks it: the condition's node and, for an IN item, the item's index
+    node: ast.Predicate | None = None
+    item: int | None = None
+
+    @property
+    def counted(self) -> frozenset[bool]:
+        """The outcomes it must decide to be covered."""
+        return self.needed - self.impossible
 
     @property
     def covered(self) -> bool:
-        return self.needed <= self.seen
+        return self.counted <= self.seen
 
 
 class _RuleBranches:
@@ -66,8 +86,11 @@ class _RuleBranches:
         self.fields: list[RuleCheck] = []
         origin = rule.filter_origin or rule.origin
 
-        def add(key: Any, kind: str, text: str, needed: frozenset[bool] = frozenset({True, False})) -> None:
-            branch = Branch(topic, sub, rule.name, kind, text, origin, needed)
+        def add(
+            key: Any, kind: str, text: str, needed: frozenset[bool] = frozenset({True, False}),
+            node: ast.Predicate | None = None, item: int | None = None,
+        ) -> None:
+            branch = Branch(topic, sub, rule.name, kind, text, origin, needed, node=node, item=item)
             self.branches.append(branch)
             self.by_key[key] = branch
 
@@ -78,10 +101,10 @@ class _RuleBranches:
             except SqlError:
                 self.node = None
             for leaf in _leaves(self.node) if self.node is not None else ():
-                add(id(leaf), "condition", canonical(leaf))
+                add(id(leaf), "condition", canonical(leaf), node=leaf)  # type: ignore[arg-type]
                 if isinstance(leaf, ast.In):
                     for i, item in enumerate(leaf.items):
-                        add((id(leaf), i), "in-item", f"{canonical(leaf.value)} IN (… {canonical(item)} …)")
+                        add((id(leaf), i), "in-item", f"{canonical(leaf.value)} IN (… {canonical(item)} …)", node=leaf, item=i)
         elif isinstance(flt, CorrelationFilter):
             for i, (name, value) in enumerate(_correlation_fields(flt)):
                 add(("field", i), "correlation-field", f"{name} = {value}")
@@ -248,7 +271,38 @@ class Coverage:
                 for r in range(len(rules)):
                     if counts.get((s, r), 0) < self._cases[topic_name]:
                         _mark_skipped(self.rules[(topic_name, s, r)])
+        deadline = time.monotonic() + PROOF_BUDGET_SECONDS
+        for branches in self.rules.values():
+            if branches.node is not None and time.monotonic() < deadline:
+                self._exclude_impossible(branches, deadline)
         return [b for rule in self.rules.values() for b in rule.branches]
+
+    def _exclude_impossible(self, branches: _RuleBranches, deadline: float) -> None:
+        """Each outcome an uncovered condition or IN item lacks that the prover shows no message
+        can make it decide, until ``deadline``. The static search's candidate messages go first:
+        one that makes it decide that outcome shows it possible without the solver."""
+        from reconciler.sql.static.deciding import Decisions
+        from reconciler.sql.static.facts import candidate_messages
+
+        node = branches.node
+        lacking = [(b, outcome) for b in branches.branches if b.node is not None for outcome in b.needed - b.seen]
+        if node is None or not lacking:
+            return
+        possible: set[tuple[Any, bool]] = set()
+        for view in candidate_messages(branches.rule.filter):
+            outcome = self._run(node, view)
+            possible.update((key, outcome is True) for key in self._deciding(node, view, outcome))
+        decisions: Decisions | None = None
+        for branch, outcome in lacking:
+            key = id(branch.node) if branch.item is None else (id(branch.node), branch.item)
+            if (key, outcome) in possible:
+                continue
+            if time.monotonic() >= deadline:
+                return
+            decisions = decisions or Decisions(node)
+            item = branch.item if outcome else None  # an item decides "not TRUE" whenever its IN does
+            if not decisions.possible(branch.node, outcome, item):  # type: ignore[arg-type]
+                branch.impossible.add(outcome)
 
 
 def _mark_skipped(branches: _RuleBranches) -> None:
@@ -288,21 +342,43 @@ def to_json(branches: Sequence[Branch]) -> dict[str, Any]:
             {
                 "topic": b.topic, "subscription": b.subscription, "rule": b.rule, "kind": b.kind, "branch": b.text,
                 "file": b.origin.file if b.origin else None, "line": b.origin.line if b.origin else None,
-                "seen": sorted("true" if s else "not true" for s in b.seen),
+                "seen": sorted(_outcome_word(s) for s in b.seen),
             }
             for b in branches if not b.covered
         ],
+        "excluded": [
+            {
+                "topic": b.topic, "subscription": b.subscription, "rule": b.rule, "kind": b.kind, "branch": b.text,
+                "file": b.origin.file if b.origin else None, "line": b.origin.line if b.origin else None,
+                "never": sorted(_outcome_word(n) for n in b.impossible),
+            }
+            for b in branches if b.impossible
+        ],
     }
+
+
+def _outcome_word(outcome: bool) -> str:
+    return "true" if outcome else "not true"
 
 
 def render_text(branches: Sequence[Branch]) -> str:
     lines = [f"coverage: {percent(branches):.1f}% of {len(branches)} branches"]
     for b in branches:
         if not b.covered:
-            missing = " and ".join("TRUE" if n else "not TRUE" for n in sorted(b.needed - b.seen, reverse=True))
-            where = f"{b.origin.file}:{b.origin.line}" if b.origin else "<input>"
-            lines.append(f"  {where}: {b.topic}/{b.subscription} rule {b.rule}: {b.kind} `{b.text}` never decided {missing}")
+            missing = " and ".join("TRUE" if n else "not TRUE" for n in sorted(b.counted - b.seen, reverse=True))
+            lines.append(f"  {_where(b)}: {b.topic}/{b.subscription} rule {b.rule}: {b.kind} `{b.text}` never decided {missing}")
+    for b in branches:
+        if b.impossible:
+            never = " or ".join("TRUE" if n else "not TRUE" for n in sorted(b.impossible, reverse=True))
+            lines.append(
+                f"  {_where(b)}: {b.topic}/{b.subscription} rule {b.rule}: {b.kind} `{b.text}` can never decide {never} "
+                "(proven; not counted)"
+            )
     return "\n".join(lines)
+
+
+def _where(b: Branch) -> str:
+    return f"{b.origin.file}:{b.origin.line}" if b.origin else "<input>"
 
 
 def render_cobertura(branches: Sequence[Branch]) -> str:
@@ -312,8 +388,8 @@ def render_cobertura(branches: Sequence[Branch]) -> str:
     for b in branches:
         if b.origin is not None:
             by_file[b.origin.file][b.origin.line].append(b)
-    total = sum(len(b.needed) for b in branches)
-    done = sum(len(b.needed & b.seen) for b in branches)
+    total = sum(len(b.counted) for b in branches)
+    done = sum(len(b.counted & b.seen) for b in branches)
     rate = f"{done / total if total else 1:.4f}"
     root = ET.Element("coverage", {
         "line-rate": rate, "branch-rate": rate, "lines-covered": str(done), "lines-valid": str(total),
@@ -327,10 +403,10 @@ def render_cobertura(branches: Sequence[Branch]) -> str:
         ET.SubElement(cls, "methods")
         lines_el = ET.SubElement(cls, "lines")
         for number, listed in sorted(lines.items()):
-            want = sum(len(b.needed) for b in listed)
-            got = sum(len(b.needed & b.seen) for b in listed)
+            want = sum(len(b.counted) for b in listed)
+            got = sum(len(b.counted & b.seen) for b in listed)
             attributes = {"number": str(number), "hits": str(got), "branch": "true",
-                          "condition-coverage": f"{round(100 * got / want)}% ({got}/{want})"}
+                          "condition-coverage": f"{round(100 * got / want) if want else 100}% ({got}/{want})"}
             ET.SubElement(lines_el, "line", attributes)
         cls.set("line-rate", f"{sum(1 for ls in lines.values() if all(b.covered for b in ls)) / len(lines):.4f}")
         cls.set("branch-rate", cls.get("line-rate", "0"))
