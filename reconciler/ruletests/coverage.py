@@ -288,15 +288,15 @@ class Coverage:
         lacking = [(b, outcome) for b in branches.branches if b.node is not None for outcome in b.needed - b.seen]
         if node is None or not lacking:
             return
-        possible: set[tuple[Any, bool]] = set()
+        wanted = {(id(b.node) if b.item is None else (id(b.node), b.item), outcome): (b, outcome) for b, outcome in lacking}
         for view in candidate_messages(branches.rule.filter):
             outcome = self._run(node, view)
-            possible.update((key, outcome is True) for key in self._deciding(node, view, outcome))
+            for key in self._deciding(node, view, outcome):
+                wanted.pop((key, outcome is True), None)
+            if not wanted:
+                return
         decisions: Decisions | None = None
-        for branch, outcome in lacking:
-            key = id(branch.node) if branch.item is None else (id(branch.node), branch.item)
-            if (key, outcome) in possible:
-                continue
+        for branch, outcome in wanted.values():
             if time.monotonic() >= deadline:
                 return
             decisions = decisions or Decisions(node)
