@@ -62,38 +62,32 @@ def test(
     overlays and topic names (cases limited by `env:` to other environments are skipped).
 
     Exit 0 when every case passes, 1 when a case fails or a test or rule file has an error."""
-    with collector_paused():  # rules, cases and results: millions of objects kept until the command ends
-        _test(paths, show_coverage, min_coverage, coverage_report, mutate, sample, out, per_outcome, update, against, fmt, env)
-
-
-def _test(
-    paths: tuple[Path, ...], show_coverage: bool, min_coverage: float | None, coverage_report: Path | None, mutate: bool,
-    sample: Path | None, out: Path | None, per_outcome: int, update: bool, against: str | None, fmt: str,
-    env: str | None,
-) -> None:
     rule_paths = tuple(p for p in paths if not is_test_file(p))
     named_tests = [p for p in paths if is_test_file(p)]
-    rules = load_rules(rule_paths, env)
-    if sample is not None:
-        _record(sample, out, rules.state, rules.environment, per_outcome)
-        return
-    if out is not None:
-        raise click.UsageError("--out goes with --record SAMPLE")
-    files = test_files(named_tests or list(locate(rule_paths).paths))
-    diags: list[Diagnostic] = []
-    if not files:
-        where = ", ".join(map(str, paths or locate(rule_paths).paths))
-        diags.append(Diagnostic("error", "no-tests", f"no routing test files (*.test.yaml) found in {where}"))
-    environment = rules.environment
-    cases = read_cases(files, diags, Substitution(environment.vars).test_file if environment is not None else None)
-    diags += typo_warnings(cases, rules.state, rules.environment)
-    diags.sort(key=diagnostics.sort_key)
-    if against == "emulator":
-        from reconciler.against import run_against_emulator
+    # The rules, cases and results: millions of objects kept until the command ends; what comes
+    # after (coverage, mutants) runs with the collector on and them frozen out of its sight.
+    with collector_paused():
+        rules = load_rules(rule_paths, env)
+        if sample is not None:
+            _record(sample, out, rules.state, rules.environment, per_outcome)
+            return
+        if out is not None:
+            raise click.UsageError("--out goes with --record SAMPLE")
+        files = test_files(named_tests or list(locate(rule_paths).paths))
+        diags: list[Diagnostic] = []
+        if not files:
+            where = ", ".join(map(str, paths or locate(rule_paths).paths))
+            diags.append(Diagnostic("error", "no-tests", f"no routing test files (*.test.yaml) found in {where}"))
+        environment = rules.environment
+        cases = read_cases(files, diags, Substitution(environment.vars).test_file if environment is not None else None)
+        diags += typo_warnings(cases, rules.state, rules.environment)
+        diags.sort(key=diagnostics.sort_key)
+        if against == "emulator":
+            from reconciler.against import run_against_emulator
 
-        results = run_against_emulator(cases, rules.state, rules.environment)
-    else:
-        results = run_cases(cases, rules.state, rules.environment)
+            results = run_against_emulator(cases, rules.state, rules.environment)
+        else:
+            results = run_cases(cases, rules.state, rules.environment)
     branches = None
     if show_coverage or min_coverage is not None or coverage_report is not None:
         actual = environment.actual_topic if environment is not None else str
