@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.redaction import _SECRET_PATTERNS, REDACTED, redact
@@ -25,6 +25,7 @@ def _every_pattern(text: str) -> str:
     return text
 
 
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=24).map("".join))
 def test_redaction_with_the_words_is_redaction_with_every_pattern(text):
     assert redact(text) == _every_pattern(text)
