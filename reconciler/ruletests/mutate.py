@@ -19,8 +19,9 @@ A filter mutant the static prover (``reconciler.sql.static``) proves equivalent 
 and is not counted in the score. Neither is a removed action statement that changes no copy:
 
 - ``SET p = literal`` where the prover shows the filter matches only messages in which ``p``
-  already equals that literal (``priority = 'high'`` … ``SET priority = 'high'``), and no earlier
-  statement of the action sets or removes ``p``: the copy is the same with or without it;
+  already equals that literal (``tier = 3`` … ``SET tier = 3``, ``sys.Label = 'refund'`` … ``SET
+  sys.Label = 'refund'``), and no earlier statement of the action sets or removes ``p``: the copy
+  is the same with or without it;
 - a statement whose effect a later ``REMOVE p`` undoes, no statement between reading ``p``, that
   cannot fail: a ``REMOVE`` of an application property, or a ``SET p = literal`` where the prover
   shows ``p`` is null or absent (there is no value to convert).
@@ -302,13 +303,15 @@ def _target(prop: ast.Property) -> tuple[str, str]:
 
 def _pinnable(statement: ast.Set) -> bool:
     """A literal that equals the property's value only if setting it changes nothing: a string for
-    a system property; a string, number or bool for an application property."""
+    a system property (whose type is fixed); a number or bool for an application property, which
+    SET converts to the type it holds. Not a string for an application property: an AMQP symbol
+    equals it, and SET makes it a string."""
     value = statement.value
     if not isinstance(value, ast.Literal) or value.parameter is not None:
         return False
     if statement.prop.scope == "sys":
         return value.type is ValueType.STRING
-    return value.type in (ValueType.STRING, ValueType.LONG, ValueType.DOUBLE, ValueType.BOOL)
+    return value.type in (ValueType.LONG, ValueType.DOUBLE, ValueType.BOOL)
 
 
 def _reads(expr: ast.Node, target: tuple[str, str]) -> bool:
