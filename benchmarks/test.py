@@ -150,8 +150,9 @@ def floor(root: Path) -> dict:
 
 
 def in_process_rate(root: Path) -> dict:
-    """Cases per second routed and checked in this process, the topic's router built beforehand
-    (its build time reported beside), and the seconds reading the test files took."""
+    """Cases per second routed and checked in this process (the fastest of three passes), the
+    topic's router built beforehand (its build time reported beside), and the seconds reading the
+    test files took."""
     from reconciler.rulefiles import load
     from reconciler.ruletests.cases import read_cases, test_files
     from reconciler.ruletests.run import run_case
@@ -167,9 +168,11 @@ def in_process_rate(root: Path) -> dict:
         started = time.perf_counter()
         cases = read_cases(test_files([root]), [])
         read = time.perf_counter() - started
-        started = time.perf_counter()
-        results = [run_case(case, state, None, routers) for case in cases]
-        elapsed = time.perf_counter() - started
+        elapsed = float("inf")
+        for _ in range(3):  # the fastest of three: the machine is shared
+            started = time.perf_counter()
+            results = [run_case(case, state, None, routers) for case in cases]
+            elapsed = min(elapsed, time.perf_counter() - started)
     finally:
         gc.enable()
     assert all(r.status == "passed" for r in results)
