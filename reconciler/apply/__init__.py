@@ -32,15 +32,13 @@ request: a replace may then leave its temporary rule behind, which the next plan
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
-import signal
-import threading
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Callable, Iterable, TextIO
+from typing import Callable, Iterable, TextIO
 
+from reconciler.apply.interrupts import CTRL_C_POLL_SECONDS, CtrlC, Signals, StoppedAtOnce
+from reconciler.apply.journal import Journal
 from reconciler.apply.report import ApplyReport, ApplyStatus, SubscriptionResult, render_report, report_to_json
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.lock import (
@@ -49,7 +47,6 @@ from reconciler.lock import (
     Holder,
     LockBusy,
     LockLost,
-    LockRule,
     LockWaitInterrupted,
     RuleWriter,
     SubscriptionLock,
@@ -63,7 +60,6 @@ from reconciler.namespace.pacing import Pacer
 from reconciler.namespace.pipeline import Attempt, OnAttempt, send_guard
 from reconciler.observe import explain
 from reconciler.plan import (
-    TEMP_SUFFIX,
     Change,
     ChangeKind,
     Plan,
@@ -132,34 +128,6 @@ class ApplyOptions:
     desired: DesiredState | None = None
 
 
-class Journal:
-    """JSON lines, one per request and per subscription outcome, flushed as written (crash-safe)."""
-
-    def __init__(self, stream: TextIO | None):
-        self._stream = stream
-        self._lock = threading.Lock()
-
-    def write(self, **entry: object) -> None:
-        if self._stream is None:
-            return
-        entry = {"time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")} | entry
-        line = json.dumps(entry, ensure_ascii=False, default=str)
-        with self._lock:
-            self._stream.write(line + "\n")
-            self._stream.flush()
-
-
-class StoppedAtOnce(KeyboardInterrupt):
-    """A second Ctrl-C: apply stopped before its next request, whatever it was in the middle of."""
-
-    def __str__(self) -> str:
-        return (
-            "stopped at once: a rule replacement may have been left half-way, with its temporary rule "
-            f"(a name ending in {TEMP_SUFFIX!r}) in place; the next `sbrules plan` or `sbrules apply` removes it. "
-            "Subscriptions being written stay locked until another apply takes their locks over, or `sbrules unlock --all`"
-        )
-
-
 class _NameTaken(StepFailed):
     """add-rule found a *different* rule under the name it wanted."""
 
@@ -195,7 +163,7 @@ class _Runner:
     """Applies the changes of one subscription under its lock, request by request, tracking which rules exist."""
 
     def __init__(
-        self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal, signals: "_Signals",
+        self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal, signals: "Signals",
         holder: Holder,
     ):
         self.client, self.sp, self.options, self.journal = client, sp, options, journal
@@ -503,7 +471,7 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
         choices = " or ".join(ReplaceStrategy)
         raise SbrulesError(f"unknown replace strategy {options.strategy!r} (use {choices})") from None
     journal = Journal(options.journal)
-    signals = _Signals(on_lock_wait=options.on_lock_wait)
+    signals = Signals(on_lock_wait=options.on_lock_wait)
     results = [SubscriptionResult(sp) for sp in plan.subscriptions]
 
     holder = options.holder or Holder.this_run()
@@ -518,11 +486,11 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
 
     pool = ThreadPoolExecutor(max_workers=max(1, options.parallel), thread_name_prefix="apply")
     try:
-        with _CtrlC() as ctrl_c:
+        with CtrlC() as ctrl_c:
             futures = [pool.submit(run, result) for result in results]
             pending = set(futures)
             while pending:
-                pending = wait(pending, timeout=_CTRL_C_POLL_SECONDS).not_done
+                pending = wait(pending, timeout=CTRL_C_POLL_SECONDS).not_done
                 if ctrl_c.presses and not signals.interrupted.is_set():
                     signals.interrupted.set()
                     journal.write(event="interrupted", then="finishing the changes in flight")
@@ -539,59 +507,3 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
     if options.pacer is not None:
         journal.write(event="pacing", **options.pacer.stats().to_json())
     return ApplyReport(results, interrupted=signals.interrupted.is_set())
-
-
-#: How often apply's main thread looks at the Ctrl-C count while its subscriptions run.
-_CTRL_C_POLL_SECONDS = 0.1
-
-
-class _CtrlC:
-    """Ctrl-C while apply waits for its subscriptions, counted by a SIGINT handler, not raised.
-
-    A KeyboardInterrupt lands wherever the main thread is, and in ``concurrent.futures.wait`` that
-    may be between its acquiring of the futures' locks and their release: the main thread then
-    holds a future's lock for good, the worker that finishes that future blocks on it, and the
-    interpreter's exit joins that worker for ever (the command printed its error and never ended).
-    The handler takes no lock and raises nothing; the waiting loop reads the count. Installed only
-    on the main thread over Python's default handler (an ignored SIGINT stays ignored)."""
-
-    def __init__(self) -> None:
-        self.presses = 0
-        self._previous: Any = None
-
-    def _press(self, signum: int, frame: object) -> None:
-        self.presses += 1
-
-    def __enter__(self) -> "_CtrlC":
-        if threading.current_thread() is threading.main_thread() and (
-            signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        ):
-            self._previous = signal.signal(signal.SIGINT, self._press)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-
-@dataclass
-class _Signals:
-    """What the subscriptions running in parallel watch between their steps."""
-
-    #: --fail-fast: a subscription failed; start nothing new.
-    fail_fast: threading.Event = field(default_factory=threading.Event)
-    #: The first Ctrl-C: finish the change in flight, start nothing new.
-    interrupted: threading.Event = field(default_factory=threading.Event)
-    #: The second Ctrl-C: send no further request.
-    abort: threading.Event = field(default_factory=threading.Event)
-    #: Tells ``on_lock_wait`` of the first wait for each other run (its later waits say nothing more).
-    on_lock_wait: Callable[[str], None] | None = None
-    _told: set[str] = field(default_factory=set)
-    _told_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def waiting_for(self, line: str, lock: LockRule) -> None:
-        with self._told_lock:
-            if self.on_lock_wait is None or lock.run in self._told:
-                return
-            self._told.add(lock.run)
-        self.on_lock_wait(line)
