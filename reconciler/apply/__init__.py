@@ -40,6 +40,7 @@ from typing import Callable, Iterable, TextIO
 from reconciler.apply.interrupts import CTRL_C_POLL_SECONDS, CtrlC, Signals, StoppedAtOnce
 from reconciler.apply.journal import Journal
 from reconciler.apply.report import ApplyReport, ApplyStatus, SubscriptionResult, render_report, report_to_json
+from reconciler.apply.verify import Writes
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.lock import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -59,6 +60,7 @@ from reconciler.namespace.errors import AlreadyExistsError, ManagementError, Not
 from reconciler.namespace.pacing import Pacer
 from reconciler.namespace.pipeline import Attempt, OnAttempt, send_guard
 from reconciler.observe import explain
+from reconciler.owners import NO_OWNERS
 from reconciler.plan import (
     Change,
     ChangeKind,
@@ -149,6 +151,13 @@ def _step_context(step: str, change: Change) -> str:
     return step if step == change.kind else f"{step} of rule {change.rule!r}"
 
 
+def _failure(sp: SubscriptionPlan, exc: SbrulesError) -> str:
+    """How a failed read or lock request is reported."""
+    if isinstance(exc, ManagementError):
+        return explain(sp.topic, sp.subscription, exc)
+    return f"{sp.path}: {exc}"
+
+
 def _names(rules: Iterable[Rule]) -> set[str]:
     return {name_key(r.name) for r in rules}
 
@@ -169,6 +178,8 @@ class _Runner:
         self.client, self.sp, self.options, self.journal = client, sp, options, journal
         self.signals = signals
         self.live: set[str] = set()
+        #: Each rule this run added or removed, checked once all are written.
+        self.writes = Writes()
         #: Why the last unanswered request failed (what an unknown outcome reports).
         self.unanswered: SbrulesError | None = None
         #: The rules read when the lock was taken; how many changes of ``sp`` came before it
@@ -197,12 +208,6 @@ class _Runner:
             self._log(**context, **attempt.to_json())
 
         return record
-
-    def _failure(self, exc: SbrulesError) -> str:
-        """How a failed read or lock request is reported."""
-        if isinstance(exc, ManagementError):
-            return explain(self.sp.topic, self.sp.subscription, exc)
-        return f"{self.sp.path}: {exc}"
 
     # -- single requests: the client retries them; what they find is interpreted here ------------
     def _request(self, step: str, change: Change, op: str, rule_name: str, call: Callable[[OnAttempt], None]) -> str:
@@ -241,7 +246,7 @@ class _Runner:
             return tuple(self.client.list_rules(sp.topic, sp.subscription, on_attempt=self._journal(
                 step=step, op="enumerate-rules")))
         except SbrulesError as exc:
-            raise StepFailed(self._failure(exc)) from None
+            raise StepFailed(_failure(self.sp, exc)) from None
 
     def _landed(self, step: str, change: Change, op: str, target: str, found: Callable[[tuple[Rule, ...]], bool]) -> bool:
         """Whether an unanswered write took effect, from a re-read of the subscription (journalled)."""
@@ -277,6 +282,7 @@ class _Runner:
         elif outcome == "unanswered":
             self._landed(step, change, "add-rule", rule.name, lambda live: any(same_rule(r, rule) for r in live))
         self.live.add(name_key(rule.name))
+        self.writes.note(rule.name, rule)
 
     def _remove(self, step: str, change: Change, name: str) -> None:
         remaining = self.live - {name_key(name)}
@@ -299,6 +305,19 @@ class _Runner:
         if self._request(step, change, "remove-rule", name, call) == "unanswered":
             self._landed(step, change, "remove-rule", name, lambda live: name_key(name) not in _names(live))
         self.live.discard(name_key(name))
+        self.writes.note(name, None)
+
+    def _verify(self, result: SubscriptionResult) -> None:
+        """Read the subscription once more: the rules another writer wrote right after apply are contested."""
+        if not self.writes:
+            return
+        try:
+            live = tuple(without_locks(self._read("verify")))
+        except StepFailed as exc:
+            self.notes.append(f"could not read it again to see whether another writer changed it at once: {exc}")
+            return
+        owners = self.options.desired.owners if self.options.desired is not None else NO_OWNERS
+        result.contested += self.writes.check(self.sp.topic, self.sp.subscription, live, owners, self._log)
 
     # -- changes --------------------------------------------------------------------------------
     def apply_change(self, change: Change) -> None:
@@ -376,7 +395,7 @@ class _Runner:
             result.status, result.error = ApplyStatus.NOT_STARTED, "interrupted while waiting for its lock"
             self._log(outcome=result.status, error=result.error)
         except SbrulesError as exc:
-            result.status, result.error = ApplyStatus.FAILED, f"could not take its lock: {self._failure(exc)}"
+            result.status, result.error = ApplyStatus.FAILED, f"could not take its lock: {_failure(self.sp, exc)}"
             self._log(outcome=result.status, error=result.error)
             self._release()  # in case the add landed unanswered
         return False
@@ -392,7 +411,7 @@ class _Runner:
                 result.status = ApplyStatus.ALREADY_APPLIED
                 self._log(outcome=result.status)
                 return
-            replanned = self._replan(live)
+            replanned = _replan(self.options.desired, sp, live)
             if replanned is None:
                 result.status = ApplyStatus.STALE
                 result.error = (
@@ -440,25 +459,26 @@ class _Runner:
             if self.options.on_change:
                 self.options.on_change(change)
         else:
+            self._verify(result)
             result.status = ApplyStatus.APPLIED
             self._log(outcome=result.status, changes=len(result.applied))
 
-    def _replan(self, live: tuple[Rule, ...]) -> SubscriptionPlan | None:
-        """This subscription planned again from the declared rules, or None without them."""
-        desired, sp = self.options.desired, self.sp
-        if desired is None:
-            return None
-        declared = next(
-            (sub for topic, sub in desired.subscriptions() if (topic.name, sub.name) == (sp.topic, sp.subscription)), None
+
+def _replan(desired: DesiredState | None, sp: SubscriptionPlan, live: tuple[Rule, ...]) -> SubscriptionPlan | None:
+    """``sp``'s subscription planned again from the declared rules, or None without them."""
+    if desired is None:
+        return None
+    declared = next(
+        (sub for topic, sub in desired.subscriptions() if (topic.name, sub.name) == (sp.topic, sp.subscription)), None
+    )
+    if declared is None:
+        return None
+    try:
+        return plan_subscription(
+            sp.topic, sp.subscription, declared.rules or (), live, allow_empty=declared.allow_empty, owns=declared.owns
         )
-        if declared is None:
-            return None
-        try:
-            return plan_subscription(
-                sp.topic, sp.subscription, declared.rules or (), live, allow_empty=declared.allow_empty, owns=declared.owns
-            )
-        except PlanError:
-            return None
+    except PlanError:
+        return None
 
 
 def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = None) -> ApplyReport:
