@@ -217,7 +217,7 @@ def bench_export(n_subs: int, n_rules: int, latency: float, repeat: int) -> dict
 def bench_sample(n_messages: int, latency: float, repeat: int) -> dict:
     """``sample`` of a catch-all subscription holding ``n_messages``, over plain AMQP and over WebSockets."""
     from reconciler.model import Message, TrueFilter, TypedValue, ValueType
-    from reconciler.traffic.sampler import sample
+    from reconciler.traffic.sample.sampler import sample
 
     live = state({"all": [Rule("$Default", TrueFilter())]})
     messages = [

@@ -233,7 +233,7 @@ def raw_peeks(connection_string: str, expected: int) -> tuple[float, list[bytes]
     from reconciler.amqp.messaging import PEEK_MESSAGE
     from reconciler.amqp.requests import entity_path
     from reconciler.namespace.clients import Clients
-    from reconciler.traffic.sampler import PAGES_IN_FLIGHT
+    from reconciler.traffic.sample.sampler import PAGES_IN_FLIGHT
 
     payloads: list[bytes] = []
     with Clients(connection_string) as clients, clients.amqp() as client:
@@ -259,7 +259,7 @@ def client_cpu_per_message(payloads: list[bytes]) -> dict:
     """CPU microseconds per message of what the sampler does with a peeked message: decode its
     fields, add it to the batch's columns and build the Arrow table (no network, no Parquet)."""
     from reconciler.amqp.messages import decode_message_fields
-    from reconciler.traffic.rows import Columns
+    from reconciler.traffic.sample.rows import Columns
 
     started = time.process_time()
     fields = [decode_message_fields(p) for p in payloads]
@@ -325,7 +325,7 @@ def bench_sampling(tmp: Path, messages: int) -> dict:
 # -- 3. sampling under throttling ----------------------------------------------------------------
 def bench_throttled_sampling(tmp: Path, messages: int) -> dict:
     from reconciler.namespace.clients import Clients
-    from reconciler.traffic.sampler import pages_in_flight, sample
+    from reconciler.traffic.sample.sampler import pages_in_flight, sample
 
     state = tmp / "state.json"
     with emulator(tmp, {"orders": {"all": ["all"]}}, state=state) as conn:

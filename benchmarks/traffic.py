@@ -54,8 +54,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from reconciler.model import Message, Rule, SqlFilter, TypedValue
-from reconciler.traffic.rows import message_to_row
-from reconciler.traffic.sampler import Dataset
+from reconciler.traffic.sample.rows import message_to_row
+from reconciler.traffic.sample.sampler import Dataset
 
 REGIONS = ["eu", "us", "fr", "de", "uk", "jp", "br", "in"]
 LABELS = ["order", "refund", "ping", None]
@@ -144,7 +144,7 @@ def timed(fn) -> tuple[float, float]:
 def scopes(rule_list: list[Rule]) -> list:
     """Subscriptions of ten rules; today each has its last rule swapped for a neighbour's first
     (so there are gains, losses and errors to report) and the filters stay distinct."""
-    from reconciler.traffic.impact import Scope
+    from reconciler.traffic.analysis.impact import Scope
 
     out = []
     for k in range(0, len(rule_list), 10):
@@ -158,10 +158,10 @@ def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, BooleanType, StringType, StructField, StructType
 
-    from reconciler.traffic.impact import _evaluate, questions
-    from reconciler.traffic.session import spark_session
+    from reconciler.traffic.analysis.impact import _evaluate, questions
     from reconciler.traffic.spark.fallback import message_struct
-    from reconciler.traffic.tally import tally
+    from reconciler.traffic.spark.session import spark_session
+    from reconciler.traffic.spark.tally import tally
 
     spark = spark_session(master, app_name="sbrules-bench")
     rule_list = rules(rule_count)
@@ -196,7 +196,7 @@ def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float
 
     def evaluate_all(row):
         from reconciler.sql import matches
-        from reconciler.traffic.rows import row_to_message
+        from reconciler.traffic.sample.rows import row_to_message
 
         message = row_to_message(row.asDict())
         return [(o.matched, o.error) for o in (matches(rule, message) for rule in rule_list)]
@@ -234,9 +234,9 @@ def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float
 
 def analyze_benchmark(path: str, rule_count: int, master: str) -> dict:
     """The report with and without routing health, each timed fresh three times (first, best of two)."""
-    from reconciler.traffic.analysis import Health, Subscriber
-    from reconciler.traffic.impact import _evaluate
-    from reconciler.traffic.session import spark_session
+    from reconciler.traffic.analysis.health import Health, Subscriber
+    from reconciler.traffic.analysis.impact import _evaluate
+    from reconciler.traffic.spark.session import spark_session
 
     spark = spark_session(master, app_name="sbrules-bench-analyze")
     plan = scopes(rules(rule_count))
@@ -275,7 +275,7 @@ def sampling_benchmark(messages: int) -> dict:
     from reconciler.amqp.client import ManagementClient
     from reconciler.emulator import Emulator
     from reconciler.model import DesiredState, Subscription, Topic
-    from reconciler.traffic.sampler import sample
+    from reconciler.traffic.sample.sampler import sample
 
     desired = DesiredState((Topic("orders", (Subscription("all"),)),))
     rng = random.Random(2)
@@ -351,8 +351,8 @@ def cold_floor(path: str, master: str) -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from reconciler.traffic.impact import questions
-    from reconciler.traffic.tally import tally
+    from reconciler.traffic.analysis.impact import questions
+    from reconciler.traffic.spark.tally import tally
 
     spark = SparkSession.builder.master(master).config("spark.ui.enabled", "false").getOrCreate()
     rule_list = rules(50)
@@ -440,14 +440,14 @@ class ConnectServer:
 
 
 def report_session(master: str) -> Any:
-    from reconciler.traffic.session import spark_session
+    from reconciler.traffic.spark.session import spark_session
 
     return spark_session(master, app_name="sbrules-bench")
 
 
 def report_s(spark: Any, path: str, rule_list: list[Rule], warm: bool = True) -> tuple[float, dict]:
     """The report's time on ``spark``: the best of two runs after a first one (``warm``), or one run."""
-    from reconciler.traffic.impact import _evaluate
+    from reconciler.traffic.analysis.impact import _evaluate
 
     plan = scopes(rule_list)
     report: dict = {}

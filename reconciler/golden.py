@@ -24,7 +24,7 @@ from reconciler.ruletests.run import CaseResult
 from reconciler.sql import RouteResult
 from reconciler.sql.router import TopicRouter, topic_router
 from reconciler.sql.routing import RULE_NAME_PROPERTY
-from reconciler.traffic.rows import row_to_message
+from reconciler.traffic.sample.rows import row_to_message
 
 
 def sample_messages(sample: Path) -> Iterator[tuple[str, Message]]:

@@ -44,9 +44,9 @@ def analyze(
     if fmt == "html" and out is None:
         raise click.UsageError("--format html writes a page: give --out FILE.html")
     rules = load_rules(paths, env)
-    from reconciler.traffic.analyze import analyze_report
-    from reconciler.traffic.impact import desired_subscribers
-    from reconciler.traffic.render import render_analysis
+    from reconciler.traffic.analysis.analyze import analyze_report
+    from reconciler.traffic.analysis.impact import desired_subscribers
+    from reconciler.traffic.report.render import render_analysis
 
     subscribers, complete = desired_subscribers(rules.state), False
     if live:
@@ -73,7 +73,7 @@ def _live(desired: DesiredState, subscribers: list, namespace: Namespace) -> tup
     from reconciler.discovery import discover, undeclared_subscriptions
     from reconciler.observe import observe_subscriptions
     from reconciler.plan.live import read_bystanders
-    from reconciler.traffic.analysis import Subscriber
+    from reconciler.traffic.analysis.health import Subscriber
 
     if not namespace.connection_string:
         raise click.UsageError("--live reads the namespace: give --connection-string or $SERVICEBUS_CONNECTION_STRING")

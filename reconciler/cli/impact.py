@@ -19,7 +19,7 @@ from reconciler.plan import Plan, read_plan_file
 
 if TYPE_CHECKING:
     from reconciler.rulefiles.project import Environment
-    from reconciler.traffic.report_model import ImpactReport
+    from reconciler.traffic.report.model import ImpactReport
 
 def traffic_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--traffic DATASET``: the sample a traffic report reads, the one declaration every command shares."""
@@ -90,7 +90,7 @@ def traffic_report(
 ) -> "ImpactReport":
     """The impact report (Spark) of ``plan`` on the sample ``dataset``, its topics named as the rule
     files declare them in ``environment``."""
-    from reconciler.traffic.impact import impact_report
+    from reconciler.traffic.analysis.impact import impact_report
 
     report = impact_report(
         desired, plan, dataset, against=against, spark_master=spark_master, new=new, declared=declared_names(environment)
@@ -101,8 +101,8 @@ def traffic_report(
 
 def warn_of_gaps(dataset: str, topics: list[str]) -> None:
     """A warning on stderr for each of ``topics`` (as the namespace names them) whose sampled
-    messages have gaps (the sample's manifest, :mod:`reconciler.traffic.manifest`)."""
-    from reconciler.traffic.manifest import gap_warnings
+    messages have gaps (the sample's manifest, :mod:`reconciler.traffic.sample.manifest`)."""
+    from reconciler.traffic.sample.manifest import gap_warnings
 
     for warning in gap_warnings(dataset, topics):
         click.echo(f"warning: {warning}", err=True)
@@ -117,7 +117,7 @@ def declared_names(environment: "Environment | None") -> Callable[[str], str]:
 
 def render(report: "ImpactReport", fmt: str) -> str:
     """The report in ``fmt`` (text, json, markdown, html): a traffic task's last phase."""
-    from reconciler.traffic.render import render_report
+    from reconciler.traffic.report.render import render_report
 
     progress.phase("writing the report")
     return render_report(report, fmt)

@@ -110,8 +110,8 @@ def classify(exc: BaseException, secrets: Iterable[str] = ()) -> Failure:
         if isinstance(exc, click.UsageError) and context is not None:
             message += f" (see '{context.command_path} --help')"
     elif code is ErrorCode.SPARK and not isinstance(exc, SbrulesError):
-        # Spark's own exception, not met where reconciler.traffic.failures names the causes it knows.
-        from reconciler.traffic.failures import summary
+        # Spark's own exception, not met where reconciler.traffic.spark.failures names the causes it knows.
+        from reconciler.traffic.spark.failures import summary
 
         message = f"Spark failed: {summary(exc)}"
     else:

@@ -35,7 +35,7 @@ class LiveLine(logging.Handler):
     """The phase in progress as one line of ``stream`` (a terminal) rewritten in place.
 
     ``stream`` is a terminal of its own rather than ``sys.stderr``: while the JVM starts, file
-    descriptor 2 points at Spark's log (:func:`reconciler.traffic.failures.jvm_output`), and the
+    descriptor 2 points at Spark's log (:func:`reconciler.traffic.spark.failures.jvm_output`), and the
     line must keep running on the terminal meanwhile."""
 
     def __init__(self, stream: TextIO) -> None:

@@ -98,7 +98,7 @@ def plan(
     with collector_paused():  # the declared and live rules live until the command ends
         rules = load_rules(paths, env)
         if traffic:
-            from reconciler.traffic import failures  # pyarrow: only when a report is asked for
+            from reconciler.traffic.spark import failures  # pyarrow: only when a report is asked for
 
             failures.check_sample(traffic)  # a missing sample is known before any network
         namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)

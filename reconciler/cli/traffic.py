@@ -55,8 +55,8 @@ def sample(
     declared = topic
     if environment is not None:
         topic = environment.actual_topic(topic)
-    from reconciler.traffic.sampler import pages_in_flight
-    from reconciler.traffic.sampler import sample as run_sample
+    from reconciler.traffic.sample.sampler import pages_in_flight
+    from reconciler.traffic.sample.sampler import sample as run_sample
 
     pacer = namespace.clients.pacer()
     bars = {f"{topic}/{s}": max_messages for s in subscriptions}

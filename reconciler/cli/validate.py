@@ -23,7 +23,7 @@ from reconciler.rulefiles.environment import RuleSource, load_every_environment,
 
 if TYPE_CHECKING:
     from reconciler.rulefiles.project import Environment
-    from reconciler.traffic.report_model import ImpactReport
+    from reconciler.traffic.report.model import ImpactReport
 
 
 DEPRECATED = (
@@ -230,7 +230,7 @@ def _traffic_report(
     plan file, or against the namespace of ``environment`` or $SERVICEBUS_CONNECTION_STRING."""
     from reconciler.plan import read_plan_file
     from reconciler.plan.live import plan_declared
-    from reconciler.traffic import failures
+    from reconciler.traffic.spark import failures
 
     if against != "live":
         return traffic_report(

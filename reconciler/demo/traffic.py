@@ -97,9 +97,9 @@ def run_traffic_step(
     """Publish, sample the catch-all subscriptions into Parquet, print the impact against live rules
     and write it as an HTML report (kept after the demo; its path is printed)."""
     from reconciler.plan.live import plan_declared
-    from reconciler.traffic.impact import impact_report
-    from reconciler.traffic.render import render_report
-    from reconciler.traffic.sampler import sample
+    from reconciler.traffic.analysis.impact import impact_report
+    from reconciler.traffic.report.render import render_report
+    from reconciler.traffic.sample.sampler import sample
 
     catch_alls = catch_all_subscriptions(live)
     if not catch_alls:

@@ -123,7 +123,7 @@ def test_without_a_terminal_the_cli_prints_every_record_as_a_plain_line(capsys):
     ],
 )
 def test_progress_names_the_spark_master_without_its_secrets(master, shown):
-    from reconciler.traffic.session import shown_master
+    from reconciler.traffic.spark.session import shown_master
 
     assert shown_master(master) == shown
 

@@ -301,7 +301,7 @@ def test_a_delete_of_a_rule_an_owner_claims_says_so(kit):
 
 
 def test_routing_health_counts_foreign_rules_of_a_partly_owned_subscription(kit):
-    from reconciler.traffic.impact import desired_subscribers
+    from reconciler.traffic.analysis.impact import desired_subscribers
 
     mine, nsb = kit.corr("team-a", "A"), kit.corr("nsb-x", "X")
     desired = _owned_desired([mine])

@@ -150,5 +150,5 @@ def test_the_progress_bar_shows_the_effective_rate_on_a_terminal_and_nothing_els
     assert code == 0, err
     assert "credits/s" not in err
     imported = [line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if line.startswith("import time:")]
-    assert "reconciler.traffic.sampler" in imported
+    assert "reconciler.traffic.sample.sampler" in imported
     assert not [m for m in imported if m.split(".")[0] == "rich"]  # a pipeline's start-up does not pay for rich

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from reconciler.model import Message
-from reconciler.traffic.rows import message_to_row, rows_to_table
+from reconciler.traffic.sample.rows import message_to_row, rows_to_table
 
 pytestmark = pytest.mark.unit
 

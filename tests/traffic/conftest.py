@@ -22,12 +22,12 @@ from reconciler.model import (
     correlation_from_doc,
     system_property_name,
 )
-from reconciler.traffic.rows import message_to_row, rows_to_table
+from reconciler.traffic.sample.rows import message_to_row, rows_to_table
 
 
 @pytest.fixture(scope="session")
 def spark():
-    from reconciler.traffic.session import spark_session
+    from reconciler.traffic.spark.session import spark_session
 
     session = spark_session("local[2]", app_name="sbrules-tests")
     session.conf.set("spark.sql.shuffle.partitions", "2")
@@ -185,8 +185,8 @@ def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: in
     from dataclasses import replace
 
     from reconciler.model import Rule, SqlFilter
-    from reconciler.traffic.impact import ExampleIds, Scope, questions, shape
-    from reconciler.traffic.tally import BITS, Answers, Tally
+    from reconciler.traffic.analysis.impact import ExampleIds, Scope, questions, shape
+    from reconciler.traffic.spark.tally import BITS, Answers, Tally
 
     scopes, filters = [], {}
     for i, _ in enumerate(traffic):
@@ -238,7 +238,7 @@ def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: in
 def routing_health(doc: dict[str, Any]) -> Any:
     """The routing-health section of an ``sbrules analyze`` JSON document (a golden file) as the
     report model holds it, for renderers to show without a Spark run."""
-    from reconciler.traffic.report_model import (
+    from reconciler.traffic.report.model import (
         Bystander,
         Credits,
         Finding,

@@ -12,8 +12,8 @@ import datetime as dt
 from pathlib import Path
 
 from reconciler.model import Message, TypedValue
-from reconciler.traffic.rows import message_to_row
-from reconciler.traffic.sampler import Dataset
+from reconciler.traffic.sample.rows import message_to_row
+from reconciler.traffic.sample.sampler import Dataset
 
 RULES = """\
 topic: shop

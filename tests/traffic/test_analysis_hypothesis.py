@@ -40,7 +40,7 @@ from reconciler.model import (
 from reconciler.names import name_key
 from reconciler.sql.routing import correlation_matches, matches, route_rules
 from reconciler.sql.static import analyse_rules, is_plain_false
-from reconciler.traffic.analysis import Health, Subscriber
+from reconciler.traffic.analysis.health import Health, Subscriber
 
 TOPIC = "t"
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -173,8 +173,8 @@ def topics(draw: st.DrawFn) -> list[Subscriber]:
 
 
 def write_sample(directory: Path, batch: Sequence[Message]) -> Path:
-    from reconciler.traffic.rows import message_to_row
-    from reconciler.traffic.sampler import Dataset
+    from reconciler.traffic.sample.rows import message_to_row
+    from reconciler.traffic.sample.sampler import Dataset
 
     store = Dataset(directory)
     for message in batch:
@@ -348,7 +348,7 @@ def health_of(subscribers: Sequence[Subscriber], types: dict[str, frozenset[str]
 )
 @given(subscribers=topics(), batch=batches())
 def test_traffic_findings_agree_with_the_python_evaluator(spark, tmp_path_factory, output_schema, subscribers, batch):
-    from reconciler.traffic.analyze import analyze_report
+    from reconciler.traffic.analysis.analyze import analyze_report
 
     health_of(subscribers, sample_types(batch))
     sample = write_sample(tmp_path_factory.mktemp("sample") / "sample", batch)
@@ -405,7 +405,7 @@ def test_no_suggestion_for_a_literal_sql_cannot_compare_with_the_sampled_type(sq
 @given(subscribers=topics(), batch=batches())
 def test_analysis_of_a_filter_its_sampled_type_makes_fail(spark, tmp_path_factory, subscribers, batch):
     """The minimal example the generated test meets: a ulong property sampled, `a = 0` declared."""
-    from reconciler.traffic.analyze import analyze_report
+    from reconciler.traffic.analysis.analyze import analyze_report
 
     sample = write_sample(tmp_path_factory.mktemp("sample") / "sample", batch)
     doc = analyze_report(subscribers, "desired", str(sample), "local[2]", complete=True).to_json()
@@ -421,10 +421,10 @@ def test_analysis_of_a_filter_its_sampled_type_makes_fail(spark, tmp_path_factor
 def test_a_sampled_topic_is_a_declared_one_only_as_the_service_compares_names(spark, tmp_path):
     """Python's lower() takes the Kelvin sign for 'k'; the service keeps the two topics apart, and so
     does the analysis: a sample of topic 'K' (Kelvin) holds no message of a declared topic 'k'."""
-    from reconciler.traffic.analyze import analyze_report
-    from reconciler.traffic.impact import ImpactError
-    from reconciler.traffic.rows import message_to_row
-    from reconciler.traffic.sampler import Dataset
+    from reconciler.traffic.analysis.analyze import analyze_report
+    from reconciler.traffic.analysis.impact import ImpactError
+    from reconciler.traffic.sample.rows import message_to_row
+    from reconciler.traffic.sample.sampler import Dataset
 
     message = Message(sys={"MessageId": TypedValue("string", "m0"), "SequenceNumber": TypedValue("long", 1),
                            "EnqueuedTimeUtc": TypedValue("timestamp", START)}, user={"a": TypedValue("long", 1)})

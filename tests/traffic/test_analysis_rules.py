@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.model import CorrelationFilter, Rule, SqlFilter, SqlRuleAction, TrueFilter, TypedValue, ValueType
-from reconciler.traffic.analysis import Health, Subscriber, _costly_like, _credits, _quota
+from reconciler.traffic.analysis.health import Health, Subscriber, _costly_like, _credits, _quota
 
 pytestmark = pytest.mark.unit
 
@@ -95,7 +95,7 @@ def test_the_impact_report_shows_routing_health_in_every_format() -> None:
     from dataclasses import replace
     from pathlib import Path
 
-    from reconciler.traffic.render import render_report
+    from reconciler.traffic.report.render import render_report
 
     from .conftest import Traffic, build_report, routing_health
 

@@ -91,8 +91,8 @@ def test_a_sampled_message_of_a_new_type_withdraws_a_correlation_suggestion(spar
     """Correlation filters compare types strictly: with region sent as a string and as a long, the
     filter cannot be suggested, and the finding says why."""
     from reconciler.model import Message, TypedValue
-    from reconciler.traffic.rows import message_to_row
-    from reconciler.traffic.sampler import Dataset
+    from reconciler.traffic.sample.rows import message_to_row
+    from reconciler.traffic.sample.sampler import Dataset
 
     rules, sample = gaps.write(tmp_path)
     store = Dataset(sample)

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from reconciler.model import Message, Rule, SqlFilter, TypedValue, rule_to_doc
-from reconciler.traffic.rows import message_to_row
-from reconciler.traffic.sampler import Dataset
+from reconciler.traffic.sample.rows import message_to_row
+from reconciler.traffic.sample.sampler import Dataset
 
 pytestmark = pytest.mark.spark
 

@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from reconciler.model import DesiredState, Message, Rule, SqlFilter, Subscription, Topic, TypedValue
-from reconciler.traffic.rows import message_to_row
-from reconciler.traffic.sampler import Dataset
+from reconciler.traffic.sample.rows import message_to_row
+from reconciler.traffic.sample.sampler import Dataset
 from tests import processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.model import Message, TypedValue
-from reconciler.traffic.rows import message_to_row
-from reconciler.traffic.sampler import Dataset
+from reconciler.traffic.sample.rows import message_to_row
+from reconciler.traffic.sample.sampler import Dataset
 from tests.rulefiles.test_environments import ORDERS, PROD_OVERLAY, PROJECT, write
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from reconciler.model import DesiredState, Message, Rule, SqlFilter, Subscription, Topic, TypedValue
-from reconciler.traffic.rows import message_to_row
-from reconciler.traffic.sampler import Dataset
+from reconciler.traffic.sample.rows import message_to_row
+from reconciler.traffic.sample.sampler import Dataset
 
 #: What executor code does: the Python fallback evaluates a rule; the fold counts with numpy.
 EXECUTOR_CODE = """
@@ -17,7 +17,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from reconciler.model import Message, Rule, SqlFilter, TypedValue
 from reconciler.sql import matches
-import reconciler.traffic.tally
+import reconciler.traffic.spark.tally
 message = Message(sys={}, user={"s": TypedValue("string", "v1")})
 print(matches(Rule("r", SqlFilter("'v1' LIKE s")), message).label)
 print(reconciler.__file__)
@@ -26,7 +26,7 @@ print(reconciler.__file__)
 
 @pytest.mark.slow
 def test_the_shipped_zip_is_enough_for_the_executor_code(python_without, tmp_path):
-    from reconciler.traffic.executors import _archive
+    from reconciler.traffic.spark.executors import _archive
 
     python = python_without("lark")
     done = subprocess.run([python, "-c", EXECUTOR_CODE, str(_archive())], capture_output=True, text=True, cwd=tmp_path)
@@ -38,8 +38,8 @@ def test_the_shipped_zip_is_enough_for_the_executor_code(python_without, tmp_pat
 def test_a_module_the_executors_lack_stops_the_report_in_one_line(spark, python_without, tmp_path):
     """The local session's Python workers run an interpreter without sbrules for one report."""
     from reconciler.plan import read_plan_file
-    from reconciler.traffic.executors import ExecutorError
-    from reconciler.traffic.impact import impact_report
+    from reconciler.traffic.analysis.impact import impact_report
+    from reconciler.traffic.spark.executors import ExecutorError
 
     store = Dataset(tmp_path / "sample")
     store.add(message_to_row(Message(sys={}, user={"s": TypedValue("string", "v1")}), topic="orders", subscription="all"))

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from reconciler.model import Message, TypedValue
-from reconciler.traffic.rows import message_to_row, rows_to_table
-from reconciler.traffic.sampler import Dataset
+from reconciler.traffic.sample.rows import message_to_row, rows_to_table
+from reconciler.traffic.sample.sampler import Dataset
 from tests import processes
 
 RULES = """\
@@ -183,7 +183,7 @@ def test_verbose_shows_the_exception_behind_the_line(spark, validate, tmp_path):
 def test_executors_that_cannot_import_a_module_say_what_to_install_where(spark):
     from pyspark.sql import functions as F
 
-    from reconciler.traffic.failures import SparkFailure, translated
+    from reconciler.traffic.spark.failures import SparkFailure, translated
 
     def needs_a_module(value):  # runs on the executors' Python
         import sbrules_no_such_module  # noqa: F401
@@ -198,7 +198,7 @@ def test_executors_that_cannot_import_a_module_say_what_to_install_where(spark):
 
 @pytest.mark.spark
 def test_any_other_spark_failure_is_one_line_with_its_error_class(spark):
-    from reconciler.traffic.failures import SparkFailure, translated
+    from reconciler.traffic.spark.failures import SparkFailure, translated
 
     with pytest.raises(SparkFailure, match=r"^Spark failed: \[DIVIDE_BY_ZERO\]") as caught:
         with translated("sample"):
@@ -211,7 +211,7 @@ def test_a_py4j_error_raised_while_handling_ctrl_c_is_the_interrupt():
     # Ctrl-C) may have closed: its error then stands in front of the KeyboardInterrupt.
     from py4j.protocol import Py4JError
 
-    from reconciler.traffic.failures import translated
+    from reconciler.traffic.spark.failures import translated
 
     with pytest.raises(KeyboardInterrupt):
         with translated("sample"):
@@ -223,8 +223,8 @@ def test_a_py4j_error_raised_while_handling_ctrl_c_is_the_interrupt():
 
 #: Run in a fresh process with a small driver heap: a job whose result does not fit in it.
 _OUT_OF_MEMORY = """
-from reconciler.traffic.failures import SparkFailure, translated
-from reconciler.traffic.session import spark_session
+from reconciler.traffic.spark.failures import SparkFailure, translated
+from reconciler.traffic.spark.session import spark_session
 spark = spark_session("local[1]")
 try:
     with translated("sample"):

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from reconciler.model import Message, TypedValue
-from reconciler.traffic.rows import PROPERTY_TAGS_KEY, TOPICS_KEY, message_to_row, rows_to_table
-from reconciler.traffic.sampler import Dataset
+from reconciler.traffic.sample.rows import PROPERTY_TAGS_KEY, TOPICS_KEY, message_to_row, rows_to_table
+from reconciler.traffic.sample.sampler import Dataset
 
 pytestmark = pytest.mark.spark
 
@@ -40,7 +40,7 @@ def test_each_file_records_the_tags_of_its_rows():
 
 
 def test_footers_and_rows_give_the_same_union_across_files(spark, tmp_path):
-    from reconciler.traffic.footers import _from_footers, _types_from_rows, property_types
+    from reconciler.traffic.sample.footers import _from_footers, _types_from_rows, property_types
 
     messages = [
         _message(amount=TypedValue("double", 1.0)),
@@ -59,7 +59,7 @@ def test_footers_and_rows_give_the_same_union_across_files(spark, tmp_path):
 
 
 def test_a_file_without_recorded_tags_makes_spark_compute_them(spark, tmp_path):
-    from reconciler.traffic.footers import _from_footers, property_types
+    from reconciler.traffic.sample.footers import _from_footers, property_types
 
     _write(tmp_path / "sample", [_message(a=TypedValue("int", 1))])
     foreign = rows_to_table([message_to_row(_message(a=TypedValue("string", "x")), topic="t")])
@@ -94,8 +94,8 @@ def test_known_types_drop_unreachable_branches(spark):
 def test_a_file_an_older_sbrules_wrote_is_refused_with_a_reason(spark, tmp_path):
     """Older samples recorded tags but widened short to int and float to double: a report on them
     would disagree with the broker, so they are refused (one line, in the report's error)."""
-    from reconciler.traffic.footers import OutdatedSample, property_types
-    from reconciler.traffic.rows import LAYOUT_KEY
+    from reconciler.traffic.sample.footers import OutdatedSample, property_types
+    from reconciler.traffic.sample.rows import LAYOUT_KEY
 
     _write(tmp_path / "sample", [_message(a=TypedValue("short", 1))])
     old = rows_to_table([message_to_row(_message(a=TypedValue("int", 1)), topic="t")])
@@ -107,7 +107,7 @@ def test_a_file_an_older_sbrules_wrote_is_refused_with_a_reason(spark, tmp_path)
 
 
 def test_each_file_records_its_topics_and_a_report_reads_them_without_spark(spark, tmp_path):
-    from reconciler.traffic.footers import _from_footers, _topics_from_rows, sample_facts
+    from reconciler.traffic.sample.footers import _from_footers, _topics_from_rows, sample_facts
 
     store = Dataset(tmp_path / "sample", batch_rows=2)
     for topic in ["Orders", "orders", "billing", "audit"]:
@@ -123,7 +123,7 @@ def test_each_file_records_its_topics_and_a_report_reads_them_without_spark(spar
 
 
 def test_a_file_without_recorded_topics_makes_spark_find_them(spark, tmp_path):
-    from reconciler.traffic.footers import _from_footers, sample_facts
+    from reconciler.traffic.sample.footers import _from_footers, sample_facts
 
     _write(tmp_path / "sample", [_message(a=TypedValue("int", 1))])
     table = rows_to_table([message_to_row(_message(a=TypedValue("int", 2)), topic="older")])

@@ -21,12 +21,12 @@ from reconciler.model import (
 )
 from reconciler.plan import read_plan_file
 from reconciler.sql import matches
-from reconciler.traffic.failures import SampleFailure
-from reconciler.traffic.impact import ImpactError, impact_report
-from reconciler.traffic.render import render_report
-from reconciler.traffic.report_model import ImpactReport
-from reconciler.traffic.rows import message_to_row
-from reconciler.traffic.sampler import Dataset
+from reconciler.traffic.analysis.impact import ImpactError, impact_report
+from reconciler.traffic.report.model import ImpactReport
+from reconciler.traffic.report.render import render_report
+from reconciler.traffic.sample.rows import message_to_row
+from reconciler.traffic.sample.sampler import Dataset
+from reconciler.traffic.spark.failures import SampleFailure
 
 pytestmark = pytest.mark.spark
 

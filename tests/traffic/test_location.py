@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from reconciler.model import Message, TypedValue
-from reconciler.traffic.location import LocationError, filesystem, for_spark
-from reconciler.traffic.rows import message_to_row
-from reconciler.traffic.sampler import Dataset
+from reconciler.traffic.sample.location import LocationError, filesystem, for_spark
+from reconciler.traffic.sample.rows import message_to_row
+from reconciler.traffic.sample.sampler import Dataset
 
 
 @pytest.mark.unit

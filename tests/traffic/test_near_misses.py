@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.model import Message, Rule, SqlFilter, TypedValue, ValueType
-from reconciler.traffic.near_misses import Equality, classify, equalities
-from reconciler.traffic.rows import message_to_row
-from reconciler.traffic.sampler import Dataset
+from reconciler.traffic.analysis.near_misses import Equality, classify, equalities
+from reconciler.traffic.sample.rows import message_to_row
+from reconciler.traffic.sample.sampler import Dataset
 
 RULES = """\
 topic: jobs

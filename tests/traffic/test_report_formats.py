@@ -14,9 +14,9 @@ from html.parser import HTMLParser
 import pytest
 
 from reconciler.model import TypedValue, rule_from_doc
-from reconciler.traffic.markdown_report import MARKDOWN_CHART_ROWS
-from reconciler.traffic.mermaid import movement_chart
-from reconciler.traffic.render import render_report
+from reconciler.traffic.report.markdown import MARKDOWN_CHART_ROWS
+from reconciler.traffic.report.mermaid import movement_chart
+from reconciler.traffic.report.render import render_report
 
 from .conftest import Traffic, build_report
 
@@ -306,7 +306,7 @@ def test_html_escapes_what_publishers_put_in_properties(report):
 
 @pytest.mark.unit
 def test_the_html_report_shows_multi_line_sql_as_plain_sql():
-    from reconciler.traffic.html_report import _rule_yaml
+    from reconciler.traffic.report.html import _rule_yaml
 
     rule = rule_from_doc({"name": "paid-eu", "sql": "sys.Label = 'order.paid'\nAND region = 'eu'", "action": "SET a = 1;\nSET b = 2"})
     shown = _rule_yaml(rule)

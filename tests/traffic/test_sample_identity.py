@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from reconciler import model
-from reconciler.traffic import manifest
-from reconciler.traffic.sampler import STATE_FILE
+from reconciler.traffic.sample import manifest
+from reconciler.traffic.sample.sampler import STATE_FILE
 
 EU = model.Rule("eu", model.CorrelationFilter(properties={"region": "eu"}))
 ORDERS = model.DesiredState(

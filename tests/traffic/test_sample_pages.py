@@ -10,7 +10,7 @@ from typing import Sequence
 import pytest
 
 from reconciler.model import PARTITION_SHIFT
-from reconciler.traffic.sampler import _pages, _unstored
+from reconciler.traffic.sample.sampler import _pages, _unstored
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from reconciler import model
 from reconciler.amqp.client import ManagementClient
 from reconciler.model import PARTITION_SHIFT, Message, TypedValue
-from reconciler.traffic.rows import (
+from reconciler.traffic.sample.rows import (
     LAYOUT_KEY,
     LAYOUT_VERSION,
     PROPERTY_TAGS_KEY,
@@ -24,7 +24,7 @@ from reconciler.traffic.rows import (
     row_to_message,
     rows_to_table,
 )
-from reconciler.traffic.sampler import STATE_FILE, Dataset, SampleError
+from reconciler.traffic.sample.sampler import STATE_FILE, Dataset, SampleError
 from tests.amqp.strategies import typed_values
 
 UTC = dt.timezone.utc
@@ -207,7 +207,7 @@ def test_sample_needs_a_subscription(run_cli, tmp_path):
 def test_end_to_end_emulator_sample_to_impact_report(spark, emulator, run_cli, tmp_path):
     from reconciler.plan.live import plan_declared
     from reconciler.sql import matches
-    from reconciler.traffic.impact import impact_report
+    from reconciler.traffic.analysis.impact import impact_report
 
     _send(emulator, [_order(i, ["eu", "us", "fr"][i % 3], i * 10) for i in range(12)])
     out = tmp_path / "sample"
@@ -237,7 +237,7 @@ def test_end_to_end_emulator_sample_to_impact_report(spark, emulator, run_cli, t
 
 def test_current_rules_come_live_and_a_subscription_not_created_yet_counts_as_new(emulator):
     from reconciler.plan.live import plan_declared
-    from reconciler.traffic.impact import CurrentSource, _scopes
+    from reconciler.traffic.analysis.impact import CurrentSource, _scopes
 
     rule = model.Rule("all", model.TrueFilter())
     desired = model.DesiredState(

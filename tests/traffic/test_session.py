@@ -33,7 +33,7 @@ def cluster_defaults(spark):
 def test_times_show_in_utc_and_bad_casts_fail_whatever_the_cluster_default(spark, cluster_defaults):
     from pyspark.errors import NumberFormatException
 
-    from reconciler.traffic.session import spark_session
+    from reconciler.traffic.spark.session import spark_session
 
     cluster_defaults("spark.sql.session.timeZone", "America/New_York")
     cluster_defaults("spark.sql.ansi.enabled", "false")
@@ -101,7 +101,7 @@ def test_a_stage_too_big_for_the_jit_runs_as_per_operator_code(spark):
 def test_loopback_and_this_interpreter_are_assumed_for_local_masters_only(monkeypatch, master, kind):
     """A cluster's executors must reach the driver at its own address and run their own Python; a
     master given explicitly wins over $SPARK_REMOTE (pyspark refuses the two together)."""
-    from reconciler.traffic.session import master_kind, prepare_environment
+    from reconciler.traffic.spark.session import master_kind, prepare_environment
 
     for name in ("SPARK_LOCAL_IP", "PYSPARK_PYTHON"):
         monkeypatch.delenv(name, raising=False)
@@ -116,7 +116,7 @@ def test_loopback_and_this_interpreter_are_assumed_for_local_masters_only(monkey
 #: Run in a fresh process: which options the driver JVM that spark_session starts was given.
 _JVM_OPTIONS = """
 import sys
-from reconciler.traffic.session import spark_session
+from reconciler.traffic.spark.session import spark_session
 evaluations = None if sys.argv[1] == "unknown" else int(sys.argv[1])
 session = spark_session("local[1]", evaluations=evaluations)
 print(" ".join(session._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()))
@@ -131,7 +131,7 @@ def test_a_short_local_run_starts_a_driver_jvm_with_the_client_jit_only(evaluati
     """A short run (messages × filters) gets the client JIT; every local driver gets a heap sized for large plans."""
     import subprocess
 
-    from reconciler.traffic.session import local_driver_memory
+    from reconciler.traffic.spark.session import local_driver_memory
 
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_DRIVER_MEMORY", "PYSPARK_SUBMIT_ARGS")}
     done = subprocess.run([sys.executable, "-c", _JVM_OPTIONS, str(evaluations)], capture_output=True, text=True, timeout=300, env=env)
@@ -142,7 +142,7 @@ def test_a_short_local_run_starts_a_driver_jvm_with_the_client_jit_only(evaluati
 
 @pytest.mark.unit
 def test_a_local_driver_gets_half_the_memory_unless_the_user_chose(monkeypatch):
-    from reconciler.traffic.session import MAX_LOCAL_DRIVER_GB, local_driver_memory
+    from reconciler.traffic.spark.session import MAX_LOCAL_DRIVER_GB, local_driver_memory
 
     monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
     monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)

@@ -70,7 +70,7 @@ def test_long_and_or_chains_agree_with_python_evaluator(interpreted, frame_of):
     from pyspark.sql import functions as F
 
     from reconciler.sql import parse_filter
-    from reconciler.traffic.footers import property_types
+    from reconciler.traffic.sample.footers import property_types
     from reconciler.traffic.spark import PropertyCells, to_spark
 
     messages = _messages(100, seed=3)
@@ -98,9 +98,9 @@ def test_long_and_or_chains_agree_with_python_evaluator(interpreted, frame_of):
 def test_a_report_of_more_filters_than_a_mask_word_counts_each_one(interpreted, tmp_path):
     """64 distinct filters: two mask words of the grouping query; every rule's counts and the
     subscription's are the Python evaluator's."""
-    from reconciler.traffic.impact import Scope, _evaluate
-    from reconciler.traffic.rows import message_to_row
-    from reconciler.traffic.sampler import Dataset
+    from reconciler.traffic.analysis.impact import Scope, _evaluate
+    from reconciler.traffic.sample.rows import message_to_row
+    from reconciler.traffic.sample.sampler import Dataset
 
     messages = _messages(60, seed=5)
     store = Dataset(tmp_path / "sample")
@@ -133,7 +133,7 @@ from reconciler.model import Rule, SqlFilter
 from reconciler.traffic.spark import PropertyCells, filter_columns, rule_columns
 from reconciler.traffic.spark.algebra import MISSING_TAG, USER_TAGS
 from reconciler.traffic.spark.depth import CONNECT_MAX_NESTING, nesting
-from reconciler.traffic.tally import OUTCOME_NESTING, _mask
+from reconciler.traffic.spark.tally import OUTCOME_NESTING, _mask
 
 def carried(column):
     holder = Expression()

@@ -130,7 +130,7 @@ def test_generated_filters_agree_with_python_evaluator(interpreted, frame_of, fi
     property cells translated for the types the batch's properties have."""
     from pyspark.sql import functions as F
 
-    from reconciler.traffic.footers import property_types
+    from reconciler.traffic.sample.footers import property_types
     from reconciler.traffic.spark import PropertyCells, Untranslatable, property_names, to_spark
 
     frame = frame_of(batch)

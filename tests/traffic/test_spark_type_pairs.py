@@ -94,7 +94,7 @@ def _python_value(node: ast.Expr, view: MessageView) -> str:
 
 
 def _spark_value(cell) -> str:
-    from reconciler.traffic.rows import struct_to_prop
+    from reconciler.traffic.sample.rows import struct_to_prop
 
     if cell["e"] is not None:
         return "error"
@@ -125,7 +125,7 @@ def _translate(frame, text: bool):
     native type (no pruning)."""
     from pyspark.sql import functions as F
 
-    from reconciler.traffic.footers import property_types
+    from reconciler.traffic.sample.footers import property_types
     from reconciler.traffic.spark import PropertyCells, Untranslatable, to_spark
 
     types = property_types(frame)

@@ -69,7 +69,7 @@ def test_type_vectors_agree_with_python(interpreted, frame_of, kind):
     Python evaluator; each vector's own filter on its own message gives the vector's expectation.
     Vectors share filters (most are ``a = b`` or ``a / b LIKE '3'`` over another type pair), so
     each distinct filter is one column."""
-    from reconciler.traffic.footers import property_types
+    from reconciler.traffic.sample.footers import property_types
     from reconciler.traffic.spark import PropertyCells, property_names, rule_columns
 
     vectors = _vectors(kind)

@@ -40,7 +40,7 @@ def evaluate_matrix(frame, predicates):
 def test_vectors_agree_with_python_evaluator_and_expectations(interpreted, frame_of, sql_filter_vectors, way):
     """``property-cells``: lookups and tag tests projected once per message; ``observed-types``
     also translates for the types the vector messages' properties have (the report's way)."""
-    from reconciler.traffic.footers import property_types
+    from reconciler.traffic.sample.footers import property_types
     from reconciler.traffic.spark import PropertyCells, Untranslatable, property_names, to_spark
 
     vectors = sql_filter_vectors

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.traffic import tally as tally_module
-from reconciler.traffic.tally import BITS, EXAMPLES, Answers, Question, Tally, _Fold
+from reconciler.traffic.spark import tally as tally_module
+from reconciler.traffic.spark.tally import BITS, EXAMPLES, Answers, Question, Tally, _Fold
 
 FILTERS = 130  # three words of bits
 SHARED = [-5, 0, 7]  # hashes several groups hold (an id in two topics, or the same id sent twice)
@@ -141,7 +141,7 @@ def test_the_driver_receives_one_row_of_answers_per_partition_not_the_groups(spa
     """16,384 distinct outcome combinations over two shuffle partitions: at most two rows reach the driver."""
     from pyspark.sql import functions as F
 
-    from reconciler.traffic.tally import tally
+    from reconciler.traffic.spark.tally import tally
 
     received = []
     original = Answers.from_arrow.__func__
@@ -184,7 +184,7 @@ def test_examples_are_three_distinct_ids_whenever_three_exist(spark, groups):
     is repeated (a repeated id takes several of a group's three smallest places)."""
     from pyspark.sql import functions as F
 
-    from reconciler.traffic.tally import tally
+    from reconciler.traffic.spark.tally import tally
 
     rows = [(f"id-{ident:02d}", bits) for bits, idents in groups for ident in idents]
     if not rows:

@@ -19,7 +19,7 @@ from reconciler.amqp.client import ManagementClient
 from reconciler.amqp.wire.decimals import encode_dotnet_decimal128
 from reconciler.model import CorrelationFilter, Rule, SqlFilter
 from reconciler.sql import matches
-from reconciler.traffic.rows import row_to_message
+from reconciler.traffic.sample.rows import row_to_message
 from tests.emulator.raw import RawManagement
 
 pytestmark = pytest.mark.spark
@@ -90,7 +90,7 @@ def test_route_and_report_agree_with_the_emulator_for_every_type(spark, run_cli,
 
     from reconciler.emulator import Emulator
     from reconciler.plan.live import plan_declared
-    from reconciler.traffic.impact import impact_report
+    from reconciler.traffic.analysis.impact import impact_report
 
     with Emulator(STATE) as emulator:
         raw = RawManagement(emulator, "typed")  # a bare proton connection with a SAS token for the topic

@@ -2,7 +2,7 @@
 
 The translation walks the one SQL AST of :mod:`reconciler.sql`, like the canonical printer and
 the Python evaluator do, and compiles it to columns of the sample layout
-(:mod:`reconciler.traffic.rows`); it never lets Spark coerce a value. Its parts, bottom up:
+(:mod:`reconciler.traffic.sample.rows`); it never lets Spark coerce a value. Its parts, bottom up:
 
 - :mod:`~reconciler.traffic.spark.algebra`: compiled values (type tags plus typed columns) and
   predicates, the ``CASE`` builders that prune unreachable branches, constants;

@@ -3,7 +3,7 @@
 A Service Bus value compiles to a :class:`Val`: the set of *type tags* it can have (known at
 translate time), a tag column when that set has more than one element, and one typed column per
 representation (``s`` string, ``l`` int/long/timestamp-micros, ``d`` double, ``b`` bool), the
-layout of a sample's property cells (:mod:`reconciler.traffic.rows`). A predicate compiles to a
+layout of a sample's property cells (:mod:`reconciler.traffic.sample.rows`). A predicate compiles to a
 :class:`Pred`: a nullable boolean (NULL = UNKNOWN) plus an error column. Errors are data (the
 message is a dead-letter candidate), never ``raise_error``, so one bad message cannot fail a job.
 
@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from reconciler.model import TypedValue, ValueType
 from reconciler.sql import ast, values
 from reconciler.sql.values import INTEGER_TAGS
-from reconciler.traffic.rows import VALUE_FIELD, micros_since_epoch, prop_to_struct
+from reconciler.traffic.sample.rows import VALUE_FIELD, micros_since_epoch, prop_to_struct
 
 #: The tag of an absent user property (beside the :class:`ValueType` tags of present values).
 MISSING_TAG = "missing"

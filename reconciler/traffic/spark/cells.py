@@ -1,6 +1,6 @@
 """Where user and system property values come from: the sample's property cells and type tests.
 
-A user property is a cell of the ``props`` map (:mod:`reconciler.traffic.rows`): a struct with
+A user property is a cell of the ``props`` map (:mod:`reconciler.traffic.sample.rows`): a struct with
 the type tag ``t`` and typed fields, NULL when the message lacks the property. A report looks each
 property its filters name up once per message and tests its type once per message
 (:class:`PropertyCells`); a filter translated on its own reads ``props`` directly. System
@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from reconciler.model import SYSTEM_PROPERTIES
 from reconciler.names import key_translation, name_key
-from reconciler.traffic.rows import PROPS, SYS_COLUMNS, VALUE_FIELD
+from reconciler.traffic.sample.rows import PROPS, SYS_COLUMNS, VALUE_FIELD
 from reconciler.traffic.spark.algebra import MISSING_TAG, STRINGS, USER_TAGS, Untranslatable, Val, first_error, only_when
 
 #: Pre-computed ``props[name]`` cells by folded name (``names.name_key``)

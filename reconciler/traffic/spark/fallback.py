@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 
 from reconciler.model import SYSTEM_PROPERTIES, Rule, ValueType
-from reconciler.traffic.rows import PROPS, SYS_COLUMNS, row_to_message
+from reconciler.traffic.sample.rows import PROPS, SYS_COLUMNS, row_to_message
 
 _RESULT = StructType([StructField("matched", BooleanType()), StructField("error", StringType())])
 

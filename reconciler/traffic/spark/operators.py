@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from reconciler.limits import SQL_STRING_RESULT
 from reconciler.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from reconciler.sql.values import NEGATION, promote
-from reconciler.traffic.rows import micros_since_epoch
+from reconciler.traffic.sample.rows import micros_since_epoch
 from reconciler.traffic.spark.algebra import (
     INTEGRAL,
     MISSING_TAG,

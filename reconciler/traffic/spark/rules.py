@@ -26,7 +26,7 @@ from reconciler.model import (
 )
 from reconciler.names import name_key
 from reconciler.sql import SqlError, ast, parse_filter
-from reconciler.traffic.rows import SYS_COLUMNS, VALUE_FIELD, prop_to_struct
+from reconciler.traffic.sample.rows import SYS_COLUMNS, VALUE_FIELD, prop_to_struct
 from reconciler.traffic.spark.algebra import Untranslatable
 from reconciler.traffic.spark.cells import Cells, PropertyCells, cell_column
 from reconciler.traffic.spark.depth import MAX_OPERATOR_NESTING, balanced, nesting, operator_nesting

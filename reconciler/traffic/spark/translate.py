@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from reconciler.model import TypedValue, ValueType
 from reconciler.sql import ast, values
 from reconciler.sql.backend import Backend, Unsupported
-from reconciler.traffic.rows import SYS_COLUMNS
+from reconciler.traffic.sample.rows import SYS_COLUMNS
 from reconciler.traffic.spark.algebra import (
     BOUND,
     MISSING_TAG,

@@ -4,14 +4,14 @@ For every declared (managed) subscription the desired rules and the *current* ru
 :class:`~reconciler.plan.Plan` starts from: the declared rules it leaves alone and every change's
 ``before``, whether the plan was just read from the namespace or saved to a file) are compiled to
 native Spark columns (:mod:`reconciler.traffic.spark`). One pass groups the messages by their filter outcomes
-(:mod:`reconciler.traffic.tally`); from those groups come, per subscription, the messages
+(:mod:`reconciler.traffic.spark.tally`); from those groups come, per subscription, the messages
 delivered, gained and lost versus today and the messages whose filter evaluation fails
 (dead-letter candidates); per rule, its matches and errors; and across each topic, the messages no
 subscription takes. A few example messages, with their properties, come with every gained / lost /
 error bucket, and every subscription lists the rule changes behind its numbers, each with the
 traffic its old and new filter match. The report is an
-:class:`~reconciler.traffic.report_model.ImpactReport`, which every format renders
-(:mod:`reconciler.traffic.render`).
+:class:`~reconciler.traffic.report.model.ImpactReport`, which every format renders
+(:mod:`reconciler.traffic.report.render`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,9 @@ from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import DesiredState, Filter, Rule, Subscription
 from reconciler.names import key_translation, name_key
 from reconciler.plan import Change, Plan, PlanError, plan_subscription
-from reconciler.traffic import failures, near_misses
-from reconciler.traffic.analysis import BREAKDOWN, Health, Subscriber
-from reconciler.traffic.footers import OutdatedSample, PropertyTypes, property_types, sample_facts
-from reconciler.traffic.location import for_spark
-from reconciler.traffic.report_model import (
+from reconciler.traffic.analysis import near_misses
+from reconciler.traffic.analysis.health import BREAKDOWN, Health, Subscriber
+from reconciler.traffic.report.model import (
     ChangeTraffic,
     ExampleMessage,
     Examples,
@@ -46,8 +44,11 @@ from reconciler.traffic.report_model import (
     iso,
     named,
 )
-from reconciler.traffic.rows import SCHEMA, row_to_message
-from reconciler.traffic.tally import Answers, Question, resolve, tally
+from reconciler.traffic.sample.footers import OutdatedSample, PropertyTypes, property_types, sample_facts
+from reconciler.traffic.sample.location import for_spark
+from reconciler.traffic.sample.rows import SCHEMA, row_to_message
+from reconciler.traffic.spark import failures
+from reconciler.traffic.spark.tally import Answers, Question, resolve, tally
 
 __all__ = ["ImpactError", "impact_report"]
 
@@ -133,8 +134,8 @@ def on_sample(
     """``evaluate(frame, property types, topics)`` on the sample ``dataset`` (of ``messages``, when
     known) read by a Spark session sized for ``evaluations`` filter evaluations (None: unknown);
     Spark's failures become one line. Its phases are told on ``reconciler.progress``."""
-    from reconciler.traffic.executors import start_local_workers
-    from reconciler.traffic.session import spark_session
+    from reconciler.traffic.spark.executors import start_local_workers
+    from reconciler.traffic.spark.session import spark_session
 
     with progress.task(), failures.translated(dataset):
         spark = spark_session(spark_master, evaluations=evaluations)
@@ -226,7 +227,7 @@ def _rules_before(desired: DesiredState, plan: Plan) -> dict[tuple[str, str], tu
 
 
 def _sample_facts(frame: Any) -> tuple[PropertyTypes, frozenset[str]]:
-    """The sample's property types and topics (:func:`reconciler.traffic.footers.sample_facts`)."""
+    """The sample's property types and topics (:func:`reconciler.traffic.sample.footers.sample_facts`)."""
     try:
         return sample_facts(frame)
     except OutdatedSample as exc:
@@ -266,10 +267,10 @@ def _evaluate(
     (the report's ``routing_health``); ``declared`` names topics as the rule files do."""
     from pyspark.sql import functions as F
 
-    from reconciler.traffic.executors import executor_imports, is_connect
     from reconciler.traffic.spark import PropertyCells, property_names, rule_columns
     from reconciler.traffic.spark.depth import CONNECT_MAX_NESTING
-    from reconciler.traffic.tally import OUTCOME_NESTING
+    from reconciler.traffic.spark.executors import executor_imports, is_connect
+    from reconciler.traffic.spark.tally import OUTCOME_NESTING
 
     # Each property the filters name is looked up in the props map once per message, and the
     # filters are translated for the types the sample's properties actually have.
@@ -331,7 +332,7 @@ def _count(n: int, noun: str) -> str:
 
 class ExampleIds:
     """The example ids of some questions (sorted), from the example messages found by their id
-    hash (:func:`reconciler.traffic.tally.resolve`); the messages of the ids it gave are the
+    hash (:func:`reconciler.traffic.spark.tally.resolve`); the messages of the ids it gave are the
     report's ``example_messages``."""
 
     def __init__(self, answers: Answers, found: dict[int, tuple[str, dict[str, Any]]], declared: Naming = as_declared):

@@ -136,7 +136,7 @@ def read(dataset: str) -> list[TopicManifest]:
     """The manifest of the sample ``dataset`` (a directory or URL); empty when it has none."""
     from pyarrow.fs import FileType
 
-    from reconciler.traffic.location import filesystem
+    from reconciler.traffic.sample.location import filesystem
 
     try:
         fs, path = filesystem(dataset)

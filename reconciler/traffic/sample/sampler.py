@@ -3,7 +3,7 @@
 A sample is a directory: ``part-*.parquet`` files (one per flushed batch, each complete on its
 own, so an interrupted run leaves a readable dataset) plus ``_sbrules_state.json`` holding the
 last peeked sequence number per ``topic/subscription``, and ``_sbrules_manifest.json`` saying what
-the sample holds (:mod:`reconciler.traffic.manifest`). Spark and pyarrow ignore ``_``-prefixed
+the sample holds (:mod:`reconciler.traffic.sample.manifest`). Spark and pyarrow ignore ``_``-prefixed
 files. A re-run continues after the recorded sequence numbers.
 
 A message is stored once: its identity is its sequence number in its topic (partition bits
@@ -37,10 +37,10 @@ from reconciler.amqp.messages import decode_message_fields, sequence_number
 from reconciler.atomic_file import replacing, write_atomically
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import PARTITION_SHIFT
-from reconciler.traffic import manifest
-from reconciler.traffic.location import filesystem
-from reconciler.traffic.manifest import TopicManifest
-from reconciler.traffic.rows import Columns
+from reconciler.traffic.sample import manifest
+from reconciler.traffic.sample.location import filesystem
+from reconciler.traffic.sample.manifest import TopicManifest
+from reconciler.traffic.sample.rows import Columns
 
 STATE_FILE = "_sbrules_state.json"
 #: Version 2 keeps a position per partition (``model.PARTITION_SHIFT``): a re-run that started after
@@ -103,7 +103,7 @@ class SampleStats:
 
 class Dataset:
     """A sample directory (a local path or a URL pyarrow reaches, see
-    :mod:`reconciler.traffic.location`): its state file, the keys already stored, a batch writer.
+    :mod:`reconciler.traffic.sample.location`): its state file, the keys already stored, a batch writer.
 
     Each file is replaced whole: on a local disk through :mod:`reconciler.atomic_file`; in an
     object store (s3, gs, abfs) by one upload, which readers see complete or not at all."""

@@ -3,10 +3,10 @@ sections while the comment stays under GitHub's size limit (the JSON and HTML re
 
 from __future__ import annotations
 
-from reconciler.traffic.health_report import section_markdown
-from reconciler.traffic.mermaid import movement_chart
-from reconciler.traffic.report_model import UNROUTED_MEANS, ImpactReport, plural
-from reconciler.traffic.text_report import for_example, signed
+from reconciler.traffic.report.health import section_markdown
+from reconciler.traffic.report.mermaid import movement_chart
+from reconciler.traffic.report.model import UNROUTED_MEANS, ImpactReport, plural
+from reconciler.traffic.report.text import for_example, signed
 
 #: GitHub refuses a comment body longer than this many characters.
 GITHUB_COMMENT_LIMIT = 65_536

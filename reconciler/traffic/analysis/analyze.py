@@ -1,16 +1,16 @@
 """``sbrules analyze``: the routing-health document of some subscriptions, measured by the impact
-report's one pass over a traffic sample (:func:`reconciler.traffic.impact.on_sample`) with no
-impact to report, only the questions of :class:`reconciler.traffic.analysis.Health`."""
+report's one pass over a traffic sample (:func:`reconciler.traffic.analysis.impact.on_sample`) with no
+impact to report, only the questions of :class:`reconciler.traffic.analysis.health.Health`."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from reconciler.names import name_key
-from reconciler.traffic import failures
-from reconciler.traffic.analysis import Health, Subscriber
-from reconciler.traffic.impact import ImpactError, _evaluate, on_sample
-from reconciler.traffic.report_model import Analysis, ImpactReport, Naming, as_declared
+from reconciler.traffic.analysis.health import Health, Subscriber
+from reconciler.traffic.analysis.impact import ImpactError, _evaluate, on_sample
+from reconciler.traffic.report.model import Analysis, ImpactReport, Naming, as_declared
+from reconciler.traffic.spark import failures
 
 
 def analyze_report(
@@ -23,7 +23,7 @@ def analyze_report(
     complete: bool = False,
 ) -> Analysis:
     """The routing health of ``subscribers`` over the sample ``dataset`` (one Spark pass); topics
-    named by ``declared`` (see :func:`reconciler.traffic.impact.impact_report`); ``complete``: they
+    named by ``declared`` (see :func:`reconciler.traffic.analysis.impact.impact_report`); ``complete``: they
     are every subscription of their topics (see :class:`Health`)."""
     messages = failures.check_sample(dataset)
     skipped: list[str] = []

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reconciler.traffic.health_report import section_text
-from reconciler.traffic.report_model import UNROUTED_MEANS, ImpactReport
+from reconciler.traffic.report.health import section_text
+from reconciler.traffic.report.model import UNROUTED_MEANS, ImpactReport
 
 
 def signed(n: int, sign: str) -> str:

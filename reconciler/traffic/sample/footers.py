@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import unquote
 
-from reconciler.traffic.rows import LAYOUT_KEY, LAYOUT_VERSION, PROPERTY_TAGS_KEY, PROPS, TOPICS_KEY
+from reconciler.traffic.sample.rows import LAYOUT_KEY, LAYOUT_VERSION, PROPERTY_TAGS_KEY, PROPS, TOPICS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,10 @@ def _from_footers(files: list[str]) -> SampleFacts:
     """The union over the files of what their footers record.
 
     The files are read through the filesystem ``sbrules sample --out`` writes with
-    (:func:`reconciler.traffic.location.filesystem`), reached once per directory."""
+    (:func:`reconciler.traffic.sample.location.filesystem`), reached once per directory."""
     import pyarrow.parquet as pq
 
-    from reconciler.traffic.location import LocationError, filesystem
+    from reconciler.traffic.sample.location import LocationError, filesystem
 
     unknown = SampleFacts(None, None)
     if not files:

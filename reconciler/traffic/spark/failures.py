@@ -33,8 +33,8 @@ from typing import Iterator
 from urllib.parse import urlsplit
 
 from reconciler.errors import ErrorCode, InputError, SbrulesError
-from reconciler.traffic.location import is_url
-from reconciler.traffic.rows import SCHEMA
+from reconciler.traffic.sample.location import is_url
+from reconciler.traffic.sample.rows import SCHEMA
 
 #: The oldest Java that Spark 4 (the ``spark`` extra's PySpark) runs on.
 NEEDED_JAVA = 17

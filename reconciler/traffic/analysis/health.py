@@ -4,7 +4,7 @@ Per topic of a traffic sample: the messages no subscription receives (with the l
 ``sys.Label`` and ``sys.To``, so their producer can be found), what the rules cost in throttling
 credits, how close the topic is to its filter quotas, and findings about single rules. The
 traffic numbers are questions asked of the impact report's one pass over the sample
-(:mod:`reconciler.traffic.impact`, :mod:`reconciler.traffic.tally`); the static findings come
+(:mod:`reconciler.traffic.analysis.impact`, :mod:`reconciler.traffic.spark.tally`); the static findings come
 from :mod:`reconciler.sql.static`. Finding codes (docs/analyze.md):
 
 - ``never-matched``: a rule no sampled message matched;
@@ -49,8 +49,8 @@ from reconciler.sql import ast, values
 from reconciler.sql.canonical import literal_text
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.static import analyse_rules, is_plain_false
-from reconciler.traffic.near_misses import Equality, Key, NearMiss, equalities, sql_equalities, sql_tree
-from reconciler.traffic.report_model import (
+from reconciler.traffic.analysis.near_misses import Equality, Key, NearMiss, equalities, sql_equalities, sql_tree
+from reconciler.traffic.report.model import (
     Bystander,
     Credits,
     Finding,
@@ -65,7 +65,7 @@ from reconciler.traffic.report_model import (
     iso,
     named,
 )
-from reconciler.traffic.tally import Answers, Question
+from reconciler.traffic.spark.tally import Answers, Question
 
 CODES = ("never-matched", "redundant-rule", "unsatisfiable", "correlation-candidate", "costly-like")
 #: The system properties unrouted messages are grouped by (their sample columns).
@@ -197,7 +197,7 @@ class Health:
 
     def never_matched(self, answers: Answers, filters: dict[Filter, int]) -> dict[Key, list[Equality]]:
         """The rules no sampled message of their topic matched, by (topic key, subscription, rule),
-        with the equalities whose near misses to look for (:mod:`reconciler.traffic.near_misses`)."""
+        with the equalities whose near misses to look for (:mod:`reconciler.traffic.analysis.near_misses`)."""
         out: dict[Key, list[Equality]] = {}
         for s in self.subscribers:
             for rule in s.rules or ():
@@ -219,7 +219,7 @@ class Health:
     ) -> RoutingHealth:
         """The routing-health section, its example ids from ``examples`` (and of near misses from
         ``ids``, given their id hashes), its topics named by ``declared`` (see
-        :func:`reconciler.traffic.impact.shape`); ``misses``: the never-matched rules' near misses."""
+        :func:`reconciler.traffic.analysis.impact.shape`); ``misses``: the never-matched rules' near misses."""
         total = answers.total(Question())
         receiving = self.receiving(filters)
         names = {name_key(s.topic): s.topic for s in reversed(self.subscribers)}

@@ -341,7 +341,7 @@ class _Fold:
 
 def start_worker(batches: Iterator[Any]) -> Iterator[Any]:
     """A fold with nothing to answer: the Python worker that runs it has imported this module
-    (see :func:`reconciler.traffic.executors.start_local_workers`)."""
+    (see :func:`reconciler.traffic.spark.executors.start_local_workers`)."""
     for _ in batches:
         pass
     return iter(())

@@ -1,7 +1,7 @@
 """What a report needs on the executors, and how it gets there.
 
 Python runs on the executors for the rules evaluated by the Python UDF fallback and for the fold of
-outcome groups (:mod:`reconciler.traffic.tally`). Both unpickle sbrules code, which imports
+outcome groups (:mod:`reconciler.traffic.spark.tally`). Both unpickle sbrules code, which imports
 ``lark`` (the SQL grammar) besides numpy and pyarrow (which PySpark's Arrow support needs there
 anyway). A local session's workers run this interpreter. For a cluster or a Spark Connect server,
 sbrules ships itself: a zip of the ``reconciler`` and ``lark`` packages as installed here, added
@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from reconciler import __version__
 from reconciler.errors import SbrulesError
-from reconciler.traffic.failures import run_directory
+from reconciler.traffic.spark.failures import run_directory
 
 #: Pure-Python packages the executors' code imports, shipped with it.
 SHIPPED = ("reconciler", "lark")
@@ -109,7 +109,7 @@ def start_local_workers(session: Any) -> None:
     """
     if is_connect(session) or not session.sparkContext.master.startswith("local"):
         return
-    from reconciler.traffic.tally import start_worker
+    from reconciler.traffic.spark.tally import start_worker
 
     cores = session.sparkContext.defaultParallelism
 

@@ -9,14 +9,14 @@ of master:
   with the client JIT only for a short run (:data:`SHORT_RUN_EVALUATIONS`);
 - a cluster (``spark://``, ``yarn``, ``k8s://``…): nothing of this machine's network or Python is
   assumed; executors run their own ``python3`` (or ``PYSPARK_PYTHON``), and sbrules ships its
-  own code to them (:mod:`reconciler.traffic.executors`);
+  own code to them (:mod:`reconciler.traffic.spark.executors`);
 - Spark Connect (``sc://host:port``): the same shipping, as session artifacts.
 
 Settings that change results are pinned here: the translation never relies on
 ``spark.sql.ansi.enabled`` (it uses ``try_*`` functions and explicit guards), but the value is set
 explicitly so that a run does not depend on a cluster default; timestamps are read and shown in
 UTC. What is known wrong before Spark starts, and the JVM's console, are
-:mod:`reconciler.traffic.failures`' business. Generated methods too big for the JIT are avoided
+:mod:`reconciler.traffic.spark.failures`' business. Generated methods too big for the JIT are avoided
 (``spark.sql.codegen.hugeMethodLimit``), and so is PySpark's recording of the Python call site of
 every Column operation (translation builds thousands of them).
 """
@@ -30,7 +30,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from reconciler import progress
-from reconciler.traffic import failures
+from reconciler.traffic.spark import failures
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -142,7 +142,7 @@ def spark_session(
     if kind is not MasterKind.CONNECT:
         session.sparkContext.setLogLevel("ERROR")
     if kind is not MasterKind.LOCAL:
-        from reconciler.traffic.executors import ship
+        from reconciler.traffic.spark.executors import ship
 
         ship(session)
     return session

@@ -1,16 +1,16 @@
 """An impact report or an ``analyze`` document in the format asked for: the one place that knows every renderer.
 
-``text`` for a terminal (:mod:`~reconciler.traffic.text_report`), ``markdown`` for a pull-request
-comment (:mod:`~reconciler.traffic.markdown_report`), ``html`` for one self-contained file
-(:mod:`~reconciler.traffic.html_report`), ``json`` for machines
-(:meth:`~reconciler.traffic.report_model.ImpactReport.to_json`, stable keys).
+``text`` for a terminal (:mod:`~reconciler.traffic.report.text`), ``markdown`` for a pull-request
+comment (:mod:`~reconciler.traffic.report.markdown`), ``html`` for one self-contained file
+(:mod:`~reconciler.traffic.report.html`), ``json`` for machines
+(:meth:`~reconciler.traffic.report.model.ImpactReport.to_json`, stable keys).
 """
 
 from __future__ import annotations
 
 import json
 
-from reconciler.traffic.report_model import Analysis, ImpactReport
+from reconciler.traffic.report.model import Analysis, ImpactReport
 
 FORMATS = ("text", "markdown", "json", "html")
 
@@ -20,15 +20,15 @@ def render_report(report: ImpactReport, fmt: str = "text") -> str:
     if fmt == "json":
         return json.dumps(report.to_json(), indent=2, sort_keys=True)
     if fmt == "markdown":
-        from reconciler.traffic.markdown_report import render_markdown
+        from reconciler.traffic.report.markdown import render_markdown
 
         return render_markdown(report)
     if fmt == "text":
-        from reconciler.traffic.text_report import render_text
+        from reconciler.traffic.report.text import render_text
 
         return render_text(report)
     if fmt == "html":
-        from reconciler.traffic.html_report import render_html  # jinja2: only for a page
+        from reconciler.traffic.report.html import render_html  # jinja2: only for a page
 
         return render_html(report)
     raise ValueError(f"unknown report format {fmt!r} ({', '.join(FORMATS)})")
@@ -39,10 +39,10 @@ def render_analysis(doc: Analysis, fmt: str = "text") -> str:
     if fmt == "json":
         return json.dumps(doc.to_json(), indent=2, sort_keys=True)
     if fmt == "html":
-        from reconciler.traffic.html_report import render_analysis_html  # jinja2: only for a page
+        from reconciler.traffic.report.html import render_analysis_html  # jinja2: only for a page
 
         return render_analysis_html(doc)
-    from reconciler.traffic.health_report import analysis_markdown, analysis_text
+    from reconciler.traffic.report.health import analysis_markdown, analysis_text
 
     if fmt == "markdown":
         return analysis_markdown(doc)

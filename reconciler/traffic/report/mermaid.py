@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from reconciler.traffic.report_model import SubscriptionImpact
+from reconciler.traffic.report.model import SubscriptionImpact
 
 LOST, GAINED, KEPT = "#cf222e", "#1a7f37", "#8c959f"
 LABEL_WIDTH = 48

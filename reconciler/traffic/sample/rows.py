@@ -31,7 +31,7 @@ System properties are ordinary typed columns (NULL = unset), named in :data:`SYS
 Files record :data:`LAYOUT_VERSION` in their footer. A file that records property tags but no
 layout was written by an sbrules that widened types (short, byte and char to int or string, float
 to double): the report refuses it with one line telling to sample again
-(``traffic.footers.OutdatedSample``).
+(``traffic.sample.footers.OutdatedSample``).
 """
 
 from __future__ import annotations
@@ -299,7 +299,7 @@ class Columns:
         self._counts.append(len(entries))
 
     def table(self) -> pa.Table:
-        """The rows as a table, their property tags and topics in its metadata (see ``traffic.footers``)."""
+        """The rows as a table, their property tags and topics in its metadata (see ``traffic.sample.footers``)."""
         arrays = [_array(self._topic, pa.string()), _array(self._subscription, pa.string())]
         system_columns: dict[str, list[Any]] = {name: [None] * len(self) for name in SYS_COLUMNS}
         for index, system in enumerate(self._system):
@@ -361,7 +361,7 @@ def _array(values: Sequence[Any], arrow_type: pa.DataType) -> pa.Array:
 
 def rows_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     """A batch of rows as an Arrow table with :data:`SCHEMA`, its property tags in the metadata
-    (a report translates filters for the types that occur: see ``traffic.footers``)."""
+    (a report translates filters for the types that occur: see ``traffic.sample.footers``)."""
     columns = Columns()
     for row in rows:
         columns.add_row(row)

@@ -1,6 +1,6 @@
 """The traffic impact report and the routing-health document as typed, frozen values.
 
-The builders (:mod:`reconciler.traffic.impact`, :mod:`reconciler.traffic.analysis`) make them
+The builders (:mod:`reconciler.traffic.analysis.impact`, :mod:`reconciler.traffic.analysis.health`) make them
 from one Spark pass; every renderer (text, markdown, html, the Mermaid chart, the routing-health
 sections) reads them, and ``to_json()`` is the JSON document (``schemas/traffic-report.schema.json``,
 ``schemas/analyze.schema.json``). What every format says beyond the numbers — which subscriptions

@@ -19,7 +19,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from reconciler.model import Rule, rule_to_doc
 from reconciler.rulefiles.render import dump_rule_file
-from reconciler.traffic.report_model import (
+from reconciler.traffic.report.model import (
     UNROUTED_MEANS,
     Analysis,
     ExampleMessage,
@@ -138,7 +138,7 @@ def _health_bars(health: RoutingHealth | None) -> HealthBars:
 
 def _environment() -> Environment:
     env = Environment(
-        loader=PackageLoader("reconciler.traffic", "templates"),
+        loader=PackageLoader("reconciler.traffic.report", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,

@@ -1,0 +1,1 @@
+"""What a sample says: the impact of a rule change, routing health, near misses."""
