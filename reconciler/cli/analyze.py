@@ -70,6 +70,8 @@ def _live(desired: DesiredState, subscribers: list, namespace: Namespace) -> tup
     """The declared subscriptions with their current rules (those missing from the namespace left
     out), and the subscriptions of the declared topics that no file mentions, with theirs; and
     whether discovery listed them all."""
+    from dataclasses import replace
+
     from reconciler.discovery import discover, undeclared_subscriptions
     from reconciler.observe import observe_subscriptions
     from reconciler.plan.live import read_bystanders
@@ -84,10 +86,9 @@ def _live(desired: DesiredState, subscribers: list, namespace: Namespace) -> tup
         others = read_bystanders(client, desired, undeclared, every=True, fallback=rest)
     if inventory.note:
         click.echo(f"note: {inventory.note}", err=True)
-    declared = [
-        Subscriber(s.topic, s.subscription, live[(s.topic, s.subscription)], s.sampling_tap, s.fallthrough)
-        for s in subscribers
-        if (s.topic, s.subscription) in live
+    declared = [replace(s, rules=live[(s.topic, s.subscription)]) for s in subscribers if (s.topic, s.subscription) in live]
+    found = [
+        Subscriber(t, s, others.get((t, s)), declared=False, owner=desired.owners.of_subscription(t, s))
+        for t, s in undeclared
     ]
-    found = [Subscriber(t, s, others.get((t, s)), declared=False) for t, s in undeclared]
     return declared + found, inventory.listed

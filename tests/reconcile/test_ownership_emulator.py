@@ -152,6 +152,12 @@ def test_named_owners_label_plan_drift_and_export(shared, run_cli, tmp_path):
     assert "= foreign rule 'masstransit-order'  (owned by masstransit;" in out
     assert "= foreign rule 'Shop.Messages.OrderPlaced'  (owned by nservicebus;" in out
     assert "undeclared orders/nsb-sales: exists in the namespace, no rule file mentions it; nservicebus owns it" in out
+    # The plan reads what a claimed subscription holds (a saved plan's traffic report counts it), not a stray one's.
+    assert run_cli("plan", "rules", "--env", "dev", "--out", tmp_path / "plan.json")[0] == 0
+    left_alone = {d["subscription"]: d for d in json.loads((tmp_path / "plan.json").read_text())["undeclared"]}
+    assert left_alone["nsb-sales"]["owner"] == "nservicebus"
+    assert [r["name"] for r in left_alone["nsb-sales"]["rules"]] == ["Shop.Messages.OrderPlaced"]
+    assert "rules" not in left_alone["stray"] and "owner" not in left_alone["stray"]
     assert run_cli("apply", "rules", "--env", "dev", "--auto-approve")[0] == 0
     code, out, _ = run_cli("drift", "rules", "--env", "dev", "--strict", "--format", "json")
     doc = json.loads(out)
