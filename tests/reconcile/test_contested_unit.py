@@ -53,7 +53,7 @@ def _apply(client, desired, journal=None):
     return plan, apply_plan(client, plan, ApplyOptions(journal=journal, desired=desired))
 
 
-def test_a_rule_changed_right_after_apply_wrote_it_is_contested_with_its_likely_owner(kit):
+def test_a_rule_changed_right_after_apply_wrote_it_is_contested_with_its_likely_owner(kit, output_schema):
     client = kit.FakeClient({(T, S): [KEEP]})
     _other_writer(client, "add", MINE.name, lambda rules: rules.update({MINE.name: THEIRS}))
     journal = io.StringIO()
@@ -68,6 +68,7 @@ def test_a_rule_changed_right_after_apply_wrote_it_is_contested_with_its_likely_
     assert "! contested orders/shared rule 'team-a-big': changed by another writer" in text
     assert "likely owner: masstransit" in text and "1 rule(s) contested" in text
     doc = report_to_json(report)
+    output_schema("apply").validate(doc)
     assert doc["summary"]["contested"] == 1
     assert doc["subscriptions"][0]["contested"][0]["found"] == "changed"
     entries = [json.loads(line) for line in journal.getvalue().splitlines()]
@@ -85,13 +86,14 @@ def test_a_rule_changed_right_after_apply_wrote_it_is_contested_with_its_likely_
          "re-added"),
     ],
 )
-def test_removed_re_created_and_added_back_are_contested(kit, op, name, then, found):
+def test_removed_re_created_and_added_back_are_contested(kit, output_schema, op, name, then, found):
     client = kit.FakeClient({(T, S): [KEEP, replace(KEEP, name="stray")]})
     _other_writer(client, op, name, then)
     _, report = _apply(client, _desired(KEEP, MINE))
     (contest,) = report.results[0].contested
     assert (contest.rule, contest.found) == (name, found)
     assert (contest.created_at is None) == (found == "removed")
+    output_schema("apply").validate(report_to_json(report))
 
 
 def test_nobody_else_writing_means_no_contest(kit):

@@ -216,7 +216,7 @@ def test_since_names_a_journal_or_a_plan(shared, run_cli, tmp_path):
     assert code == 1 and "--since" in err and "is not an apply journal entry" in err and "Traceback" not in err
 
 
-def test_a_rule_changed_right_after_apply_wrote_it_is_contested_at_once(shared, run_cli, tmp_path):
+def test_a_rule_changed_right_after_apply_wrote_it_is_contested_at_once(shared, run_cli, tmp_path, output_schema):
     """A framework's thread re-creates a declared rule, over its own AMQP connection, the moment apply
     has written it (apply's per-change callback hands over and waits until it is done): apply's read
     under its lock reports the rule contested, its journal records it, and drift --since that
@@ -255,6 +255,7 @@ def test_a_rule_changed_right_after_apply_wrote_it_is_contested_at_once(shared, 
     assert verified == {"team-a-eu": iso_time(on_the_wire)}  # every other rule apply wrote, as it saw it
 
     code, out, _ = run_cli("drift", "rules", "--since", journal, "--format", "json")
+    output_schema("drift").validate(json.loads(out))
     (carried,) = json.loads(out)["contested"]
     assert code == 2 and carried["found"] == "changed" and carried["likely_owner"] == "masstransit"
     assert carried["created_at"] == iso_time(contest.created_at)
