@@ -162,7 +162,7 @@ class Contest:
 
     def describe(self) -> str:
         owner = f"; likely owner: {self.likely_owner}" if self.likely_owner else ""
-        created = f"created {_shown(self.created_at)}" if self.created_at else ""
+        created = f"created {_shown(self.created_at)}" if self.created_at else "created at an unknown time"
         what = {
             "re-created": f"{created}, after sbrules applied it at {_shown(self.applied_at)}",
             "changed": f"changed by another writer ({created}) right after sbrules wrote it at {_shown(self.applied_at)}",

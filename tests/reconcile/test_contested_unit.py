@@ -65,7 +65,7 @@ def test_a_rule_changed_right_after_apply_wrote_it_is_contested_with_its_likely_
     assert (contest.rule, contest.found, contest.likely_owner) == ("team-a-big", "changed", "masstransit")
     assert report.ok and report.counts()["contested"] == 1  # applied as planned; the fight is reported
     text = render_report(report)
-    assert "! contested orders/shared rule 'team-a-big': changed by another writer" in text
+    assert "! contested orders/shared rule 'team-a-big': changed by another writer (created at an unknown time)" in text
     assert "likely owner: masstransit" in text and "1 rule(s) contested" in text
     doc = report_to_json(report)
     output_schema("apply").validate(doc)
