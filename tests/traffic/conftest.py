@@ -259,7 +259,7 @@ def routing_health(doc: dict[str, Any]) -> Any:
                 t["topic"], t["messages"], Unrouted(u["count"], u["share"], tuple(u["examples"]), by),
                 tuple((n["subscription"], n["reason"]) for n in t["not_receiving"]), tuple(t["unknown_subscriptions"]),
                 Credits(**t["credits"]), Quota(**t["quota"]), t.get("namespace_topic"), TimeRange(**t["time_range"]),
-                tuple(Bystander(b["subscription"], b["receives"]) for b in t["undeclared_subscriptions"]),
+                tuple(Bystander(b["subscription"], b["receives"], b.get("owner")) for b in t["undeclared_subscriptions"]),
             )
         )
     findings = tuple(Finding(**f) for f in doc["findings"])
