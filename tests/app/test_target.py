@@ -30,6 +30,19 @@ def test_the_amqp_and_rest_clients_share_one_pacer():
         rest.close()
 
 
+def test_max_rate_paces_every_client_of_the_target_whichever_is_made_first():
+    # The request rate belongs to the target, not to whichever call made its pacer first.
+    target = TargetOptions(CONNECTION_STRING, max_credits=1000, max_rate=1).target()
+    rest, amqp = target.rest(), target.amqp()
+    try:
+        assert rest.pacer is amqp.pacer
+        assert amqp.pacer.try_acquire() == 0.0
+        assert amqp.pacer.try_acquire() > 0.5  # the next request waits about a second
+    finally:
+        amqp.close()
+        rest.close()
+
+
 def test_an_explicit_budget_starts_no_tier_probe_and_close_returns_at_once():
     with Target.connect(CONNECTION_STRING, max_credits=100) as target:
         target.pacer()
