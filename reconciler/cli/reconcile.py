@@ -344,9 +344,9 @@ def demo(rules_dir: Path | None, traffic: bool, env: str | None) -> None:
     """
     from reconciler.demo import run_demo
 
-    desired = None
+    rules = None
     if env is not None:
-        desired = operations.load_rules((rules_dir,) if rules_dir else (), env).state
+        rules = operations.load_rules((rules_dir,) if rules_dir else (), env)
         rules_dir = rules_dir or Path("rules")
-    if not run_demo(rules_dir, click.echo, traffic=traffic, desired=desired):
+    if not run_demo(rules_dir, click.echo, traffic=traffic, rules=rules):
         raise SystemExit(ExitCode.ERROR)
