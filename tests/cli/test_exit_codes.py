@@ -95,7 +95,10 @@ def test_an_env_that_names_no_environment_is_a_usage_error(argv, run_cli, tmp_pa
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("argv", [["plan"], ["drift"], ["apply"], ["export", "--all"], ["topics"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv", [["plan"], ["drift"], ["apply"], ["export", "--all"], ["topics"], ["analyze", "--live", "--traffic", "s"]],
+    ids=" ".join,
+)
 def test_every_missing_connection_string_is_a_usage_error(argv, run_cli, tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("SERVICEBUS_CONNECTION_STRING", raising=False)
     monkeypatch.delenv("DEV_CS", raising=False)
