@@ -101,3 +101,11 @@ def test_an_environments_plain_http_management_url_to_a_remote_host_is_an_input_
     env = Environment("prod", Origin("sbrules.yaml", 3, 3), management_endpoint="http://management.example/")
     with pytest.raises(InputError, match=r"environment 'prod': management_endpoint .*loopback host only"):
         TargetOptions(CONNECTION_STRING).target(env)
+
+
+def test_neither_the_options_nor_the_target_show_a_key_or_a_proxy_password():
+    options = TargetOptions(CONNECTION_STRING, transport="websockets", proxy="http://user:hunter2@proxy.example:3128")
+    target = options.target()
+    shown = repr(options) + repr(target) + str(target.network)
+    assert "secret" not in shown and "hunter2" not in shown
+    assert "proxy.example" in repr(target)  # where it goes is shown, only not how it authenticates
