@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Callable, Generic, Sequence, TypeVar
 
 from reconciler import diagnostics as diag
 from reconciler.errors import UsageError
-from reconciler.lint import STATIC_BUDGET_SECONDS, lint
 
 if TYPE_CHECKING:
     from reconciler.app.target import Target
@@ -58,6 +57,7 @@ def load_rules(
     """The rule files (default ./rules) for ``env``, loaded and linted in one pass, and refused with
     every error (schema, model and, with ``lint_errors``, lint alike) when ``validate`` would call
     them invalid — unless ``allow_invalid``: then the rules that could be built, and the count."""
+    from reconciler.lint import lint
     from reconciler.rulefiles import RuleFileErrors
     from reconciler.rulefiles.environment import load_rules as load_environment
     from reconciler.rulefiles.environment import locate
@@ -132,13 +132,13 @@ class Validation:
         return not any(f.severity == "error" for f in self.findings)
 
 
-def validate(
-    paths: Sequence[Path] = (), env: str | None = None, *, static_budget: float = STATIC_BUDGET_SECONDS
-) -> Validation:
+def validate(paths: Sequence[Path] = (), env: str | None = None, *, static_budget: float | None = None) -> Validation:
     """Schema, SQL and limit checks of the rule files, with no network: every environment of an
-    sbrules.yaml, or only ``env``. Files named inside a project (pre-commit passes the changed ones)
-    are valid only together with the rest of the project: the project is checked, and the findings
-    kept are those in the named files."""
+    sbrules.yaml, or only ``env``; ``static_budget``: seconds the static proofs may take (0 skips
+    them; None: ``lint.STATIC_BUDGET_SECONDS``). Files named inside a project (pre-commit passes the
+    changed ones) are valid only together with the rest of the project: the project is checked, and
+    the findings kept are those in the named files."""
+    from reconciler.lint import STATIC_BUDGET_SECONDS
     from reconciler.rulefiles.environment import RuleSource, load_every_environment, locate
     from reconciler.rulefiles.environment import load_rules as load_environment
 
@@ -150,7 +150,7 @@ def validate(
     results: dict[str | None, LoadResult] = (
         {env: load_environment(source, env)} if env is not None else dict(load_every_environment(source))
     )
-    findings = _findings(results, static_budget)
+    findings = _findings(results, STATIC_BUDGET_SECONDS if static_budget is None else static_budget)
     if named:
         findings = [f for f in findings if f.origin is not None and Path(f.origin.file).resolve() in named]
     return Validation(results, findings, source.project is not None)
@@ -158,6 +158,8 @@ def validate(
 
 def _findings(results: "dict[str | None, LoadResult]", static_budget: float) -> list[diag.Diagnostic]:
     """Every environment's findings, once each: one that not every environment shares names its environment."""
+    from reconciler.lint import lint
+
     if len(results) == 1:
         (result,) = results.values()
         return sorted([*result.diagnostics, *lint(result.state, static_budget=static_budget)], key=diag.sort_key)

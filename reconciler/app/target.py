@@ -41,8 +41,9 @@ TIER_PROBE_TIMEOUT = 10.0
 class Target:
     """The namespace ``connection`` names, authenticated with ``auth`` ("sas" or "entra"), reached
     over ``network``, spending at most ``max_credits`` (else ``credit_share`` of a Standard
-    namespace's) credits per second between its clients; ``discovery``: whether plans list what
-    exists. ``close`` (or leaving a ``with``) waits for the tier probe, at most ``TIER_PROBE_TIMEOUT``."""
+    namespace's) credits and at most ``max_rate`` requests per second between its clients;
+    ``discovery``: whether plans list what exists. ``close`` (or leaving a ``with``) waits for the
+    tier probe, at most ``TIER_PROBE_TIMEOUT``."""
 
     connection: ConnectionString
     auth: str = "sas"
@@ -53,6 +54,8 @@ class Target:
     management_endpoint: str | None = None
     network: Network = DIRECT
     discovery: bool = True
+    #: Requests per second the clients may send (apply's --max-rate), None: as the credits allow.
+    max_rate: float | None = None
     _pacer: Pacer | None = field(default=None, init=False, repr=False, compare=False)
     _probe: threading.Thread | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -71,8 +74,8 @@ class Target:
         """Credits per second this target's clients may spend."""
         return credit_budget(self.max_credits, self.credit_share)
 
-    def pacer(self, max_rate: float | None = None) -> Pacer:
-        """The one pacer of the clients, made at first use (``max_rate``: requests/s).
+    def pacer(self) -> Pacer:
+        """The one pacer of the clients (``max_rate``, the credit budget), made at first use.
 
         A share of a Standard namespace's credits means nothing on Premium, which has none: there
         the budget is dropped, unless ``max_credits`` asked for one explicitly. The tier is read on
@@ -80,7 +83,7 @@ class Target:
         that request; until the answer comes the budget holds, which is the safe side.
         """
         if self._pacer is None:
-            self._pacer = Pacer(max_rate=max_rate, budget=self.credit_budget)
+            self._pacer = Pacer(max_rate=self.max_rate, budget=self.credit_budget)
             if self.max_credits is None:
                 self._probe = threading.Thread(target=self._unbudget_premium, name="sbrules-tier", daemon=True)
                 self._probe.start()
@@ -109,12 +112,12 @@ class Target:
         if tier == "Premium":
             self._pacer.set_budget(None)
 
-    def amqp(self, *, max_rate: float | None = None) -> "ManagementClient":
-        """The AMQP client; ``max_rate`` caps the requests per second of the shared pacer (first use only)."""
+    def amqp(self) -> "ManagementClient":
+        """The AMQP client."""
         from reconciler.amqp.client import ManagementClient
 
         return ManagementClient(
-            self.connection, auth=self.auth, timeout=self.timeout, pacer=self.pacer(max_rate), network=self.network,
+            self.connection, auth=self.auth, timeout=self.timeout, pacer=self.pacer(), network=self.network,
         )
 
     def rest(self) -> "ManagementRestClient":
@@ -144,7 +147,8 @@ class Target:
 class TargetOptions:
     """Where to connect, as given: ``--connection-string`` (or $SERVICEBUS_CONNECTION_STRING),
     ``--auth``, ``--timeout``, ``--max-credits``, ``--credit-share``, ``--management-endpoint``,
-    ``--transport``, ``--proxy``, ``--ca-file`` and ``--no-discovery``, or a library caller's."""
+    ``--transport``, ``--proxy``, ``--ca-file``, ``--no-discovery`` and apply's ``--max-rate``, or a
+    library caller's."""
 
     connection_string: str | None = field(default=None, repr=False)
     auth: str = "sas"
@@ -158,6 +162,7 @@ class TargetOptions:
     transport: str | None = None
     proxy: str | None = field(default=None, repr=False)
     ca_file: str | None = None
+    max_rate: float | None = None
 
     def without_discovery(self, skip: bool) -> "TargetOptions":
         """These options, with discovery skipped when ``skip`` (--no-discovery)."""
@@ -187,6 +192,7 @@ class TargetOptions:
         return Target(
             connection, options.auth, options.timeout, options.max_credits, options.credit_share,
             management_endpoint=options.management_endpoint, network=network, discovery=options.discovery,
+            max_rate=options.max_rate,
         )
 
     def _for_environment(self, env: "Environment | None") -> "TargetOptions":

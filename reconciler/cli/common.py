@@ -111,8 +111,13 @@ def _management_url(value: str | None) -> str | None:
 
 def open_target(options: "TargetOptions", environment: "Environment | None" = None) -> "Target":
     """The command's target (``options``, or ``environment``'s namespace), made once: its notes go to
-    stderr, and the command's end waits for its tier probe."""
-    target = options.target(environment, note=lambda line: click.echo(f"note: {line}", err=True))
+    stderr, a usage error points at the command's --help, and the command's end waits for its tier probe."""
+    from reconciler.errors import UsageError
+
+    try:
+        target = options.target(environment, note=lambda line: click.echo(f"note: {line}", err=True))
+    except UsageError as exc:  # the namespace options were wrong: click adds "(see 'sbrules CMD --help')"
+        raise click.UsageError(str(exc)) from None
     context = click.get_current_context(silent=True)
     if context is not None:
         context.call_on_close(target.close)

@@ -163,13 +163,13 @@ def apply(
             "--since is for planning from rule files; a saved plan made with `plan --since` carries its contested rules"
         )
     gapless = replace_strategy == ReplaceStrategy.GAPLESS
+    namespace = dataclasses.replace(namespace, max_rate=max_rate)  # it paces the plan's reads too
     if saved:
         target, the_plan = _saved_plan(sources[0], env, namespace, gapless)
         rules = None
     else:
         rules = operations.load_rules(sources, env)
         target = open_target(namespace.without_discovery(no_discovery), rules.environment)
-        target.pacer(max_rate)  # --max-rate paces the plan's reads too
         the_plan = operations.plan(target, rules, since=since)
         # The plan's warnings are about gapless replaces: shown with the plan when they will run.
         shown = RENDERERS["text"](the_plan if gapless else dataclasses.replace(the_plan, warnings=()))
@@ -179,7 +179,7 @@ def apply(
                 echo_json(report_to_json(ApplyReport([])))
             return
         _confirm(auto_approve)
-    pacer = target.pacer(max_rate)
+    pacer = target.pacer()
     with contextlib.ExitStack() as stack:
         journal_file = stack.enter_context(journal.open("a", encoding="utf-8")) if journal else None
         advance = stack.enter_context(progress_bars({"applying": len(the_plan.changes)}, pacer))
@@ -344,9 +344,9 @@ def demo(rules_dir: Path | None, traffic: bool, env: str | None) -> None:
     """
     from reconciler.demo import run_demo
 
-    desired = None
+    rules = None
     if env is not None:
-        desired = operations.load_rules((rules_dir,) if rules_dir else (), env).state
+        rules = operations.load_rules((rules_dir,) if rules_dir else (), env)
         rules_dir = rules_dir or Path("rules")
-    if not run_demo(rules_dir, click.echo, traffic=traffic, desired=desired):
+    if not run_demo(rules_dir, click.echo, traffic=traffic, rules=rules):
         raise SystemExit(ExitCode.ERROR)

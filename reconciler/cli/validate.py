@@ -19,7 +19,19 @@ REMOVED = (
 )
 
 
-@click.command()
+class _Offline(click.Command):
+    """validate refuses ``--traffic`` before anything else is parsed, so that an old traffic
+    invocation (with ``--against``, ``--out``, ``--spark-master`` or ``--format html``) hears where the
+    report went rather than that one of those options is unknown."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        options = args[: args.index("--")] if "--" in args else args
+        if any(arg == "--traffic" or arg.startswith("--traffic=") for arg in options):
+            raise click.UsageError(REMOVED, ctx)
+        return super().parse_args(ctx, args)
+
+
+@click.command(cls=_Offline)
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--format",
@@ -30,7 +42,6 @@ REMOVED = (
     help="text: located messages with a caret under SQL; json: stable document; github: Actions annotations; "
     "markdown: a pull-request comment.",
 )
-@click.option("--traffic", hidden=True, help="Removed: see `sbrules plan --traffic` and `sbrules impact`.")
 @click.option(
     "--verbose",
     is_flag=True,
@@ -50,7 +61,6 @@ REMOVED = (
 def validate(
     paths: tuple[Path, ...],
     fmt: str,
-    traffic: str | None,
     verbose: bool,
     static_budget: float,
     emulator_config: Path | None,
@@ -60,8 +70,6 @@ def validate(
 
     With an sbrules.yaml, every environment is checked, or only the one named with --env.
     """
-    if traffic is not None:
-        raise click.UsageError(REMOVED)
     if emulator_config is not None:
         if paths:
             raise click.UsageError("--emulator-config checks that file alone: drop PATH")

@@ -34,16 +34,18 @@ def demo_rules() -> Iterator[Path]:
 
 
 def run_demo(
-    rules_dir: Path | None, echo: Callable[[str], None], traffic: bool = True, desired: DesiredState | None = None
+    rules_dir: Path | None, echo: Callable[[str], None], traffic: bool = True, rules: operations.Rules | None = None
 ) -> bool:
     """Seed an emulator, then plan → (traffic impact) → apply → drift; True when it ends in sync.
 
-    ``desired`` is the rules already loaded from ``rules_dir`` (an environment's rendering of them).
+    ``rules`` are those already loaded from ``rules_dir`` for an environment (its rendering of them,
+    whose variables the routing tests get too).
     """
     from reconciler.emulator import Emulator
 
     with demo_rules() if rules_dir is None else contextlib.nullcontext(rules_dir) as rules_dir:
-        rules = operations.Rules(load_paths([rules_dir]) if desired is None else desired, None)
+        if rules is None:
+            rules = operations.Rules(load_paths([rules_dir]), None)
         tests_ok = _routing_tests(rules_dir, rules, echo)
     live, drifts = drifted_namespace(rules.state)
     with Emulator(live) as emulator, Target.connect(emulator.connection_string) as target:

@@ -75,3 +75,27 @@ def test_an_environment_without_a_project_is_a_usage_error(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UsageError, match=r"no sbrules\.yaml"):
         operations.project_environment("prod")
+
+
+TESTS = """\
+topic: orders
+cases:
+  - name: a big order is billed
+    given: {user: {amount: {long: 5000}}}
+    expect: {only: [billing]}
+"""
+
+
+@pytest.mark.unit
+def test_run_tests_routes_the_cases_beside_the_rules_offline(rules_dir):
+    (rules_dir / "orders.test.yaml").write_text(TESTS)
+    run = operations.run_tests((), operations.load_rules([rules_dir]), rule_paths=[rules_dir])
+    assert [c.name for c in run.cases] == ["a big order is billed"]
+    assert [(r.status, r.receivers) for r in run.results] == [("passed", ["billing"])] and not run.findings
+
+
+@pytest.mark.unit
+def test_run_tests_without_test_files_is_an_error_naming_where_it_looked(rules_dir):
+    run = operations.run_tests((), operations.load_rules([rules_dir]), rule_paths=[rules_dir])
+    assert [(f.severity, f.code) for f in run.findings] == [("error", "no-tests")]
+    assert str(rules_dir) in run.findings[0].message

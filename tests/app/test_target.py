@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.app.target import Target, TargetOptions
-from reconciler.errors import UsageError
+from reconciler.errors import InputError, UsageError
 from reconciler.model import Origin
 from reconciler.namespace.credits import DEFAULT_CREDIT_SHARE, STANDARD_CREDITS_PER_SECOND
 from reconciler.rulefiles.project import Environment
@@ -25,6 +25,19 @@ def test_the_amqp_and_rest_clients_share_one_pacer():
     try:
         assert amqp.pacer is target.pacer() is rest.pacer
         assert amqp.pacer.budget == 200
+    finally:
+        amqp.close()
+        rest.close()
+
+
+def test_max_rate_paces_every_client_of_the_target_whichever_is_made_first():
+    # The request rate belongs to the target, not to whichever call made its pacer first.
+    target = TargetOptions(CONNECTION_STRING, max_credits=1000, max_rate=1).target()
+    rest, amqp = target.rest(), target.amqp()
+    try:
+        assert rest.pacer is amqp.pacer
+        assert amqp.pacer.try_acquire() == 0.0
+        assert amqp.pacer.try_acquire() > 0.5  # the next request waits about a second
     finally:
         amqp.close()
         rest.close()
@@ -70,3 +83,29 @@ def test_a_proxy_plain_amqp_cannot_use_is_said_once_as_a_note():
     notes: list[str] = []
     TargetOptions(CONNECTION_STRING, proxy="http://proxy.example:3128").target(note=notes.append)
     assert len(notes) == 1 and "plain AMQP (port 5671) cannot go through an HTTP proxy" in notes[0]
+
+
+def test_an_entra_environment_names_its_endpoint_and_its_management_url():
+    env = Environment(
+        "prod", Origin("sbrules.yaml", 3, 3), endpoint="sb://prodns.servicebus.windows.net/",
+        management_endpoint="https://management.example/",
+    )
+    target = TargetOptions(CONNECTION_STRING).target(env)
+    assert (target.address, target.auth, target.management_endpoint) == (
+        "prodns.servicebus.windows.net", "entra", "https://management.example/",
+    )
+    assert target.connection.key is None  # the explicit key is not carried over to another namespace
+
+
+def test_an_environments_plain_http_management_url_to_a_remote_host_is_an_input_error():
+    env = Environment("prod", Origin("sbrules.yaml", 3, 3), management_endpoint="http://management.example/")
+    with pytest.raises(InputError, match=r"environment 'prod': management_endpoint .*loopback host only"):
+        TargetOptions(CONNECTION_STRING).target(env)
+
+
+def test_neither_the_options_nor_the_target_show_a_key_or_a_proxy_password():
+    options = TargetOptions(CONNECTION_STRING, transport="websockets", proxy="http://user:hunter2@proxy.example:3128")
+    target = options.target()
+    shown = repr(options) + repr(target) + str(target.network)
+    assert "secret" not in shown and "hunter2" not in shown
+    assert "proxy.example" in repr(target)  # where it goes is shown, only not how it authenticates

@@ -95,7 +95,10 @@ def test_an_env_that_names_no_environment_is_a_usage_error(argv, run_cli, tmp_pa
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("argv", [["plan"], ["drift"], ["apply"], ["export", "--all"], ["topics"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv", [["plan"], ["drift"], ["apply"], ["export", "--all"], ["topics"], ["analyze", "--live", "--traffic", "s"]],
+    ids=" ".join,
+)
 def test_every_missing_connection_string_is_a_usage_error(argv, run_cli, tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("SERVICEBUS_CONNECTION_STRING", raising=False)
     monkeypatch.delenv("DEV_CS", raising=False)
@@ -111,9 +114,11 @@ def test_every_missing_connection_string_is_a_usage_error(argv, run_cli, tmp_pat
     monkeypatch.chdir(tmp_path / "plain")
     code, _, err = run_cli(*args)
     assert code == ExitCode.USAGE and "no connection string" in err, err
+    assert f"(see 'sbrules {argv[0]} --help')" in err, err
     monkeypatch.chdir(tmp_path / "project")
     code, _, err = run_cli(*args, "--env", "dev")
     assert code == ExitCode.USAGE and "$DEV_CS, which is not set" in err, err
+    assert f"(see 'sbrules {argv[0]} --help')" in err, err
     assert "Traceback" not in err
 
 

@@ -101,8 +101,13 @@ def test_validate(run_cli, output_schema, tmp_path):
 
 
 @pytest.mark.unit
-def test_validate_is_offline_and_names_where_the_traffic_report_went(run_cli, tmp_path):
-    code, out, _ = run_cli("validate", RULES, "--traffic", tmp_path, "--format", "json")
+@pytest.mark.parametrize(
+    "traffic", [("--traffic", "samples"), ("--traffic=samples", "--against", "plan.json"), ("--traffic", "s", "--out", "r.html")],
+    ids=" ".join,
+)
+def test_validate_is_offline_and_names_where_the_traffic_report_went(traffic, run_cli):
+    # Also with the options only the old traffic report took: those are not what the person must hear about.
+    code, out, _ = run_cli("validate", RULES, *traffic, "--format", "json")
     error = one_document(out)["error"]
     assert code == 64 and error["code"] == "usage"
     assert "`sbrules plan --traffic DATASET`" in error["message"] and "`sbrules impact PLAN.json --traffic DATASET`" in error["message"]

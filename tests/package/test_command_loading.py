@@ -70,3 +70,19 @@ def test_a_module_that_cannot_be_imported_is_a_crash_with_its_traceback(argv: li
     assert f"ModuleNotFoundError: import of {broken} halted" in done.stderr
     assert "not yet available" not in done.stderr + done.stdout
     assert "sql-unchecked" not in done.stderr + done.stdout
+
+
+def test_a_command_that_reads_no_rule_files_loads_no_sql_or_lint() -> None:
+    # The use cases are one module (reconciler.app.operations): what only some of them need loads with them.
+    done = _run_python(
+        "import sys\n"
+        "from reconciler.cli import main\n"
+        "try:\n"
+        "    main(['topics', '--help'])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "assert 'reconciler.app.operations' in sys.modules\n"
+        "heavy = sorted({'reconciler.lint', 'reconciler.sql.parser', 'proton'} & set(sys.modules))\n"
+        "assert not heavy, heavy\n"
+    )
+    assert done.returncode == 0, done.stderr

@@ -130,6 +130,22 @@ def test_demo_closes_the_loop(run_cli):
     assert "rightly leaves it alone" in text
 
 
+def test_demo_with_an_environment_gives_its_routing_tests_the_environments_variables(run_cli, tmp_path):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "sbrules.yaml").write_text("environments:\n  dev:\n    vars: {region: eu-west-dev}\n")
+    (rules / "orders.yaml").write_text(
+        "topic: orders\nsubscriptions:\n  warehouse-${region}:\n    rules:\n      - {name: here, sql: 'region = ${region}'}\n"
+    )
+    (rules / "orders.test.yaml").write_text(
+        "topic: orders\ncases:\n  - name: a local order reaches the local warehouse\n"
+        "    given: {user: {region: '${region}'}}\n    expect: {only: ['warehouse-${region}']}\n"
+    )
+    code, text, _ = run_cli("demo", "--rules", rules, "--env", "dev", "--no-traffic")
+    assert code == 0, text
+    assert "1 passed, 0 failed" in text and "The loop is closed" in text
+
+
 def test_journal_records_every_attempt_under_503s(drifted, run_cli, tmp_path, monkeypatch):
     """With a fifth of requests answered 503 (server busy), the journal has the retried attempts too."""
     monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", drifted.connection_string)
