@@ -204,7 +204,8 @@ def drift(target: "Target", rules: Rules, *, since: Path | None = None) -> "Plan
 def apply(target: "Target", the_plan: "Plan", options: "ApplyOptions", rules: Rules | None = None) -> "ApplyReport":
     """Apply ``the_plan`` to the target namespace (the caller asked whoever must approve first).
     ``rules``: those the plan was just made from (the gapless replace of a fall-through subscription
-    re-derives its rule from them), None for a saved plan."""
+    re-derives its rule from them), None for a saved plan. The requests are paced by the target's
+    one pacer (``options.pacer`` is set to it: the journal's totals are the target's)."""
     from reconciler.apply import apply_plan
     from reconciler.rulefiles.loader import with_bystanders
 
