@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from reconciler.plan import Change
-from reconciler.traffic.report.parts import DocumentKind, ExampleMessage, TimeRange, examples_from_json, examples_json, plural
+from reconciler.traffic.report.parts import (
+    DocumentKind,
+    ExampleMessage,
+    TimeRange,
+    examples_from_json,
+    examples_json,
+    plural,
+    topic_json,
+)
 from reconciler.traffic.report.routing import RoutingHealth
 
 
@@ -134,8 +142,8 @@ class SubscriptionImpact:
         return f"gains {self.gained:,} and loses {self.lost:,} sampled messages ({before:,} → {after:,})"
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "topic": self.topic,
+        return {
+            **topic_json(self.topic, self.namespace_topic),
             "subscription": self.subscription,
             "current_rules": self.current_rules,
             "delivered": self.delivered,
@@ -147,9 +155,6 @@ class SubscriptionImpact:
             "rules": [rule.to_json() for rule in self.rules],
             "changes": [change.to_json() for change in self.changes],
         }
-        if self.namespace_topic:
-            doc["namespace_topic"] = self.namespace_topic
-        return doc
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "SubscriptionImpact":
@@ -179,10 +184,7 @@ class TopicTraffic:
     namespace_topic: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"topic": self.topic, "messages": self.messages, "unrouted": self.unrouted}
-        if self.namespace_topic:
-            doc["namespace_topic"] = self.namespace_topic
-        return doc
+        return {**topic_json(self.topic, self.namespace_topic), "messages": self.messages, "unrouted": self.unrouted}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "TopicTraffic":

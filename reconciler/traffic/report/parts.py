@@ -43,6 +43,11 @@ def renamed(topic: str, namespace_topic: str | None) -> str:
     return f"{topic} ({namespace_topic} in the namespace)" if namespace_topic else topic
 
 
+def topic_json(topic: str, namespace_topic: str | None) -> dict[str, str]:
+    """A topic in a document: ``topic`` (declared), then ``namespace_topic`` when renamed."""
+    return {"topic": topic, "namespace_topic": namespace_topic} if namespace_topic else {"topic": topic}
+
+
 # ------------------------------------------------------------------------------------------------
 # The sample
 # ------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from reconciler.traffic.report.parts import (
     examples_from_json,
     examples_json,
     renamed,
+    topic_json,
 )
 
 #: The ``sbrules analyze`` document: only it has ``skipped_topics``.
@@ -178,8 +179,8 @@ class TopicHealth:
         return renamed(self.topic, self.namespace_topic)
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "topic": self.topic,
+        return {
+            **topic_json(self.topic, self.namespace_topic),
             "messages": self.messages,
             "unrouted": self.unrouted.to_json(),
             "not_receiving": [{"subscription": s, "reason": reason} for s, reason in self.not_receiving],
@@ -189,9 +190,6 @@ class TopicHealth:
             "credits": self.credits.to_json(),
             "quota": self.quota.to_json(),
         }
-        if self.namespace_topic:
-            doc["namespace_topic"] = self.namespace_topic
-        return doc
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "TopicHealth":
