@@ -232,11 +232,11 @@ def raw_peeks(connection_string: str, expected: int) -> tuple[float, list[bytes]
 
     from reconciler.amqp.messaging import PEEK_MESSAGE
     from reconciler.amqp.requests import entity_path
-    from reconciler.namespace.clients import Clients
+    from reconciler.app.target import Target
     from reconciler.traffic.sample.sampler import PAGES_IN_FLIGHT
 
     payloads: list[bytes] = []
-    with Clients(connection_string) as clients, clients.amqp() as client:
+    with Target.connect(connection_string) as target, target.amqp() as client:
         client.peek_messages("orders", "all", 1, 1)
         started = time.perf_counter()
         sequence = 1
@@ -324,23 +324,21 @@ def bench_sampling(tmp: Path, messages: int) -> dict:
 
 # -- 3. sampling under throttling ----------------------------------------------------------------
 def bench_throttled_sampling(tmp: Path, messages: int) -> dict:
-    from reconciler.namespace.clients import Clients
-    from reconciler.traffic.sample.sampler import pages_in_flight, sample
+    from reconciler.app import operations
+    from reconciler.app.target import Target
 
     state = tmp / "state.json"
     with emulator(tmp, {"orders": {"all": ["all"]}}, state=state) as conn:
         seed(conn, "orders", messages)
     with emulator(tmp, {"orders": {"all": ["all"]}}, throttle=True, state=state) as conn:
-        clients = Clients(conn, max_credits=SAMPLE_BUDGET)
-        pacer = clients.pacer()
-        with clients.amqp() as client:
-            started = time.perf_counter()
-            before = pacer.stats().credits
-            stats = sample(client, "orders", ["all"], tmp / "throttled-sample",
-                           pages_in_flight=pages_in_flight(pacer.budget, PAGE))
-            elapsed = time.perf_counter() - started
-            spent = pacer.stats().credits - before
-            throttled = pacer.stats().throttled
+        target = Target.connect(conn, max_credits=SAMPLE_BUDGET)
+        pacer = target.pacer()
+        started = time.perf_counter()
+        before = pacer.stats().credits
+        stats = operations.sample(target, "orders", ["all"], str(tmp / "throttled-sample"), page_size=PAGE)
+        elapsed = time.perf_counter() - started
+        spent = pacer.stats().credits - before
+        throttled = pacer.stats().throttled
     ids = [row["message_id"] for row in pq.read_table(tmp / "throttled-sample", columns=["message_id"]).to_pylist()]
     wanted = {f"m{i}" for i in range(messages)}
     return {

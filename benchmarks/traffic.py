@@ -12,7 +12,7 @@
    evaluates every rule with the Python evaluator in one UDF per row and groups the outcomes the
    same way; with ``--udf-fraction`` < 1 it runs on that sample and the speed-up compares
    per-message cost.
-2. Cold start, at ``--small-messages`` × 50 rules: ``sbrules validate --traffic`` in a fresh process
+2. Cold start, at ``--small-messages`` × 50 rules: ``sbrules impact PLAN.json --traffic`` in a fresh process
    (JVM start included) against a plain PySpark scan of the same dataset in a fresh process.
 3. Spark Connect, with a server started from the installed pyspark on loopback: the same report at
    ``--small-messages`` × 50 rules warm, against the local warm report on the same dataset; and a
@@ -171,7 +171,7 @@ def spark_benchmark(path: str, rule_count: int, master: str, udf_fraction: float
     rows = spark.read.parquet(path).count()
 
     def native():
-        """What ``sbrules validate --traffic`` runs: from the Parquet files to the finished report."""
+        """What ``sbrules impact PLAN.json --traffic`` runs: from the Parquet files to the finished report."""
         return _evaluate(spark.read.parquet(path), plan)
 
     def scan():
@@ -364,11 +364,11 @@ def cold_floor(path: str, master: str) -> None:
 
 
 def cold_benchmark(path: str, work: Path, master: str, runs: int = 2) -> dict:
-    """``sbrules validate --traffic`` in a fresh process against a fresh-process PySpark scan, and
+    """``sbrules impact PLAN.json --traffic`` in a fresh process against a fresh-process PySpark scan, and
     against the same rules in Spark's own SQL in a fresh process (:func:`cold_floor`), in turn."""
     rules_dir = write_rule_files(work, rules(50))
-    cli = [sys.executable, "-m", "reconciler", "validate", str(rules_dir), "--traffic", path,
-           "--against", str(work / "plan.json"), "--format", "json", "--spark-master", master]
+    cli = [sys.executable, "-m", "reconciler", "impact", str(work / "plan.json"), str(rules_dir), "--traffic", path,
+           "--format", "json", "--spark-master", master]
     scan = [sys.executable, "-c", COLD_SCAN, master, path]
     floor = [sys.executable, __file__, "--cold-floor", path, "--master", master]
     cli_s, scan_s, floor_s = [], [], []

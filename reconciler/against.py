@@ -47,8 +47,8 @@ def run_against_emulator(
     cases: Sequence[Case], state: DesiredState, environment: Environment | None = None
 ) -> list[CaseResult]:
     """Each case run offline and on an emulator; a disagreement fails the case with a finding."""
+    from reconciler.amqp.client import ManagementClient
     from reconciler.emulator import Emulator
-    from reconciler.namespace.clients import Clients
 
     tagged = _tagged(cases)
     results = run_cases(tagged, state, environment)
@@ -60,7 +60,7 @@ def run_against_emulator(
         assert topic is not None
         by_topic[topic.name].append(result)
     received: dict[tuple[str, str], list[Message]] = defaultdict(list)  # (message id, subscription) → copies
-    with Emulator(state) as emulator, Clients(emulator.connection_string) as clients, clients.amqp() as client:
+    with Emulator(state) as emulator, ManagementClient(emulator.connection_string) as client:
         for topic_name, topic_results in by_topic.items():
             for start in range(0, len(topic_results), PAGE):
                 batch = topic_results[start:start + PAGE]

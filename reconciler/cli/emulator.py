@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reconciler.cli.common import env_option, load_rules
+from reconciler.app.operations import load_rules
+from reconciler.cli.common import env_option
 from reconciler.errors import SbrulesError
 from reconciler.namespace.credits import THROTTLE_TIERS
 

@@ -6,7 +6,9 @@ import io
 
 import click
 
-from reconciler.cli.common import Namespace, env_option, format_option, namespace_options, project_environment
+from reconciler.app.operations import project_environment
+from reconciler.app.target import TargetOptions
+from reconciler.cli.common import env_option, format_option, namespace_options, open_target
 from reconciler.cli.output import echo_json
 from reconciler.names import name_key, shown_topic
 
@@ -30,14 +32,14 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> str:
 @format_option("table", "json")
 @env_option
 @namespace_options
-def topics(fmt: str, env: str | None, namespace: Namespace) -> None:
+def topics(fmt: str, env: str | None, namespace: TargetOptions) -> None:
     """List the namespace's topics (needs Manage rights). With --env, topics are named as the rule
     files declare them, the namespace's name beside a renamed one."""
     from reconciler.discovery import discover_namespace
 
     environment = project_environment(env)
-    namespace = namespace.for_environment(environment)
-    with namespace.clients.rest() as rest:
+    target = open_target(namespace, environment)
+    with target.rest() as rest:
         inventory = discover_namespace(rest)
     found = []
     rows = []
@@ -60,15 +62,15 @@ def topics(fmt: str, env: str | None, namespace: Namespace) -> None:
 @format_option("table", "json")
 @env_option
 @namespace_options
-def subscriptions(topic: str, fmt: str, env: str | None, namespace: Namespace) -> None:
+def subscriptions(topic: str, fmt: str, env: str | None, namespace: TargetOptions) -> None:
     """List a topic's subscriptions with forwarding and session settings (needs Manage rights)."""
     from reconciler.discovery import discover_namespace
     from reconciler.namespace.errors import NotFoundError
 
     environment = project_environment(env)
-    namespace = namespace.for_environment(environment)
+    target = open_target(namespace, environment)
     actual = environment.actual_topic(topic) if environment is not None else topic
-    with namespace.clients.rest() as rest:
+    with target.rest() as rest:
         subs = discover_namespace(rest, [actual]).topics[actual]
     if subs is None:
         raise NotFoundError(f"topic {shown_topic(topic, actual)!r} does not exist in the namespace")

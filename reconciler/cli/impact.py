@@ -1,25 +1,22 @@
 """``sbrules impact PLAN.json --traffic DATASET``: a saved plan's traffic impact, offline (for CI).
 
-Also the one home of writing a traffic report, which ``plan --traffic`` and the deprecated
-``validate --traffic`` share.
+Also the one home of the traffic options and of writing a traffic report, which ``plan --traffic``
+and ``analyze`` share.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import click
 
 from reconciler import progress
-from reconciler.cli.common import env_option, load_rules
+from reconciler.app import operations
+from reconciler.cli.common import env_option
 from reconciler.cli.output import write_output
-from reconciler.model import DesiredState
-from reconciler.plan import Plan, read_plan_file
+from reconciler.plan import read_plan_file
 
-if TYPE_CHECKING:
-    from reconciler.rulefiles.project import Environment
-    from reconciler.traffic.report.model import ImpactReport
 
 def traffic_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``--traffic DATASET``: the sample a traffic report reads, the one declaration every command shares."""
@@ -75,62 +72,37 @@ def impact(
     if fmt == "html" and out is None:
         raise click.UsageError("--format html writes a page: give --out FILE.html")
     saved = read_plan_file(plan_file)
-    rules = load_rules(paths, env if env is not None else saved.environment)
+    rules = operations.load_rules(paths, env if env is not None else saved.environment)
     with progress.task():
-        report = traffic_report(
-            rules.state, saved, traffic, against=str(plan_file), spark_master=spark_master, environment=rules.environment
-        )
-        text = render(report, fmt)
+        result = operations.impact(rules, saved, traffic, against=str(plan_file), spark_master=spark_master)
+        tell(result)
+        text = render(result, fmt)
     emit_report(text, out)
 
 
-def traffic_report(
-    desired: DesiredState, plan: Plan, dataset: str, *, against: str, spark_master: str | None,
-    new: frozenset[tuple[str, str]] = frozenset(), environment: "Environment | None" = None,
-) -> "ImpactReport":
-    """The impact report (Spark) of ``plan`` on the sample ``dataset``, its topics named as the rule
-    files declare them in ``environment``."""
-    from reconciler.traffic.analysis.impact import impact_report
-
-    report = impact_report(
-        desired, plan, dataset, against=against, spark_master=spark_master, new=new, declared=declared_names(environment)
-    )
-    warn_of_gaps(dataset, [t.name for t in desired.topics])
-    return report
-
-
-def warn_of_gaps(dataset: str, topics: list[str]) -> None:
-    """A warning on stderr for each of ``topics`` (as the namespace names them) whose sampled
-    messages have gaps (the sample's manifest, :mod:`reconciler.traffic.sample.manifest`)."""
-    from reconciler.traffic.sample.manifest import gap_warnings
-
-    for warning in gap_warnings(dataset, topics):
+def tell(result: "operations.Traffic[Any]") -> None:
+    """A traffic report's warnings (gaps in the sample) and notes, on stderr."""
+    for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
 
 
-def declared_names(environment: "Environment | None") -> Callable[[str], str]:
-    """A topic's declared name from its name in the namespace (``environment`` may rename topics)."""
-    if environment is None:
-        return lambda topic: topic
-    return environment.declared_topic
-
-
-def render(report: "ImpactReport", fmt: str) -> str:
+def render(result: "operations.Traffic[Any]", fmt: str) -> str:
     """The report in ``fmt`` (text, json, markdown, html): a traffic task's last phase."""
-    from reconciler.traffic.report.render import render_report
+    from reconciler.traffic.report.render import render_analysis, render_report
+    from reconciler.traffic.report.routing import Analysis
 
     progress.phase("writing the report")
-    return render_report(report, fmt)
+    if isinstance(result.report, Analysis):
+        return render_analysis(result.report, fmt)
+    return render_report(result.report, fmt)
 
 
-def emit_report(text: str, out: Path | None) -> None:
+def emit_report(text: str, out: Path | None, what: str = "the traffic report") -> None:
     """The rendered report on stdout, or in ``out`` (said on stderr)."""
     if out is None:
         click.echo(text)
     else:
-        write_report(out, text)
-
-
-def write_report(out: Path, text: str) -> None:
-    write_output(out, text + "\n", "the traffic report")
-    click.echo(f"wrote the traffic report to {out}", err=True)
+        write_output(out, text + "\n", what)
+        click.echo(f"wrote {what} to {out}", err=True)

@@ -6,59 +6,27 @@ import contextlib
 import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
 
 import click
 
 from reconciler import progress
-from reconciler.apply import ApplyOptions, ApplyReport, ReplaceStrategy, apply_plan, render_report, report_to_json
+from reconciler.app import operations
+from reconciler.app.target import TargetOptions
+from reconciler.apply import ApplyOptions, ApplyReport, ReplaceStrategy, render_report, report_to_json
 from reconciler.cli.common import (
-    Namespace,
-    Rules,
     collector_paused,
     env_option,
     format_option,
-    load_rules,
     namespace_options,
     no_discovery_option,
+    open_target,
     progress_bars,
-    project_environment,
-    project_owners,
 )
-from reconciler.cli.impact import render, spark_master_option, traffic_option, traffic_report
+from reconciler.cli.impact import render, spark_master_option, tell, traffic_option
 from reconciler.cli.output import ExitCode, echo_json, write_output
 from reconciler.errors import SbrulesError
 from reconciler.lock import DEFAULT_TIMEOUT_SECONDS, LEASE_SECONDS, Holder
-from reconciler.plan import RENDERERS, Plan, read_plan_file, render_drift_json, render_drift_text, render_json
-from reconciler.plan.contest import read_since
-from reconciler.plan.live import plan_live
-from reconciler.rulefiles.loader import with_bystanders
-
-if TYPE_CHECKING:
-    from reconciler.amqp.client import ManagementClient
-    from reconciler.rest.client import ManagementRestClient
-
-    Clients = tuple[ManagementClient, ManagementRestClient]
-
-
-@contextlib.contextmanager
-def namespace_clients(namespace: Namespace, max_rate: float | None = None) -> Iterator[Clients]:
-    """The AMQP management client (rules) and the management REST client (discovery), one namespace."""
-    with namespace.clients.amqp(max_rate=max_rate) as client, namespace.clients.rest() as rest:
-        yield client, rest
-
-
-def current_plan(
-    clients: Clients, rules: Rules, namespace: Namespace, *, bystanders: bool = False, since: Path | None = None
-) -> Plan:
-    """The plan of ``rules`` against the namespace, saying which environment and namespace it is for
-    (``bystanders``: with the rules of every undeclared subscription, for a traffic report; ``since``:
-    the previous apply's journal or plan, to find the rules another writer re-created since)."""
-    client, rest = clients
-    last = read_since(since) if since is not None else None
-    the_plan = plan_live(client, rest, rules.state, discovery=namespace.discovery, bystanders=bystanders, since=last)
-    return dataclasses.replace(the_plan, environment=rules.env_name, namespace=namespace.address)
-
+from reconciler.plan import RENDERERS, read_plan_file, render_drift_json, render_drift_text, render_json
 
 strict_option = click.option(
     "--strict", is_flag=True,
@@ -89,33 +57,28 @@ paths_argument = click.argument("paths", nargs=-1, type=click.Path(exists=True, 
 @spark_master_option
 def plan(
     paths: tuple[Path, ...], out: Path | None, fmt: str, detailed_exitcode: bool, strict: bool, since: Path | None,
-    env: str | None, namespace: Namespace, no_discovery: bool, traffic: str | None, spark_master: str | None,
+    env: str | None, namespace: TargetOptions, no_discovery: bool, traffic: str | None, spark_master: str | None,
 ) -> None:
     """Show what apply would change (default PATH: ./rules). Reads the namespace, never writes it.
 
     With --traffic, the plan's impact on sampled traffic follows it (--format json: its "traffic" member).
     """
     with collector_paused():  # the declared and live rules live until the command ends
-        rules = load_rules(paths, env)
+        rules = operations.load_rules(paths, env)
         if traffic:
-            from reconciler.traffic.spark import failures  # pyarrow: only when a report is asked for
-
-            failures.check_sample(traffic)  # a missing sample is known before any network
-        namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
-        with namespace_clients(namespace) as clients:
-            the_plan = current_plan(clients, rules, namespace, bystanders=bool(traffic), since=since)
+            operations.check_sample(traffic)  # a missing sample is known before any network
+        target = open_target(namespace.without_discovery(no_discovery), rules.environment)
+        the_plan = operations.plan(target, rules, bystanders=bool(traffic), since=since)
     if out:
         write_output(out, render_json(the_plan), "the plan")
-    report = text = None
+    result = text = None
     if traffic:
-        desired = with_bystanders(rules.state, the_plan.bystanders)  # as the plan generated fall-through rules
         with progress.task():
-            report = traffic_report(
-                desired, the_plan, traffic, against="live", spark_master=spark_master, environment=rules.environment
-            )
-            text = None if fmt == "json" else render(report, fmt)
-    if fmt == "json" and report is not None:
-        echo_json({**the_plan.to_json(), "traffic": report.to_json()})
+            result = operations.impact(rules, the_plan, traffic, spark_master=spark_master)
+            tell(result)
+            text = None if fmt == "json" else render(result, fmt)
+    if fmt == "json" and result is not None:
+        echo_json({**the_plan.to_json(), "traffic": result.report.to_json()})
     else:
         shown = RENDERERS[fmt](the_plan)
         click.echo(shown, nl=not shown.endswith("\n"))
@@ -177,7 +140,7 @@ def apply(
     lock_holder: str | None,
     lock_lease: float,
     env: str | None,
-    namespace: Namespace,
+    namespace: TargetOptions,
     no_discovery: bool,
 ) -> None:
     """Apply a saved PLAN.json exactly, or plan PATH... (default ./rules) and apply after confirmation.
@@ -206,50 +169,45 @@ def apply(
         # and check_target then says whether the plan is for it).
         if env is None and not namespace.explicit:
             env = saved_plan.environment
-        namespace = namespace.for_environment(project_environment(env))
-        saved_plan.check_target(env, namespace.address)
+        target = open_target(namespace, operations.project_environment(env))
+        saved_plan.check_target(env, target.address)
+        the_plan, rules = saved_plan, None
     else:
-        rules = load_rules(sources, env)
-        namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
-    with namespace_clients(namespace, max_rate) as clients:
-        client = clients[0]
-        if saved:
-            the_plan = saved_plan
-        else:
-            the_plan = current_plan(clients, rules, namespace, since=since)
-            # The plan's warnings are about gapless replaces: shown with the plan when they will run.
-            gapless = replace_strategy == ReplaceStrategy.GAPLESS
-            shown = RENDERERS["text"](the_plan if gapless else dataclasses.replace(the_plan, warnings=()))
-            click.echo(shown, err=fmt == "json")
-            if not the_plan.has_changes:
-                if fmt == "json":
-                    echo_json(report_to_json(ApplyReport([])))
-                return
-            _confirm(auto_approve)
-        if saved and replace_strategy == ReplaceStrategy.GAPLESS:
-            for warning in the_plan.warnings:
-                click.echo(f"warning: {warning}", err=True)
-        if saved:  # planned from rule files, the plan shown above already says so
-            for contest in the_plan.contested:
-                click.echo(f"warning: {contest.describe()}; writing it anyway", err=True)
-        with contextlib.ExitStack() as stack:
-            journal_file = stack.enter_context(journal.open("a", encoding="utf-8")) if journal else None
-            advance = stack.enter_context(progress_bars({"applying": len(the_plan.changes)}, client.pacer))
-            options = ApplyOptions(
-                strategy=ReplaceStrategy(replace_strategy),
-                parallel=parallel,
-                fail_fast=fail_fast,
-                journal=journal_file,
-                on_change=lambda change: advance("applying", 1),
-                on_interrupt=_finishing,
-                pacer=client.pacer,
-                lock_timeout=lock_timeout,
-                lock_lease=lock_lease,
-                holder=Holder.this_run(lock_holder or None),
-                on_lock_wait=lambda line: click.echo(line, err=True),
-                desired=None if saved else with_bystanders(rules.state, the_plan.bystanders),
-            )
-            report = apply_plan(client, the_plan, options)
+        rules = operations.load_rules(sources, env)
+        target = open_target(namespace.without_discovery(no_discovery), rules.environment)
+        the_plan = operations.plan(target, rules, since=since)
+        # The plan's warnings are about gapless replaces: shown with the plan when they will run.
+        gapless = replace_strategy == ReplaceStrategy.GAPLESS
+        shown = RENDERERS["text"](the_plan if gapless else dataclasses.replace(the_plan, warnings=()))
+        click.echo(shown, err=fmt == "json")
+        if not the_plan.has_changes:
+            if fmt == "json":
+                echo_json(report_to_json(ApplyReport([])))
+            return
+        _confirm(auto_approve)
+    if saved and replace_strategy == ReplaceStrategy.GAPLESS:
+        for warning in the_plan.warnings:
+            click.echo(f"warning: {warning}", err=True)
+    if saved:  # planned from rule files, the plan shown above already says so
+        for contest in the_plan.contested:
+            click.echo(f"warning: {contest.describe()}; writing it anyway", err=True)
+    pacer = target.pacer(max_rate)
+    with contextlib.ExitStack() as stack:
+        journal_file = stack.enter_context(journal.open("a", encoding="utf-8")) if journal else None
+        advance = stack.enter_context(progress_bars({"applying": len(the_plan.changes)}, pacer))
+        options = ApplyOptions(
+            strategy=ReplaceStrategy(replace_strategy),
+            parallel=parallel,
+            fail_fast=fail_fast,
+            journal=journal_file,
+            on_change=lambda change: advance("applying", 1),
+            on_interrupt=_finishing,
+            lock_timeout=lock_timeout,
+            lock_lease=lock_lease,
+            holder=Holder.this_run(lock_holder or None),
+            on_lock_wait=lambda line: click.echo(line, err=True),
+        )
+        report = operations.apply(target, the_plan, options, rules)
     if fmt == "json":
         echo_json(report_to_json(report))
     else:
@@ -294,15 +252,14 @@ def confirm(approved: bool, question: str, *, refused: str, cancelled: str) -> N
 @namespace_options
 @no_discovery_option
 def drift(
-    paths: tuple[Path, ...], fmt: str, strict: bool, since: Path | None, env: str | None, namespace: Namespace,
+    paths: tuple[Path, ...], fmt: str, strict: bool, since: Path | None, env: str | None, namespace: TargetOptions,
     no_discovery: bool,
 ) -> None:
     """Report live rules that differ from the files. Exit 0 in sync, 2 drift, 1 error."""
     with collector_paused():  # the declared and live rules live until the command ends
-        rules = load_rules(paths, env)
-        namespace = namespace.for_environment(rules.environment).without_discovery(no_discovery)
-        with namespace_clients(namespace) as clients:
-            the_plan = current_plan(clients, rules, namespace, since=since)
+        rules = operations.load_rules(paths, env)
+        target = open_target(namespace.without_discovery(no_discovery), rules.environment)
+        the_plan = operations.drift(target, rules, since=since)
     shown = render_drift_json(the_plan, strict) if fmt == "json" else render_drift_text(the_plan, strict)
     click.echo(shown, nl=not shown.endswith("\n"))
     if the_plan.drifted(strict):
@@ -327,7 +284,7 @@ def drift(
 @namespace_options
 def export(
     topic: str | None, all_topics: bool, subscriptions: tuple[str, ...], out: Path | None, owns: tuple[str, ...],
-    fmt: str, env: str | None, namespace: Namespace,
+    fmt: str, env: str | None, namespace: TargetOptions,
 ) -> None:
     """Write live rules as rule files: --topic T (all its subscriptions), or --all topics.
 
@@ -336,26 +293,15 @@ def export(
     named as the rule files declare them (sbrules.yaml's topic renames undone). With --format json,
     stdout is one document: the rule-file documents, the files written, warnings and notes.
     """
-    from reconciler.export import discovered_targets, export_rules, to_yaml, write_exports
+    from reconciler.export import to_yaml, write_exports
 
     if all_topics == bool(topic):
         raise click.UsageError("give either --topic TOPIC or --all")
     if subscriptions and not topic:
         raise click.UsageError("--subscription narrows --topic; it cannot be used with --all")
-    environment = project_environment(env)
-    namespace = namespace.for_environment(environment)
-    if topic is not None and environment is not None:
-        topic = environment.actual_topic(topic)
-    with namespace_clients(namespace) as (client, rest):
-        if subscriptions:
-            assert topic is not None  # --subscription without --topic was refused above
-            targets = {topic: list(subscriptions)}
-        else:
-            targets = discovered_targets(rest, topic)
-        result = export_rules(client, targets, fallback=rest, owns=owns or None, owners=project_owners())
-    if environment is not None:
-        for doc in result.documents:
-            doc["topic"] = environment.declared_topic(doc["topic"])
+    environment = operations.project_environment(env)
+    target = open_target(namespace, environment)
+    result = operations.export(target, topic=topic, subscriptions=subscriptions, owns=owns, environment=environment)
     for line in result.warnings:
         click.echo(f"warning: {line}", err=True)
     for line in result.notes:
@@ -394,7 +340,7 @@ def demo(rules_dir: Path | None, traffic: bool, env: str | None) -> None:
 
     desired = None
     if env is not None:
-        desired = load_rules((rules_dir,) if rules_dir else (), env).state
+        desired = operations.load_rules((rules_dir,) if rules_dir else (), env).state
         rules_dir = rules_dir or Path("rules")
     if not run_demo(rules_dir, click.echo, traffic=traffic, desired=desired):
         raise SystemExit(ExitCode.ERROR)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from reconciler.cli.common import env_option, load_rules
+from reconciler.app.operations import load_rules
+from reconciler.cli.common import env_option
 from reconciler.cli.output import write_output
 from reconciler.json_text import json_text
 

@@ -7,7 +7,10 @@ import io
 import click
 
 from reconciler import model
-from reconciler.cli.common import Namespace, env_option, format_option, namespace_options, project_environment
+from reconciler.app import operations
+from reconciler.app.operations import project_environment
+from reconciler.app.target import TargetOptions
+from reconciler.cli.common import env_option, format_option, namespace_options, open_target
 
 
 @click.group()
@@ -21,15 +24,12 @@ def rules() -> None:
 @format_option("table", "json", "yaml")
 @env_option
 @namespace_options
-def list_rules(topic: str, subscription: str, fmt: str, env: str | None, namespace: Namespace) -> None:
+def list_rules(topic: str, subscription: str, fmt: str, env: str | None, namespace: TargetOptions) -> None:
     """List the rules of --topic/--subscription: a rule-file document (JSON or YAML) or a table."""
-    from reconciler.observe import observe_subscriptions
-
     environment = project_environment(env)
-    namespace = namespace.for_environment(environment)
+    target = open_target(namespace, environment)
     actual = environment.actual_topic(topic) if environment is not None else topic
-    with namespace.clients.amqp() as client, namespace.clients.rest() as rest:
-        live = observe_subscriptions(client, [(actual, subscription)], fallback=rest)
+    live = operations.live_rules(target, [(actual, subscription)])
     for path in live.read_over_rest:
         click.echo(f"note: {'/'.join(path)}: rules read over the management REST API (auto-forwarding)", err=True)
     if actual != topic:

@@ -7,19 +7,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reconciler import diagnostics
-from reconciler.cli.common import env_option, format_option, load_rules
+from reconciler.app import operations
+from reconciler.cli.common import env_option, format_option
 from reconciler.cli.output import ExitCode, echo_json, echo_text
-from reconciler.diagnostics import Diagnostic
 from reconciler.json_text import json_text
-from reconciler.rulefiles.environment import locate
 from reconciler.rulefiles.loader import is_test_file
-from reconciler.rulefiles.variables import Substitution
 from reconciler.ruletests import coverage, report
 from reconciler.ruletests import mutate as mutation
-from reconciler.ruletests.cases import read_cases, test_files
-from reconciler.ruletests.run import run_cases
-from reconciler.ruletests.typos import typo_warnings
 
 if TYPE_CHECKING:
     from reconciler.model import DesiredState
@@ -63,27 +57,14 @@ def test(
     Exit 0 when every case passes, 1 when a case fails or a test or rule file has an error."""
     rule_paths = tuple(p for p in paths if not is_test_file(p))
     named_tests = [p for p in paths if is_test_file(p)]
-    rules = load_rules(rule_paths, env)
+    rules = operations.load_rules(rule_paths, env)
     if sample is not None:
         _record(sample, out, rules.state, rules.environment, per_outcome)
         return
     if out is not None:
         raise click.UsageError("--out goes with --record SAMPLE")
-    files = test_files(named_tests or list(locate(rule_paths).paths))
-    diags: list[Diagnostic] = []
-    if not files:
-        where = ", ".join(map(str, paths or locate(rule_paths).paths))
-        diags.append(Diagnostic("error", "no-tests", f"no routing test files (*.test.yaml) found in {where}"))
-    environment = rules.environment
-    cases = read_cases(files, diags, Substitution(environment.vars).test_file if environment is not None else None)
-    diags += typo_warnings(cases, rules.state, rules.environment)
-    diags.sort(key=diagnostics.sort_key)
-    if against == "emulator":
-        from reconciler.against import run_against_emulator
-
-        results = run_against_emulator(cases, rules.state, rules.environment)
-    else:
-        results = run_cases(cases, rules.state, rules.environment)
+    run = operations.run_tests(named_tests, rules, rule_paths=rule_paths, against=against)
+    cases, results, diags, environment = run.cases, run.results, run.findings, rules.environment
     branches = None
     if show_coverage or min_coverage is not None or coverage_report is not None:
         actual = environment.actual_topic if environment is not None else str

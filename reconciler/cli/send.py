@@ -6,7 +6,9 @@ from typing import Any
 
 import click
 
-from reconciler.cli.common import MESSAGE_HELP, Namespace, env_option, namespace_options, project_environment, read_message
+from reconciler.app.operations import project_environment
+from reconciler.app.target import TargetOptions
+from reconciler.cli.common import MESSAGE_HELP, env_option, namespace_options, open_target, read_message
 from reconciler.names import shown_topic
 
 #: The most messages one send may publish (test traffic, not a load generator).
@@ -20,7 +22,7 @@ MAX_COUNT = 10_000
               help="Send the message this many times.")
 @env_option
 @namespace_options
-def send(topic: str, message_file: Any, count: int, env: str | None, namespace: Namespace) -> None:
+def send(topic: str, message_file: Any, count: int, env: str | None, namespace: TargetOptions) -> None:
     """Publish a test message, described in the same JSON as ``sbrules route --message`` (typed
     user properties, system properties, body), to TOPIC: the emulator's or a dev namespace's
     subscriptions then hold what their rules let through. Needs a key with Send rights.
@@ -29,9 +31,9 @@ def send(topic: str, message_file: Any, count: int, env: str | None, namespace: 
     message was accepted, else the first refusal's error and exit code."""
     message = read_message(message_file)
     environment = project_environment(env)
-    namespace = namespace.for_environment(environment)
+    target = open_target(namespace, environment)
     actual = environment.actual_topic(topic) if environment is not None else topic  # --topic as declared
-    with namespace.clients.amqp() as client:
+    with target.amqp() as client:
         failures = [error for error in client.send_messages(actual, [message] * count) if error is not None]
     sent = count - len(failures)
     where = shown_topic(topic, actual)

@@ -11,7 +11,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from reconciler.cli.common import MESSAGE_HELP, env_option, format_option, load_rules, read_message
+from reconciler.app.operations import load_rules
+from reconciler.cli.common import MESSAGE_HELP, env_option, format_option, read_message
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.errors import InputError
 from reconciler.model import DesiredState, Message

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import click
 
-from reconciler.cli.common import (
-    Namespace,
-    env_option,
-    format_option,
-    namespace_options,
-    progress_bars,
-    project_environment,
-)
+from reconciler.app import operations
+from reconciler.app.target import TargetOptions
+from reconciler.cli.common import env_option, format_option, namespace_options, open_target, progress_bars
 from reconciler.cli.output import ExitCode, echo_json
 from reconciler.names import shown_path
 
@@ -40,7 +35,7 @@ def sample(
     dataset: str,
     page_size: int,
     env: str | None,
-    namespace: Namespace,
+    namespace: TargetOptions,
     fmt: str,
 ) -> None:
     """Peek messages (without locking them) into a Parquet dataset for `plan --traffic`, `impact` and `analyze`.
@@ -50,20 +45,15 @@ def sample(
     """
     if not subscriptions:
         raise click.UsageError("name at least one --subscription (a catch-all subscription sees all traffic)")
-    environment = project_environment(env)
-    namespace = namespace.for_environment(environment)
+    environment = operations.project_environment(env)
+    target = open_target(namespace, environment)
     declared = topic
     if environment is not None:
         topic = environment.actual_topic(topic)
-    from reconciler.traffic.sample.sampler import pages_in_flight
-    from reconciler.traffic.sample.sampler import sample as run_sample
-
-    pacer = namespace.clients.pacer()
     bars = {f"{topic}/{s}": max_messages for s in subscriptions}
-    with progress_bars(bars, pacer) as advance, namespace.clients.amqp() as client:
-        stats = run_sample(
-            client, topic, subscriptions, dataset, max_messages=max_messages, page_size=page_size,
-            pages_in_flight=lambda: pages_in_flight(pacer.budget, page_size),
+    with progress_bars(bars, target.pacer()) as advance:
+        stats = operations.sample(
+            target, topic, subscriptions, dataset, max_messages=max_messages, page_size=page_size,
             on_page=lambda subscription, count: advance(f"{topic}/{subscription}", count),
         )
     if fmt == "json":

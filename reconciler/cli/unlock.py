@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import click
 
-from reconciler.cli.common import Namespace, env_option, namespace_options, project_environment
-from reconciler.cli.reconcile import confirm, namespace_clients
+from reconciler.app import operations
+from reconciler.app.operations import project_environment
+from reconciler.app.target import TargetOptions
+from reconciler.cli.common import env_option, namespace_options, open_target
+from reconciler.cli.reconcile import confirm
 from reconciler.lock import LockRule, find_locks
 from reconciler.names import shown_path
 from reconciler.namespace.errors import NotFoundError
@@ -24,7 +27,7 @@ def _target(text: str) -> tuple[str, str]:
 @click.option("--yes", "approved", is_flag=True, help="Remove the locks found without asking.")
 @env_option
 @namespace_options
-def unlock(subscriptions: tuple[str, ...], every: bool, approved: bool, env: str | None, namespace: Namespace) -> None:
+def unlock(subscriptions: tuple[str, ...], every: bool, approved: bool, env: str | None, namespace: TargetOptions) -> None:
     """Remove the apply lock of TOPIC/SUBSCRIPTION... (or of --all subscriptions).
 
     A run killed while writing leaves its lock behind; the next apply takes it over once it has seen
@@ -34,38 +37,38 @@ def unlock(subscriptions: tuple[str, ...], every: bool, approved: bool, env: str
     running lets another apply write the subscription while its holder does.
     """
     from reconciler.export import discovered_targets
-    from reconciler.observe import observe_subscriptions
 
     if every == bool(subscriptions):
         raise click.UsageError("name TOPIC/SUBSCRIPTION... or give --all")
     environment = project_environment(env)
-    namespace = namespace.for_environment(environment)
+    target = open_target(namespace, environment)
     actual = environment.actual_topic if environment is not None else str  # TOPIC as the rule files declare it
     declared = environment.declared_topic if environment is not None else str
 
     def shown(topic: str, sub: str) -> str:
         return shown_path(declared(topic), sub, topic)
 
-    with namespace_clients(namespace) as (client, rest):
-        if every:
+    if every:
+        with target.rest() as rest:
             targets = [(topic, sub) for topic, subs in discovered_targets(rest).items() for sub in subs]
-        else:
-            targets = [(actual(topic), sub) for topic, sub in map(_target, subscriptions)]
-        live = observe_subscriptions(client, targets, fallback=rest)
-        found: list[tuple[str, str, LockRule]] = [
-            (topic, sub, lock) for topic, sub in targets for lock in find_locks(live[(topic, sub)])
-        ]
-        if not found:
-            click.echo(f"No locks in {len(targets)} subscription(s).")
-            return
-        for topic, sub, lock in found:
-            click.echo(f"{shown(topic, sub)}: {lock.describe()} ({lock.name}, lease {lock.lease:g}s)")
-        click.echo("If a holder above is still running, removing its lock lets another apply write alongside it.")
-        confirm(
-            approved, f"Remove {len(found)} lock(s)?",
-            refused="refusing to unlock without confirmation: input is not a terminal. Pass --yes",
-            cancelled="unlock cancelled: nothing was changed",
-        )
+    else:
+        targets = [(actual(topic), sub) for topic, sub in map(_target, subscriptions)]
+    live = operations.live_rules(target, targets)
+    found: list[tuple[str, str, LockRule]] = [
+        (topic, sub, lock) for topic, sub in targets for lock in find_locks(live[(topic, sub)])
+    ]
+    if not found:
+        click.echo(f"No locks in {len(targets)} subscription(s).")
+        return
+    for topic, sub, lock in found:
+        click.echo(f"{shown(topic, sub)}: {lock.describe()} ({lock.name}, lease {lock.lease:g}s)")
+    click.echo("If a holder above is still running, removing its lock lets another apply write alongside it.")
+    confirm(
+        approved, f"Remove {len(found)} lock(s)?",
+        refused="refusing to unlock without confirmation: input is not a terminal. Pass --yes",
+        cancelled="unlock cancelled: nothing was changed",
+    )
+    with target.amqp() as client:
         for topic, sub, lock in found:
             try:
                 client.remove_rule(topic, sub, lock.name)

@@ -2,7 +2,8 @@
 
 The routing tests beside the rule files run first, offline. The emulator is seeded with a namespace
 that has drifted from the rule files (``drift``); then plan, the traffic impact report
-(``traffic``), apply and drift run exactly as the CLI runs them, through the same public APIs.
+(``traffic``), apply and drift run as the CLI runs them: the same operations
+(:mod:`reconciler.app.operations`) over one target.
 """
 
 from __future__ import annotations
@@ -11,14 +12,18 @@ import contextlib
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-from reconciler.apply import ApplyOptions, apply_plan, render_report
+from reconciler.app import operations
+from reconciler.app.target import Target
+from reconciler.apply import ApplyOptions, render_report
 from reconciler.demo.drift import Drift, drifted_namespace
 from reconciler.model import DesiredState
-from reconciler.observe import observe
-from reconciler.plan import Plan, compute_plan, render_drift_text, render_text
+from reconciler.plan import Plan, render_drift_text, render_text
 from reconciler.rulefiles import load_paths
+
+if TYPE_CHECKING:
+    from reconciler.emulator import Emulator
 
 
 @contextlib.contextmanager
@@ -36,33 +41,30 @@ def run_demo(
     ``desired`` is the rules already loaded from ``rules_dir`` (an environment's rendering of them).
     """
     from reconciler.emulator import Emulator
-    from reconciler.namespace.clients import Clients
 
     with demo_rules() if rules_dir is None else contextlib.nullcontext(rules_dir) as rules_dir:
-        if desired is None:
-            desired = load_paths([rules_dir])
-        tests_ok = _routing_tests(rules_dir, desired, echo)
-    live, drifts = drifted_namespace(desired)
-    with Emulator(live) as emulator:
+        rules = operations.Rules(load_paths([rules_dir]) if desired is None else desired, None)
+        tests_ok = _routing_tests(rules_dir, rules, echo)
+    live, drifts = drifted_namespace(rules.state)
+    with Emulator(live) as emulator, Target.connect(emulator.connection_string) as target:
         echo(f"Started a local Service Bus emulator (AMQP on {_endpoint(emulator.connection_string)}).")
         echo(f"Its namespace was seeded to drift from the rule files in {rules_dir}:")
         for drift in drifts:
             echo(f"  • {drift.where}: {drift.what}")
-        with Clients(emulator.connection_string) as clients, clients.amqp() as client:
-            echo("\n━━ 1. sbrules plan — read every declared subscription, diff against the files ━━\n")
-            plan = compute_plan(desired, observe(client, desired))
-            echo(render_text(plan))
-            cosmetic_ok = all(_check_cosmetic(plan, drift, echo) for drift in drifts if drift.cosmetic_rule)
-            if traffic:
-                _traffic(emulator, client, desired, live, echo)
-            echo("\n━━ 3. sbrules apply --auto-approve — creations, then replacements, then deletions ━━\n")
-            for warning in plan.warnings:
-                echo(f"warning: {warning}")
-            report = apply_plan(client, plan, ApplyOptions())
-            echo(render_report(report))
-            echo("\n━━ 4. sbrules drift — what a nightly job runs; exit 0 means in sync ━━\n")
-            after = compute_plan(desired, observe(client, desired))
-            echo(render_drift_text(after))
+        echo("\n━━ 1. sbrules plan — read every declared subscription, diff against the files ━━\n")
+        plan = operations.plan(target, rules, bystanders=traffic)
+        echo(render_text(plan))
+        cosmetic_ok = all(_check_cosmetic(plan, drift, echo) for drift in drifts if drift.cosmetic_rule)
+        if traffic:
+            _traffic(emulator, target, rules, plan, live, echo)
+        echo("\n━━ 3. sbrules apply --auto-approve — creations, then replacements, then deletions ━━\n")
+        for warning in plan.warnings:
+            echo(f"warning: {warning}")
+        report = operations.apply(target, plan, ApplyOptions(), rules)
+        echo(render_report(report))
+        echo("\n━━ 4. sbrules drift — what a nightly job runs; exit 0 means in sync ━━\n")
+        after = operations.drift(target, rules)
+        echo(render_drift_text(after))
     in_sync = tests_ok and cosmetic_ok and report.ok and not after.has_changes
     echo(
         "\nThe loop is closed: plan showed the differences, apply converged, drift is clean."
@@ -72,32 +74,32 @@ def run_demo(
     return in_sync
 
 
-def _routing_tests(rules_dir: Path, desired: DesiredState, echo: Callable[[str], None]) -> bool:
+def _routing_tests(rules_dir: Path, rules: operations.Rules, echo: Callable[[str], None]) -> bool:
     """Step 0: the routing tests beside the rule files (``sbrules test``), offline; True when they pass."""
     from reconciler.ruletests import report
-    from reconciler.ruletests.cases import read_cases, test_files
-    from reconciler.ruletests.run import run_cases
+    from reconciler.ruletests.cases import test_files
 
-    files = test_files([rules_dir])
-    if not files:
+    if not test_files([rules_dir]):
         return True
     echo("━━ 0. sbrules test — the routing promises written beside the rules, checked offline ━━\n")
-    diags: list = []
-    results = run_cases(read_cases(files, diags), desired)
-    echo(report.render_text(results, diags))
-    return report.succeeded(results, diags)
+    run = operations.run_tests((), rules, rule_paths=(rules_dir,))
+    echo(report.render_text(run.results, run.findings))
+    return report.succeeded(run.results, run.findings)
 
 
-def _traffic(emulator, client, desired: DesiredState, live: DesiredState, echo: Callable[[str], None]) -> None:
+def _traffic(
+    emulator: Emulator, target: Target, rules: operations.Rules, plan: Plan, live: DesiredState,
+    echo: Callable[[str], None],
+) -> None:
     """Step 2: what the plan would do to real messages (Spark), when Spark can run here."""
     from reconciler.demo.traffic import run_traffic_step, spark_available
 
-    echo("\n━━ 2. sbrules sample + validate --traffic — who gains or loses which messages ━━\n")
+    echo("\n━━ 2. sbrules sample + plan --traffic — who gains or loses which messages ━━\n")
     reason = spark_available()
     if reason:
         echo(f"Skipped: {reason}.")
         return
-    run_traffic_step(emulator, client, desired, live, echo)
+    run_traffic_step(emulator, target, rules, plan, live, echo)
 
 
 def _check_cosmetic(plan: Plan, drift: Drift, echo: Callable[[str], None]) -> bool:

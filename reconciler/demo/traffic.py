@@ -14,10 +14,12 @@ import shutil
 import tempfile
 from typing import Callable, Iterable
 
-from reconciler.amqp.client import ManagementClient
+from reconciler.app import operations
+from reconciler.app.target import Target
 from reconciler.emulator import Emulator
 from reconciler.model import DesiredState, Message, TrueFilter, TypedValue, ValueType
 from reconciler.names import same_name
+from reconciler.plan import Plan
 
 ORDER_LABELS = ("order.placed", "order.paid", "order.amended", "refund", "order.shipped")
 REGIONS = ("eu-west", "eu-north", "us-east", "us-west", "ap-south")
@@ -92,14 +94,12 @@ def spark_available() -> str | None:
 
 
 def run_traffic_step(
-    emulator: Emulator, client: ManagementClient, desired: DesiredState, live: DesiredState, echo: Callable[[str], None]
+    emulator: Emulator, target: Target, rules: operations.Rules, plan: Plan, live: DesiredState,
+    echo: Callable[[str], None],
 ) -> None:
-    """Publish, sample the catch-all subscriptions into Parquet, print the impact against live rules
-    and write it as an HTML report (kept after the demo; its path is printed)."""
-    from reconciler.plan.live import plan_declared
-    from reconciler.traffic.analysis.impact import impact_report
+    """Publish, sample the catch-all subscriptions into Parquet, print the impact of ``plan`` (read
+    with its bystanders) and write it as an HTML report (kept after the demo; its path is printed)."""
     from reconciler.traffic.report.render import render_report
-    from reconciler.traffic.sample.sampler import sample
 
     catch_alls = catch_all_subscriptions(live)
     if not catch_alls:
@@ -108,11 +108,13 @@ def run_traffic_step(
     publish_sample_traffic(emulator, catch_alls)
     with tempfile.TemporaryDirectory(prefix="sbrules-demo-") as dataset:
         for topic, subscription in catch_alls.items():
-            stats = sample(client, topic, [subscription], dataset)
+            stats = operations.sample(target, topic, [subscription], dataset)
             echo(f"sbrules sample --topic {topic} --subscription {subscription}: {stats.written} messages peeked")
-        plan, new = plan_declared(client, desired)
-        report = impact_report(desired, plan, dataset, against="live", new=new)
+        result = operations.impact(rules, plan, dataset)
+        report = result.report
         echo("")
+        for warning in result.warnings:
+            echo(f"warning: {warning}")
         echo(render_report(report, "text"))
     fd, path = tempfile.mkstemp(prefix="sbrules-demo-traffic-", suffix=".html")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:

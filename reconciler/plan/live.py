@@ -95,17 +95,3 @@ def read_bystanders(
     wanted = [(t, s) for t, s in undeclared if every or name_key(t) in with_fallthrough]
     live = observe_subscriptions(client, wanted, concurrency=concurrency, missing_ok=True, fallback=fallback)
     return dict(live.items())
-
-
-def plan_declared(client: RuleReader, desired: DesiredState) -> tuple[Plan, frozenset[tuple[str, str]]]:
-    """The plan for ``desired`` read from the declared names alone, where a subscription not created
-    yet is planned from no rules (every rule a create); and those subscriptions. For reports that look
-    ahead (the traffic impact in the demo and ``validate --traffic``), to which a missing
-    subscription is news, not an error."""
-    actual = observe(client, desired, missing_ok=True)
-    missing = frozenset(
-        (topic.name, sub.name)
-        for topic, sub in desired.subscriptions()
-        if sub.managed and (topic.name, sub.name) not in actual
-    )
-    return compute_plan(desired, {**actual, **dict.fromkeys(missing, ())}), missing

@@ -108,13 +108,11 @@ def test_validate(run_cli, output_schema, tmp_path):
 
 
 @pytest.mark.unit
-def test_validate_traffic_on_invalid_rules_is_one_document_without_a_report(run_cli, output_schema, tmp_path):
-    broken = tmp_path / "broken.yaml"
-    broken.write_text("topic: t\nsubscriptions:\n  s:\n    rules:\n      - {name: a, sql: 'x >'}\n")
-    code, out, _ = run_cli("validate", broken, "--traffic", tmp_path, "--against", "plan.json", "--format", "json")
-    doc = one_document(out)
-    output_schema("validate").validate(doc)
-    assert code == 1 and doc["valid"] is False and doc["traffic"] is None
+def test_validate_is_offline_and_names_where_the_traffic_report_went(run_cli, tmp_path):
+    code, out, _ = run_cli("validate", RULES, "--traffic", tmp_path, "--format", "json")
+    error = one_document(out)["error"]
+    assert code == 64 and error["code"] == "usage"
+    assert "`sbrules plan --traffic DATASET`" in error["message"] and "`sbrules impact PLAN.json --traffic DATASET`" in error["message"]
 
 
 @pytest.mark.unit

@@ -123,7 +123,8 @@ def _sbrules(*args: str, env: dict[str, str], skew: float = 0.0) -> subprocess.P
 
 
 def _journal(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    """A run's journal; none when it found nothing to change (another run had converged the namespace first)."""
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _rule_writes(entries: list[dict], sub: str) -> list[dict]:

@@ -1,5 +1,5 @@
-"""`sbrules validate --traffic --format json` prints one document: the validation and the impact
-report together, as schemas/validate.schema.json (and traffic-report.schema.json) describe."""
+"""`sbrules impact --format json` prints one document, the impact report, as
+schemas/traffic-report.schema.json describes; with --out it goes to the file instead."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _message(i: int, region) -> Message:
     return Message(sys={"MessageId": TypedValue.infer(f"m{i}")}, user={"region": TypedValue.infer(region)})
 
 
-def test_validate_traffic_json_is_one_document(spark, run_cli, output_schema, tmp_path):
+def test_impact_json_is_one_document(spark, run_cli, output_schema, tmp_path):
     rules = tmp_path / "orders.yaml"
     rules.write_text(RULE_FILE)
     store = Dataset(tmp_path / "sample")
@@ -51,25 +51,19 @@ def test_validate_traffic_json_is_one_document(spark, run_cli, output_schema, tm
     }
     (tmp_path / "plan.json").write_text(json.dumps(plan))
 
-    code, out, err = run_cli(
-        "validate", rules, "--traffic", tmp_path / "sample", "--against", tmp_path / "plan.json", "--format", "json"
-    )
+    code, out, err = run_cli("impact", tmp_path / "plan.json", rules, "--traffic", tmp_path / "sample", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
-    output_schema("validate").validate(doc)
-    assert doc["valid"] is True
-    (eu,) = doc["traffic"]["subscriptions"]
+    output_schema("traffic-report").validate(doc)
+    (eu,) = doc["subscriptions"]
     assert (eu["delivered"], eu["delivered_before"], eu["lost"], eu["errors"]) == (1, 2, 1, 1)
     assert eu["examples"]["lost"] == ["m1"]
 
-    # With --out the report goes to the file; stdout still carries one document, the validation.
+    # With --out the report goes to the file, and stdout stays empty.
     out_file = tmp_path / "impact.json"
     code, out, err = run_cli(
-        "validate", rules, "--traffic", tmp_path / "sample", "--against", tmp_path / "plan.json",
-        "--format", "json", "--out", out_file,
+        "impact", tmp_path / "plan.json", rules, "--traffic", tmp_path / "sample", "--format", "json", "--out", out_file
     )
     assert code == 0, err
-    doc = json.loads(out)
-    output_schema("validate").validate(doc)
-    assert "traffic" not in doc
+    assert out == "" and f"wrote the traffic report to {out_file}" in err
     output_schema("traffic-report").validate(json.loads(out_file.read_text()))

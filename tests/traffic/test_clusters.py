@@ -4,8 +4,8 @@ Module fixtures start, from the installed pyspark and on loopback, a standalone 
 worker and a Spark Connect server; each is stopped by its process group at teardown. Their Python
 workers run an interpreter that has PySpark, numpy and pyarrow but not sbrules, so the report's
 executor code (the Python fallback, the fold of outcome groups) only runs if sbrules ships itself.
-``sbrules validate --traffic --format json`` runs as a subprocess against each; the reference is
-the same command on the local session.
+``sbrules impact PLAN.json --traffic --format json`` runs as a subprocess against each; the
+reference is the same command on the local session.
 """
 
 from __future__ import annotations
@@ -197,11 +197,11 @@ def connect_server(tmp_path_factory, executor_python) -> Iterator[str]:
 # -- runs -----------------------------------------------------------------------------------------
 
 
-def _validate(workspace: dict[str, Path], master: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """``sbrules validate --traffic --format json`` in a fresh process (its process group is
+def _impact(workspace: dict[str, Path], master: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``sbrules impact PLAN.json --traffic --format json`` in a fresh process (its process group is
     killed if it outlives the timeout)."""
-    args = [sys.executable, "-m", "reconciler", "validate", str(workspace["rules"]), "--traffic", str(workspace["sample"]),
-            "--against", str(workspace["plan"]), "--format", "json", "--spark-master", master]
+    args = [sys.executable, "-m", "reconciler", "impact", str(workspace["plan"]), str(workspace["rules"]),
+            "--traffic", str(workspace["sample"]), "--format", "json", "--spark-master", master]
     proc = processes.spawn(args, env=env or dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=RUN_TIMEOUT)
@@ -224,7 +224,7 @@ def _traffic(stdout: str) -> dict:
 @pytest.fixture(scope="module")
 def local_report(workspace) -> dict:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    code, out, err = _validate(workspace, "local[2]", env)
+    code, out, err = _impact(workspace, "local[2]", env)
     assert code == 0, err[-3000:]
     report = _traffic(out)
     # What the report must show for the comparison to mean something.
@@ -239,7 +239,7 @@ def local_report(workspace) -> dict:
 def test_standalone_cluster_report_equals_the_local_one(workspace, standalone, executor_python, local_report):
     """$SPARK_REMOTE names a Connect server that does not exist: ``--spark-master`` wins."""
     env = {**os.environ, "PYSPARK_PYTHON": executor_python, "SPARK_REMOTE": f"sc://127.0.0.1:{_free_port()}"}
-    code, out, err = _validate(workspace, standalone, env)
+    code, out, err = _impact(workspace, standalone, env)
     assert code == 0, err[-3000:]
     assert _traffic(out) == local_report
 
@@ -247,7 +247,7 @@ def test_standalone_cluster_report_equals_the_local_one(workspace, standalone, e
 def test_spark_connect_report_equals_the_local_one(workspace, connect_server, local_report):
     """Over Spark Connect the filter nested by hand is evaluated by the Python UDF; every count
     is the local one."""
-    code, out, err = _validate(workspace, connect_server)
+    code, out, err = _impact(workspace, connect_server)
     assert code == 0, err[-3000:]
     report = _traffic(out)
     (deep,) = [r for r in report["python_fallback_rules"] if r["rule"] == "deep"]

@@ -30,7 +30,7 @@ def test_demo_reports_who_gains_and_loses(spark):
     lines: list[str] = []
     assert run_demo(None, lines.append, traffic=True)
     text = "\n".join(lines)
-    assert "2. sbrules sample + validate --traffic" in text
+    assert "2. sbrules sample + plan --traffic" in text
     assert "Traffic impact on 600 sampled messages" in text
     billing = _row(text, "orders/billing")
     assert billing["before"] == 300 and billing["lost"] < 0  # the live $Default catch-all goes away

@@ -1,4 +1,4 @@
-"""`validate --traffic` failures are one line naming the cause: a broken or foreign sample, no Java,
+"""Traffic report failures (`sbrules impact`) are one line naming the cause: a broken or foreign sample, no Java,
 an unreachable master, executors that cannot run the report's Python; Spark's own output stays out
 of the way unless -v asks for it."""
 
@@ -32,18 +32,18 @@ PLAN = '{"format_version": 2, "summary": {"create": 0, "replace": 0, "delete": 0
 
 @pytest.fixture
 def project(tmp_path):
-    """validate(dataset, *more args) -> (code, out, err) of `validate --traffic` against a plan file."""
+    """The rule file and a plan file a traffic report compares it with."""
     (tmp_path / "orders.yaml").write_text(RULES)
     (tmp_path / "plan.json").write_text(PLAN)
     return tmp_path
 
 
 @pytest.fixture
-def validate(project, run_cli):
+def impact(project, run_cli):
     def run(dataset, *args: str):
         return run_cli(
             *args[:1] if args[:1] == ("-v",) else (),
-            "validate", project / "orders.yaml", "--traffic", dataset, "--against", project / "plan.json",
+            "impact", project / "plan.json", project / "orders.yaml", "--traffic", dataset,
             *(a for a in args if a != "-v"),
         )
 
@@ -83,35 +83,35 @@ def no_java_needed(monkeypatch, tmp_path):
 # -- before the JVM starts ----------------------------------------------------------------------
 
 
-def test_a_corrupt_parquet_file_is_named(validate, tmp_path, no_java_needed, check):
+def test_a_corrupt_parquet_file_is_named(impact, tmp_path, no_java_needed, check):
     part = corrupt_sample(tmp_path / "sample")
-    code, out, err = validate(tmp_path / "sample")
+    code, out, err = impact(tmp_path / "sample")
     check.one_error(code, out, err, 1, rf"{part.name} is not a readable Parquet file")
 
 
-def test_a_parquet_file_of_another_schema_names_the_missing_column(validate, tmp_path, no_java_needed, check):
-    code, out, err = validate(foreign_sample(tmp_path / "other"))
+def test_a_parquet_file_of_another_schema_names_the_missing_column(impact, tmp_path, no_java_needed, check):
+    code, out, err = impact(foreign_sample(tmp_path / "other"))
     check.one_error(code, out, err, 1, r"export\.parquet is not an sbrules traffic sample: it has no column 'topic'")
 
 
-def test_an_empty_sample_is_refused_before_spark_starts(validate, tmp_path, no_java_needed, check):
+def test_an_empty_sample_is_refused_before_spark_starts(impact, tmp_path, no_java_needed, check):
     (tmp_path / "empty").mkdir()
-    code, out, err = validate(tmp_path / "empty")
+    code, out, err = impact(tmp_path / "empty")
     check.one_error(code, out, err, 1, r"empty holds no Parquet files")
     (tmp_path / "no-rows").mkdir()
     pq.write_table(rows_to_table([]), tmp_path / "no-rows" / "part-0.parquet")
-    code, out, err = validate(tmp_path / "no-rows")
+    code, out, err = impact(tmp_path / "no-rows")
     check.one_error(code, out, err, 1, r"no-rows holds no messages")
 
 
-def test_no_java_says_which_version_is_needed(validate, tmp_path, monkeypatch, check):
+def test_no_java_says_which_version_is_needed(impact, tmp_path, monkeypatch, check):
     sample = write_sample(tmp_path / "sample")
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    code, out, err = validate(sample)
+    code, out, err = impact(sample)
     check.one_error(code, out, err, 1, r"Spark needs Java 17 or newer and found none \(no java on PATH")
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
-    code, out, err = validate(sample)
+    code, out, err = impact(sample)
     check.one_error(code, out, err, 1, r"JAVA_HOME=.*jdk has no bin/java")
 
 
@@ -128,8 +128,8 @@ def test_a_java_too_old_for_spark_says_which_version_is_needed(project, tmp_path
     )
     java.chmod(0o755)
     result = subprocess.run(
-        [sys.executable, "-m", "reconciler", "validate", project / "orders.yaml", "--traffic", write_sample(tmp_path / "s"),
-         "--against", project / "plan.json"],
+        [sys.executable, "-m", "reconciler", "impact", project / "plan.json", project / "orders.yaml", "--traffic",
+         write_sample(tmp_path / "s")],
         capture_output=True, text=True, env={**os.environ, "JAVA_HOME": str(java.parents[1])}, timeout=300,
     )
     check.one_error(result.returncode, result.stdout, result.stderr, 1, r"the Java at .*jdk8/bin/java is too old for Spark: it needs Java 17")
@@ -142,14 +142,14 @@ def free_port() -> int:
 
 
 @pytest.mark.parametrize("scheme", ["spark", "sc"])
-def test_an_unreachable_master_is_named(validate, tmp_path, scheme, check):
+def test_an_unreachable_master_is_named(impact, tmp_path, scheme, check):
     master = f"{scheme}://127.0.0.1:{free_port()}"
-    code, out, err = validate(write_sample(tmp_path / "sample"), "--spark-master", master)
+    code, out, err = impact(write_sample(tmp_path / "sample"), "--spark-master", master)
     check.one_error(code, out, err, 1, rf"{master} cannot be reached: .*connection refused")
 
 
-def test_an_unresolvable_master_is_named(validate, tmp_path, check):
-    code, out, err = validate(write_sample(tmp_path / "sample"), "--spark-master", "spark://no-such-master.invalid:7077")
+def test_an_unresolvable_master_is_named(impact, tmp_path, check):
+    code, out, err = impact(write_sample(tmp_path / "sample"), "--spark-master", "spark://no-such-master.invalid:7077")
     check.one_error(code, out, err, 1, r"spark://no-such-master\.invalid:7077 cannot be reached: cannot resolve no-such-master")
 
 
@@ -157,23 +157,23 @@ def test_an_unresolvable_master_is_named(validate, tmp_path, check):
 
 
 @pytest.mark.spark
-def test_spark_reading_a_corrupt_file_names_it(spark, validate, tmp_path, check):
+def test_spark_reading_a_corrupt_file_names_it(spark, impact, tmp_path, check):
     part = corrupt_sample(tmp_path / "sample")
     # A URL is read by Spark alone (cloud storage is not checked before it starts).
-    code, out, err = validate(f"file://{tmp_path / 'sample'}")
+    code, out, err = impact(f"file://{tmp_path / 'sample'}")
     check.one_error(code, out, err, 1, rf"{part.name} is not a readable Parquet file")
 
 
 @pytest.mark.spark
-def test_spark_reading_another_schema_names_the_missing_column(spark, validate, tmp_path, check):
-    code, out, err = validate(f"file://{foreign_sample(tmp_path / 'other')}")
+def test_spark_reading_another_schema_names_the_missing_column(spark, impact, tmp_path, check):
+    code, out, err = impact(f"file://{foreign_sample(tmp_path / 'other')}")
     check.one_error(code, out, err, 1, r"is not an sbrules traffic sample: it has no column 'topic'")
 
 
 @pytest.mark.spark
-def test_verbose_shows_the_exception_behind_the_line(spark, validate, tmp_path):
+def test_verbose_shows_the_exception_behind_the_line(spark, impact, tmp_path):
     corrupt_sample(tmp_path / "sample")
-    code, out, err = validate(f"file://{tmp_path / 'sample'}", "-v")
+    code, out, err = impact(f"file://{tmp_path / 'sample'}", "-v")
     assert code == 1
     assert "Traceback" in err and "FAILED_READ_FILE" in err
     assert err.rstrip().splitlines()[-1].startswith("error: ")
@@ -286,8 +286,8 @@ def test_ctrl_c_during_the_spark_job_stops_quietly(project, tmp_path):
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     process = processes.spawn(
-        [sys.executable, "-m", "reconciler", "validate", project / "orders.yaml", "--traffic", tmp_path / "sample",
-         "--against", project / "plan.json"],
+        [sys.executable, "-m", "reconciler", "impact", project / "plan.json", project / "orders.yaml", "--traffic",
+         tmp_path / "sample"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(temporary)},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # even under a runner that ignores it
     )

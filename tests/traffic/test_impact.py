@@ -192,16 +192,16 @@ def test_python_fallback_rule_is_reported(spark, sample, tmp_path):
 def test_missing_sample_and_connection_are_user_errors(sample, tmp_path, run_cli, monkeypatch):
     with pytest.raises(SampleFailure, match="holds no Parquet files"):
         _report(DESIRED, str(tmp_path), _plan(tmp_path / "plan.json"))
-    # The live rules are read only by the deprecated `validate --traffic --against live`.
+    # `plan --traffic` reads the live rules: the sample is checked first, before any network.
     monkeypatch.delenv("SERVICEBUS_CONNECTION_STRING", raising=False)
     rules = tmp_path / "rules"
     rules.mkdir()
     (rules / "orders.yaml").write_text(RULES_YAML)
     (tmp_path / "empty").mkdir()
-    code, _, stderr = run_cli("validate", rules, "--traffic", tmp_path / "empty")  # the sample first, before any network
+    code, _, stderr = run_cli("plan", rules, "--traffic", tmp_path / "empty")
     assert code == 1 and "holds no Parquet files" in stderr
-    code, _, stderr = run_cli("validate", rules, "--traffic", sample)
-    assert code == 1 and "connection string" in stderr and "Traceback" not in stderr
+    code, _, stderr = run_cli("plan", rules, "--traffic", sample)
+    assert code == 64 and "connection string" in stderr and "Traceback" not in stderr
 
 
 def test_topics_without_sampled_messages_are_skipped_not_never_matching(spark, sample, tmp_path):
@@ -301,32 +301,24 @@ def test_cli_writes_the_html_report(spark, sample, tmp_path, run_cli):
     (rules / "orders.yaml").write_text(RULES_YAML)
     plan = _plan(tmp_path / "plan.json")
     out = tmp_path / "report.html"
-    code, stdout, stderr = run_cli("validate", rules, "--traffic", sample, "--against", plan, "--format", "html", "--out", out)
+    code, stdout, stderr = run_cli("impact", plan, rules, "--traffic", sample, "--format", "html", "--out", out)
     assert code == 0, stderr
-    assert f"wrote the traffic report to {out}" in stderr and "\nvalid: 1 files" in stdout
-    assert stderr.splitlines()[0] == (
-        "validate --traffic is deprecated: use `sbrules plan --traffic` or `sbrules impact PLAN.json --traffic`"
-    )
+    assert f"wrote the traffic report to {out}" in stderr and stdout == ""
     html = out.read_text()
     assert html.startswith("<!doctype html>")
     assert "2 of 2 subscriptions change; orders/eu gains 2 and loses 1 sampled messages (4 → 5)" in html
     assert 'data-message-id="m05"' in html and "region = &#39;eu&#39; OR region = &#39;uk&#39;" in html
 
-    code, stdout, _ = run_cli("validate", rules, "--traffic", sample, "--against", plan, "--format", "markdown")
+    code, stdout, _ = run_cli("impact", plan, rules, "--traffic", sample, "--format", "markdown")
     assert code == 0 and "```mermaid" in stdout and '"orders/eu before: 4"' in stdout
 
-    code, _, stderr = run_cli("validate", rules, "--traffic", sample, "--format", "html")
-    assert code == 64 and "--out" in stderr
-    code, _, stderr = run_cli("validate", rules, "--format", "html", "--out", out)
-    assert code == 64 and "--traffic" in stderr
     unwritable = tmp_path / "plan.json" / "r.html"  # its directory cannot be created: plan.json is a file
-    code, _, stderr = run_cli("validate", rules, "--traffic", sample, "--against", plan, "--format", "html", "--out", unwritable)
+    code, _, stderr = run_cli("impact", plan, rules, "--traffic", sample, "--format", "html", "--out", unwritable)
     assert code == 64 and "cannot write the traffic report" in stderr and "Traceback" not in stderr
 
 
 def test_impact_reads_a_saved_plan_offline(spark, sample, tmp_path, run_cli, output_schema):
-    """`sbrules impact PLAN.json` reports what validate --traffic --against PLAN.json did, in every
-    format, with no namespace and no deprecation notice."""
+    """`sbrules impact PLAN.json` reports a saved plan's traffic in every format, with no namespace."""
     rules = tmp_path / "rules"
     rules.mkdir()
     (rules / "orders.yaml").write_text(RULES_YAML)
@@ -335,7 +327,7 @@ def test_impact_reads_a_saved_plan_offline(spark, sample, tmp_path, run_cli, out
     assert code == 0, stderr
     doc = json.loads(stdout)
     output_schema("traffic-report").validate(doc)
-    assert doc["against"] == plan and "deprecated" not in stderr
+    assert doc["against"] == plan
     eu = doc["subscriptions"][0]
     assert (eu["current_rules"], eu["gained"], eu["lost"]) == ("plan", 2, 1)
 

@@ -205,9 +205,9 @@ def test_sample_needs_a_subscription(run_cli, tmp_path):
 
 @pytest.mark.spark
 def test_end_to_end_emulator_sample_to_impact_report(spark, emulator, run_cli, tmp_path):
-    from reconciler.plan.live import plan_declared
+    from reconciler.app import operations
+    from reconciler.app.target import Target
     from reconciler.sql import matches
-    from reconciler.traffic.analysis.impact import impact_report
 
     _send(emulator, [_order(i, ["eu", "us", "fr"][i % 3], i * 10) for i in range(12)])
     out = tmp_path / "sample"
@@ -220,9 +220,10 @@ def test_end_to_end_emulator_sample_to_impact_report(spark, emulator, run_cli, t
         model.Rule("big", model.SqlFilter("amount >= 80 AND region <> 'us'")),
     )
     desired = model.DesiredState((model.Topic("orders", (model.Subscription("eu", new_rules),)),))
-    with ManagementClient(emulator.connection_string) as client:
-        plan, new = plan_declared(client, desired)
-    report = impact_report(desired, plan, str(out), against="live", new=new).to_json()
+    rules = operations.Rules(desired, None)
+    with Target.connect(emulator.connection_string) as target:
+        plan = operations.plan(target, rules, bystanders=True)
+    report = operations.impact(rules, plan, str(out)).report.to_json()
     (eu,) = report["subscriptions"]
     assert eu["current_rules"] == "live" and report["messages"] == 12
     messages = [row_to_message(r) for r in pq.read_table(out).to_pylist()]
@@ -235,19 +236,18 @@ def test_end_to_end_emulator_sample_to_impact_report(spark, emulator, run_cli, t
     assert eu["lost"] == 0 and eu["delivered_before"] == 4
 
 
-def test_current_rules_come_live_and_a_subscription_not_created_yet_counts_as_new(emulator):
-    from reconciler.plan.live import plan_declared
+def test_current_rules_come_live_and_the_changes_are_the_plans_own(emulator):
+    from reconciler.app import operations
+    from reconciler.app.target import Target
     from reconciler.traffic.analysis.impact import CurrentSource, _scopes
 
     rule = model.Rule("all", model.TrueFilter())
-    desired = model.DesiredState(
-        (model.Topic("orders", (model.Subscription("eu", (rule,)), model.Subscription("planned", (rule,)))),)
-    )
-    with ManagementClient(emulator.connection_string) as client:
-        plan, new = plan_declared(client, desired)
-    scopes, _ = _scopes(desired, plan, CurrentSource.LIVE, new)
-    by_name = {s.subscription: (s.current_source, s.current) for s in scopes}
-    assert by_name == {"eu": ("live", ORDERS.topics[0].subscriptions[1].rules), "planned": ("new", ())}
+    desired = model.DesiredState((model.Topic("orders", (model.Subscription("eu", (rule,)),)),))
+    with Target.connect(emulator.connection_string) as target:
+        plan = operations.plan(target, operations.Rules(desired, None))
+    (scope,), _ = _scopes(desired, plan, CurrentSource.LIVE)
+    assert (scope.current_source, scope.current) == ("live", ORDERS.topics[0].subscriptions[1].rules)
+    assert scope.changes == plan.subscriptions[0].changes and {c.kind for c in scope.changes} == {"create", "delete"}
 
 
 @pytest.mark.spark

@@ -88,9 +88,9 @@ def _delivered(client: ManagementClient, subscription: str) -> set[str]:
 def test_route_and_report_agree_with_the_emulator_for_every_type(spark, run_cli, tmp_path):
     from azure.servicebus import ServiceBusClient
 
+    from reconciler.app import operations
+    from reconciler.app.target import Target
     from reconciler.emulator import Emulator
-    from reconciler.plan.live import plan_declared
-    from reconciler.traffic.analysis.impact import impact_report
 
     with Emulator(STATE) as emulator:
         raw = RawManagement(emulator, "typed")  # a bare proton connection with a SAS token for the topic
@@ -128,9 +128,10 @@ def test_route_and_report_agree_with_the_emulator_for_every_type(spark, run_cli,
             assert routed == actual[name], name
 
         # the traffic report over the Parquet sample, against the live rules (so nothing changes)
-        with ManagementClient(emulator.connection_string) as client:
-            plan, new = plan_declared(client, STATE)
-        report = impact_report(STATE, plan, str(out), against="live", new=new).to_json()
+        rules = operations.Rules(STATE, None)
+        with Target.connect(emulator.connection_string) as target:
+            plan = operations.plan(target, rules, bystanders=True)
+        report = operations.impact(rules, plan, str(out)).report.to_json()
     by_sub = {s["subscription"]: s for s in report["subscriptions"]}
     for name in RULES:
         assert by_sub[name]["delivered"] == len(actual[name]), name

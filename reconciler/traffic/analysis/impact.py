@@ -24,7 +24,7 @@ from reconciler import progress
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.model import DesiredState, Filter, Rule, Subscription
 from reconciler.names import key_translation, name_key
-from reconciler.plan import Change, Plan, PlanError, plan_subscription
+from reconciler.plan import Change, Plan
 from reconciler.traffic.analysis import near_misses
 from reconciler.traffic.analysis.health import BREAKDOWN, Health, Subscriber
 from reconciler.traffic.report.model import (
@@ -59,8 +59,6 @@ class CurrentSource(StrEnum):
 
     LIVE = "live"
     PLAN = "plan"
-    #: declared but not in the namespace yet: every message it gets is new
-    NEW = "new"
     #: not in the plan: the declared rules, which the plan leaves as they are
     UNCHANGED = "unchanged"
 
@@ -74,6 +72,15 @@ class Scope:
     desired: tuple[Rule, ...]
     current: tuple[Rule, ...]
     current_source: CurrentSource
+    #: The plan's changes for this subscription (what apply writes).
+    changes: tuple[Change, ...] = ()
+
+    @property
+    def evaluated(self) -> tuple[Rule, ...]:
+        """Every rule whose filter the report counts: the desired and current rules, and both sides
+        of each planned change (a saved plan may predate the rule files' latest edit)."""
+        sides = tuple(rule for c in self.changes for rule in (c.before, c.after) if rule is not None)
+        return self.desired + self.current + sides
 
 
 def impact_report(
@@ -83,22 +90,20 @@ def impact_report(
     *,
     against: str,
     spark_master: str | None = None,
-    new: frozenset[tuple[str, str]] = frozenset(),
     declared: Naming = as_declared,
 ) -> ImpactReport:
     """Evaluate the declared rules and the rules before ``plan`` on the sample ``dataset``.
 
     ``against`` says where the plan came from ("live": just read from the namespace; else the plan
-    file's path); ``new`` names the planned subscriptions that do not exist yet; ``declared`` gives
-    the declared name of a topic the environment renames (the report shows those).
+    file's path); ``declared`` gives the declared name of a topic the environment renames (the report shows those).
     """
     # Before the JVM starts: a missing or broken sample is known in milliseconds.
     messages = failures.check_sample(dataset)
     source = CurrentSource.LIVE if against == "live" else CurrentSource.PLAN
-    scopes, skipped = _scopes(desired, plan, source, new)
+    scopes, skipped = _scopes(desired, plan, source)
     if not scopes:
         raise ImpactError("no managed subscription (with a rules: list) in the rule files to report on")
-    filters = {rule.filter for scope in scopes for rule in scope.desired + scope.current}
+    filters = {rule.filter for scope in scopes for rule in scope.evaluated}
 
     def evaluate(frame: Any, types: PropertyTypes, topics: frozenset[str]) -> ImpactReport:
         nonlocal scopes
@@ -184,21 +189,19 @@ def foreign_rules(plan: Plan | None) -> dict[tuple[str, str], tuple[Rule, ...]]:
     return {(sp.topic, sp.subscription): tuple(f.rule for f in sp.foreign) for sp in plan.subscriptions} if plan else {}
 
 
-def _scopes(
-    desired: DesiredState, plan: Plan, source: CurrentSource, new: frozenset[tuple[str, str]]
-) -> tuple[list[Scope], list[Skipped]]:
+def _scopes(desired: DesiredState, plan: Plan, source: CurrentSource) -> tuple[list[Scope], list[Skipped]]:
     managed = [(t, s) for t, s in desired.subscriptions() if s.managed]
     skipped = [Skipped(t.name, s.name, "unmanaged (no rules: list)") for t, s in desired.subscriptions() if not s.managed]
     current = _rules_before(desired, plan)
+    changes = {(name_key(sp.topic), name_key(sp.subscription)): sp.changes for sp in plan.subscriptions}
     foreign = foreign_rules(plan)
     scopes = []
     for topic, sub in managed:
         key = (topic.name, sub.name)
         declared = (*(sub.rules or ()), *foreign.get(key, ()))
-        if key in new:
-            scopes.append(Scope(topic.name, sub.name, declared, (), CurrentSource.NEW))
-        elif key in current:
-            scopes.append(Scope(topic.name, sub.name, declared, current[key], source))
+        if key in current:
+            planned = changes.get((name_key(topic.name), name_key(sub.name)), ())
+            scopes.append(Scope(topic.name, sub.name, declared, current[key], source, tuple(planned)))
         else:
             scopes.append(Scope(topic.name, sub.name, declared, declared, CurrentSource.UNCHANGED))
     return scopes, skipped
@@ -273,7 +276,7 @@ def _evaluate(
         types = property_types(frame)
     health = health_for(types) if health_for is not None else None
     extra = health.filters() if health is not None else []
-    names = {n for s in scopes for r in s.desired + s.current for n in property_names(r.filter)}
+    names = {n for s in scopes for r in s.evaluated for n in property_names(r.filter)}
     names |= {n for flt in extra for n in property_names(flt)}
     frame, cells = PropertyCells.over(frame, names, types)
 
@@ -283,7 +286,7 @@ def _evaluate(
     filters: dict[Filter, int] = {}
     fallback: dict[int, str] = {}
     outcomes: list[tuple[Any, Any]] = []
-    evaluated = [rule for scope in scopes for rule in scope.desired + scope.current]
+    evaluated = [rule for scope in scopes for rule in scope.evaluated]
     evaluated += [Rule("routing-health", flt) for flt in extra]
     topic_names = sorted({name_key(s.topic) for s in scopes} | set(health.topics() if health is not None else ()))
     progress.phase(f"evaluating {_count(len({r.filter for r in evaluated}), 'filter')} over {_count(len(topic_names), 'topic')}")
@@ -356,7 +359,7 @@ def questions(scopes: list[Scope], filters: dict[Filter, int]) -> list[Question]
     asked = [EVERY_MESSAGE]
     for scope in scopes:
         asked += _subscription_questions(scope, filters).values()
-        for rule in scope.desired + scope.current:
+        for rule in scope.evaluated:
             asked += _rule_questions(scope.topic, filters[rule.filter])
     for pair in _topic_questions(scopes, filters).values():
         asked += pair
@@ -452,7 +455,7 @@ def shape(
                 rules=tuple(rules),
                 changes=tuple(
                     ChangeTraffic(change, traffic(scope, change.before), traffic(scope, change.after))
-                    for change in _changes(scope, topic)
+                    for change in (replace(c, topic=topic) for c in scope.changes)
                 ),
                 namespace_topic=namespace_topic,
             )
@@ -480,13 +483,3 @@ def shape(
 def _topic_traffic(topic: str, declared: Naming, messages: int, unrouted: int) -> TopicTraffic:
     name, namespace_topic = named(topic, declared)
     return TopicTraffic(name, messages, unrouted, namespace_topic)
-
-
-def _changes(scope: Scope, topic: str) -> tuple[Change, ...]:
-    """The rule changes that turn the current rules into the declared ones, as the plan states them
-    (computed from the same two rule sets the traffic numbers compare), under the ``topic`` name shown."""
-    try:
-        plan = plan_subscription(topic, scope.subscription, scope.desired, scope.current, allow_empty=True)
-    except PlanError as exc:
-        raise ImpactError(str(exc)) from None
-    return plan.changes
