@@ -17,6 +17,7 @@ from reconciler.errors import SbrulesError
 from reconciler.namespace.credits import THROTTLE_TIERS
 
 if TYPE_CHECKING:
+    from reconciler.emulator import Emulator
     from reconciler.model import DesiredState
 
 
@@ -77,31 +78,11 @@ def emulator(
     With --env, it is seeded with that environment's rendered rules (of --rules, default ./rules).
     """
     from reconciler.emulator import DEV_KEY, DEV_KEY_NAME, Emulator, Faults
-    from reconciler.emulator.emulator import is_loopback
 
-    if key_name is not None and key is None:
-        raise click.UsageError("--key-name needs --key")
-    if entra_signing_key is not None:
-        from reconciler.emulator.auth import ENTRA_KEY_MIN_BYTES
-
-        if len(entra_signing_key.encode("utf-8")) < ENTRA_KEY_MIN_BYTES:
-            raise click.UsageError(f"--entra-signing-key must be at least {ENTRA_KEY_MIN_BYTES} bytes (HS256)")
+    _check(key_name, key, entra_signing_key, host, allow_remote)
     # Only a command that is going to serve takes over logging.
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s", force=True)
-    if not is_loopback(host):
-        if not allow_remote:
-            raise SbrulesError(
-                f"refusing to listen on non-loopback host {host!r}: the emulator speaks plain AMQP with a "
-                "development key; pass --allow-remote to do it anyway"
-            )
-        click.echo(f"warning: listening on {host} without TLS; anyone who can reach it can use the namespace", err=True)
-    desired = None
-    if config is not None:
-        if rules or env:
-            raise click.UsageError("--config seeds the emulator on its own: drop --rules and --env")
-        desired = _read_config(config)
-    elif rules or env:
-        desired = load_rules(rules, env, lint_errors=False).state
+    desired = _seed(config, rules, env)
     faults = Faults.load(faults_file) if faults_file is not None else Faults()
     if throttle is not None:
         faults.update(credits_per_second=THROTTLE_TIERS[throttle])
@@ -123,13 +104,50 @@ def emulator(
             "state file to start from the rule files)",
             err=True,
         )
+    _serve(emu, host, ca_file, entra=entra_signing_key is not None)
+    click.echo("emulator stopped" + (f"; state saved to {state}" if state else ""), err=True)
+
+
+def _check(key_name: str | None, key: str | None, entra_signing_key: str | None, host: str, allow_remote: bool) -> None:
+    """Refuse options that do not go together, and a non-loopback host unless --allow-remote (then warn)."""
+    from reconciler.emulator.emulator import is_loopback
+
+    if key_name is not None and key is None:
+        raise click.UsageError("--key-name needs --key")
+    if entra_signing_key is not None:
+        from reconciler.emulator.auth import ENTRA_KEY_MIN_BYTES
+
+        if len(entra_signing_key.encode("utf-8")) < ENTRA_KEY_MIN_BYTES:
+            raise click.UsageError(f"--entra-signing-key must be at least {ENTRA_KEY_MIN_BYTES} bytes (HS256)")
+    if not is_loopback(host):
+        if not allow_remote:
+            raise SbrulesError(
+                f"refusing to listen on non-loopback host {host!r}: the emulator speaks plain AMQP with a "
+                "development key; pass --allow-remote to do it anyway"
+            )
+        click.echo(f"warning: listening on {host} without TLS; anyone who can reach it can use the namespace", err=True)
+
+
+def _seed(config: Path | None, rules: tuple[Path, ...], env: str | None) -> "DesiredState | None":
+    """The entities to start with: a Config.json's, the rule files' (an environment's rendering), or none."""
+    if config is not None:
+        if rules or env:
+            raise click.UsageError("--config seeds the emulator on its own: drop --rules and --env")
+        return _read_config(config)
+    if rules or env:
+        return load_rules(rules, env, lint_errors=False).state
+    return None
+
+
+def _serve(emu: "Emulator", host: str, ca_file: Path | None, *, entra: bool) -> None:
+    """Serve until SIGINT or SIGTERM: the connection string first on stdout, then what to know on stderr."""
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with emu:
             click.echo(emu.connection_string)
             click.echo(f"sbrules emulator listening on {host}:{emu.port} (Ctrl-C to stop)", err=True)
-            if entra_signing_key is not None:
+            if entra:
                 click.echo("development only: Entra ID tokens signed with --entra-signing-key get every right", err=True)
             if ca_file is not None or importlib.util.find_spec("cryptography") is not None:
                 ca_path = emu.write_ca(ca_file) if ca_file else emu.ca_file
@@ -145,7 +163,6 @@ def emulator(
             while not stop.wait(0.5):
                 if not emu.running:
                     raise SbrulesError("the emulator's event loop stopped unexpectedly")
-        click.echo("emulator stopped" + (f"; state saved to {state}" if state else ""), err=True)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

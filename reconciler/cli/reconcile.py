@@ -11,7 +11,7 @@ import click
 
 from reconciler import progress
 from reconciler.app import operations
-from reconciler.app.target import TargetOptions
+from reconciler.app.target import Target, TargetOptions
 from reconciler.apply import ApplyOptions, ApplyReport, ReplaceStrategy, render_report, report_to_json
 from reconciler.cli.common import (
     collector_paused,
@@ -26,7 +26,7 @@ from reconciler.cli.impact import render, spark_master_option, tell, traffic_opt
 from reconciler.cli.output import ExitCode, echo_json, write_output
 from reconciler.errors import SbrulesError
 from reconciler.lock import DEFAULT_TIMEOUT_SECONDS, LEASE_SECONDS, Holder
-from reconciler.plan import RENDERERS, read_plan_file, render_drift_json, render_drift_text, render_json
+from reconciler.plan import RENDERERS, Plan, read_plan_file, render_drift_json, render_drift_text, render_json
 
 strict_option = click.option(
     "--strict", is_flag=True,
@@ -162,22 +162,16 @@ def apply(
         raise click.UsageError(
             "--since is for planning from rule files; a saved plan made with `plan --since` carries its contested rules"
         )
+    gapless = replace_strategy == ReplaceStrategy.GAPLESS
     if saved:
-        saved_plan = read_plan_file(sources[0])
-        # A plan made with --env names its environment, and so its namespace: `sbrules apply plan.json`
-        # works as plan prints it, without repeating --env (a namespace named on the command line wins,
-        # and check_target then says whether the plan is for it).
-        if env is None and not namespace.explicit:
-            env = saved_plan.environment
-        target = open_target(namespace, operations.project_environment(env))
-        saved_plan.check_target(env, target.address)
-        the_plan, rules = saved_plan, None
+        target, the_plan = _saved_plan(sources[0], env, namespace, gapless)
+        rules = None
     else:
         rules = operations.load_rules(sources, env)
         target = open_target(namespace.without_discovery(no_discovery), rules.environment)
+        target.pacer(max_rate)  # --max-rate paces the plan's reads too
         the_plan = operations.plan(target, rules, since=since)
         # The plan's warnings are about gapless replaces: shown with the plan when they will run.
-        gapless = replace_strategy == ReplaceStrategy.GAPLESS
         shown = RENDERERS["text"](the_plan if gapless else dataclasses.replace(the_plan, warnings=()))
         click.echo(shown, err=fmt == "json")
         if not the_plan.has_changes:
@@ -185,12 +179,6 @@ def apply(
                 echo_json(report_to_json(ApplyReport([])))
             return
         _confirm(auto_approve)
-    if saved and replace_strategy == ReplaceStrategy.GAPLESS:
-        for warning in the_plan.warnings:
-            click.echo(f"warning: {warning}", err=True)
-    if saved:  # planned from rule files, the plan shown above already says so
-        for contest in the_plan.contested:
-            click.echo(f"warning: {contest.describe()}; writing it anyway", err=True)
     pacer = target.pacer(max_rate)
     with contextlib.ExitStack() as stack:
         journal_file = stack.enter_context(journal.open("a", encoding="utf-8")) if journal else None
@@ -216,6 +204,24 @@ def apply(
         raise SystemExit(ExitCode.INTERRUPTED)
     if not report.ok:
         raise SystemExit(ExitCode.ERROR)
+
+
+def _saved_plan(path: Path, env: str | None, namespace: TargetOptions, gapless: bool) -> tuple[Target, Plan]:
+    """A saved plan and the target it is for, checked; its warnings (gapless replaces) and contested
+    rules said on stderr, since no plan was shown."""
+    saved = read_plan_file(path)
+    # A plan made with --env names its environment, and so its namespace: `sbrules apply plan.json`
+    # works as plan prints it, without repeating --env (a namespace named on the command line wins,
+    # and check_target then says whether the plan is for it).
+    if env is None and not namespace.explicit:
+        env = saved.environment
+    target = open_target(namespace, operations.project_environment(env))
+    saved.check_target(env, target.address)
+    for warning in saved.warnings if gapless else ():
+        click.echo(f"warning: {warning}", err=True)
+    for contest in saved.contested:
+        click.echo(f"warning: {contest.describe()}; writing it anyway", err=True)
+    return target, saved
 
 
 def _finishing() -> None:

@@ -87,7 +87,7 @@ def test_sample_under_throttling_loses_and_repeats_nothing(standard, run_cli, tm
 
 
 def _tiers(caplog: pytest.LogCaptureFixture) -> list[str]:
-    tiers = [r.getMessage() for r in caplog.records if r.name == "reconciler.cli" and "tier" in r.getMessage()]
+    tiers = [r.getMessage() for r in caplog.records if r.name == "reconciler.app" and "tier" in r.getMessage()]
     caplog.clear()
     return tiers
 
@@ -95,7 +95,7 @@ def _tiers(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_the_default_budget_holds_on_standard_and_is_dropped_on_premium(standard, run_cli, tmp_path, caplog):
     # The tier is read on a thread of its own; the command waits for it before it returns, so its
     # verdict is logged within every run, and no probe outlives its command.
-    caplog.set_level(logging.DEBUG, logger="reconciler.cli")
+    caplog.set_level(logging.DEBUG, logger="reconciler.app")
     args = ("sample", "--topic", "orders", "--subscription", "audit", "--format", "json")
     code, _, err = run_cli(*args, "--out", tmp_path / "standard", "--connection-string", standard.connection_string)
     assert code == 0, err
