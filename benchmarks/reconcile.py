@@ -161,7 +161,7 @@ def bench_apply(latency: float, repeat: int, n_subs: int = 100) -> dict:
     declared = [rule(i) for i in (0, 1, 2, 6)] + [rule(i, "-v2") for i in (3, 4, 5)] + [rule(i) for i in range(10, 14)]
     live = state({f"s{i:03d}": [rule(i) for i in range(10)] for i in range(n_subs)})
     desired = state({f"s{i:03d}": declared for i in range(n_subs)})
-    requests = n_subs * (1 + 4 + 3 * 4 + 3)  # stale-check read, creates, gapless replaces, deletes
+    requests = n_subs * (1 + 4 + 3 * 4 + 3 + 1)  # stale-check read, creates, gapless replaces, deletes, the read after
 
     def apply(parallel: int, network: Network = DIRECT) -> float:
         with emulator_process(live, latency) as conn, ManagementClient(conn, network=network) as client:

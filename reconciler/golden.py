@@ -5,11 +5,13 @@ that pin today's routing: each message is routed through the declared rules, mes
 by outcome (topic, receivers, copies), and each outcome keeps at most N cases, the smallest
 messages first, so that a change to the rules shows as failing cases with the messages affected.
 ``update`` rewrites the expectations of failing cases to what the rules do now, after review, as
-snapshot-testing tools do.
+snapshot-testing tools do: through ruamel.yaml's round trip, so the file keeps its comments, quotes,
+indentation and flow or block style everywhere but in the expectations it replaces.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -17,8 +19,13 @@ from typing import Any, Iterator, Sequence
 
 import pyarrow.parquet as pq
 import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.scalarstring import SingleQuotedScalarString
+from ruamel.yaml.util import load_yaml_guess_indent
 
 from reconciler.model import DesiredState, Message
+from reconciler.rulefiles.located import plain_tag
 from reconciler.rulefiles.project import Environment
 from reconciler.ruletests.run import CaseResult
 from reconciler.sql import RouteResult
@@ -110,15 +117,46 @@ def dump(doc: dict[str, Any]) -> str:
 
 def update(results: Sequence[CaseResult]) -> list[Path]:
     """Rewrite the ``expect`` of each failed case to what the rules do now; the files rewritten.
-    The file is written anew from its data (comments are not kept)."""
+    Everything else in the file stays as written (comments, quotes, layout); a new expectation
+    takes the flow or block style of the one it replaces."""
     by_file: dict[Path, list[CaseResult]] = defaultdict(list)
     for result in results:
         pinned = result.findings or result.note.startswith("expected at least one")
         if result.status == "failed" and result.case.file is not None and pinned:
             by_file[result.case.file].append(result)
     for file, failed in by_file.items():
-        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+        text = file.read_text(encoding="utf-8")
+        _doc, indent, offset = load_yaml_guess_indent(text)
+        round_trip = YAML()
+        round_trip.preserve_quotes = True
+        round_trip.width = 4096  # never fold a line that was not touched
+        mapping = indent - offset if indent and offset and indent > offset else (indent or 2)
+        round_trip.indent(mapping=mapping, sequence=indent or 2, offset=offset or 0)
+        doc = round_trip.load(text)
         for result in failed:
-            doc["cases"][result.case.index]["expect"] = expectation(result.routed, result.case.message)
-        file.write_text(dump(doc), encoding="utf-8")
+            case = doc["cases"][result.case.index]
+            old = case.get("expect")
+            flow = isinstance(old, (CommentedMap, CommentedSeq)) and bool(old.fa.flow_style())
+            case["expect"] = _as_written(expectation(result.routed, result.case.message), flow)
+        out = io.StringIO()
+        round_trip.dump(doc, out)
+        file.write_text(out.getvalue(), encoding="utf-8")
     return sorted(by_file)
+
+
+def _as_written(value: Any, flow: bool) -> Any:
+    """``value`` for the round trip: containers in flow style when ``flow``, and each string that
+    YAML 1.1 (which sbrules reads) would take for something else in quotes (``'yes'``, ``'010'``)."""
+    if isinstance(value, dict):
+        mapping = CommentedMap((k, _as_written(v, flow)) for k, v in value.items())
+        if flow:
+            mapping.fa.set_flow_style()
+        return mapping
+    if isinstance(value, list):
+        seq = CommentedSeq(_as_written(v, flow) for v in value)
+        if flow:
+            seq.fa.set_flow_style()
+        return seq
+    if isinstance(value, str) and plain_tag(value) != "tag:yaml.org,2002:str":
+        return SingleQuotedScalarString(value)
+    return value

@@ -1,9 +1,11 @@
 """Named owners (``owners:`` in sbrules.yaml): who owns the subscriptions and rules sbrules does not.
 
 Each owner name maps to glob patterns ``TOPIC/SUBSCRIPTION`` (the subscription and every rule in it)
-or ``TOPIC/SUBSCRIPTION/RULE`` (those rules). Each part is matched on its own, names compared as the
-service compares them (:func:`reconciler.names.matches`), so a pattern's ``*`` never spans a ``/``.
-The first owner listed whose pattern matches wins.
+or ``TOPIC/SUBSCRIPTION/RULE`` (those rules). A pattern is matched with the entity's path segment by
+segment, names compared as the service compares them (:func:`reconciler.names.matches`), so a
+pattern's ``*`` never spans a ``/``, and a topic whose name has ``/`` segments (as the service
+allows) is named by as many segments: ``shop.events/orderplaced/billing``. The first owner listed
+whose pattern matches wins.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from reconciler.names import matches
 
 
 def _parts_match(parts: tuple[str, ...], pattern: str) -> bool:
-    wanted = tuple(pattern.split("/"))
-    return len(wanted) == len(parts) and all(matches(part, glob) for part, glob in zip(parts, wanted))
+    path, wanted = "/".join(parts).split("/"), pattern.split("/")
+    return len(wanted) == len(path) and all(matches(segment, glob) for segment, glob in zip(path, wanted))
 
 
 @dataclass(frozen=True)

@@ -52,19 +52,23 @@ def nservicebus(topic: str, rule: Rule, live: Sequence[Rule]) -> str | None:
 
 
 #: MassTransit names a message type's topic ``Namespace/TypeName`` (``/`` between namespace and
-#: type, ``--`` around generic arguments) and writes the rule its subscription endpoint configures
-#: there: MassTransit/MassTransit, src/Transports/MassTransit.Azure.ServiceBus.Core,
-#: ServiceBusMessageNameFormatter (DefaultMessageNameFormatter("---", "--", "/", "-")) and the test
-#: Specifying_a_subscription_rule (topic "masstransit.azure.servicebus.core.tests.topologytesttypes/messageb").
+#: type, ``--`` around generic arguments): MassTransit/MassTransit, src/Transports/MassTransit.Azure.ServiceBus.Core,
+#: ServiceBusMessageNameFormatter (DefaultMessageNameFormatter("---", "--", "/", "-")). A receive
+#: endpoint's subscription there holds one rule: the one its ``Subscribe(topic, subscription, cb =>
+#: cb.Rule = ...)`` configures (the subscription is created with it, and a later start updates that
+#: rule in place), else the service's catch-all ``$Default``: the test Specifying_a_subscription_rule
+#: (topic "masstransit.azure.servicebus.core.tests.topologytesttypes/messageb", rule "test-rule").
 _MASSTRANSIT_TOPIC = re.compile(r"(?P<namespace>[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+)/(?P<type>[A-Za-z_][\w\-]*)")
 
 
 def masstransit(topic: str, rule: Rule, live: Sequence[Rule]) -> str | None:
-    """A rule on a topic named after a message type, as MassTransit's publish topology names it."""
+    """The one rule of a subscription on a topic named after a message type, as MassTransit's
+    publish topology names the topic and its subscription endpoint writes the rule."""
     match = _MASSTRANSIT_TOPIC.fullmatch(topic)
-    if match is None:
+    if match is None or len(live) != 1:
         return None
-    return f"topic named after a message type ({match.group('namespace')}/{match.group('type')}, Namespace/TypeName)"
+    return (f"the one rule of a subscription on a topic named after a message type "
+            f"({match.group('namespace')}/{match.group('type')}, Namespace/TypeName)")
 
 
 #: Dapr's Service Bus pub/sub component creates a subscription (named after the consumer ID, the app

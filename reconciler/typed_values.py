@@ -165,6 +165,10 @@ class TypedValue:
         (and uuid, datetime, Decimal, bytes for the values that have one obvious type)."""
         if value is None:
             return cls(ValueType.NULL)
+        # The plain scalars a YAML or JSON reader makes: their type and value need no checking.
+        plain = _PLAIN_TYPES.get(value.__class__)
+        if plain is not None and (plain is not ValueType.LONG or INT64_MIN <= value <= INT64_MAX):
+            return cls.of_checked(plain, value)
         for python_type, vtype in _INFERRED:
             if isinstance(value, python_type):
                 return cls(vtype, value)
@@ -189,20 +193,20 @@ class TypedValue:
 
     @classmethod
     def _read_typed_form(cls, obj: Any) -> "TypedValue":
-        if isinstance(obj, Mapping):
-            if len(obj) != 1:
-                raise TypedValueError(
-                    "a typed value is a one-key map such as {int: 3}; got keys " + ", ".join(sorted(map(str, obj)))
-                )
-            ((tag, raw),) = obj.items()
-            try:
-                vtype = ValueType(tag)
-            except ValueError:
-                raise TypedValueError(unknown_type_message(tag)) from None
-            return cls(vtype, raw)
-        if isinstance(obj, (list, tuple, set)):
-            raise TypedValueError("a property value must be a scalar or a one-key typed map, not a list")
-        return cls.infer(obj)
+        if obj.__class__ is not dict and not isinstance(obj, Mapping):  # the ABC check only for others
+            if isinstance(obj, (list, tuple, set)):
+                raise TypedValueError("a property value must be a scalar or a one-key typed map, not a list")
+            return cls.infer(obj)
+        if len(obj) != 1:
+            raise TypedValueError(
+                "a typed value is a one-key map such as {int: 3}; got keys " + ", ".join(sorted(map(str, obj)))
+            )
+        ((tag, raw),) = obj.items()
+        try:
+            vtype = ValueType(tag)
+        except ValueError:
+            raise TypedValueError(unknown_type_message(tag)) from None
+        return cls(vtype, raw)
 
     # -- views --------------------------------------------------------------------------------
     def to_typed_form(self, *, explicit: bool = False) -> Any:
@@ -289,6 +293,9 @@ _WRITERS: dict[ValueType, Callable[[Any], Any]] = {
     ValueType.TIMESPAN: format_duration,
     ValueType.BINARY: lambda raw: base64.b64encode(raw).decode("ascii"),
 }
+
+#: The exact classes of plain scalars and the type each means (see TypedValue.infer).
+_PLAIN_TYPES: dict[type, ValueType] = {str: ValueType.STRING, int: ValueType.LONG, float: ValueType.DOUBLE, bool: ValueType.BOOL}
 
 _INFERRED: tuple[tuple[type, ValueType], ...] = (
     (bool, ValueType.BOOL),

@@ -332,11 +332,12 @@ def _live_subscribers(target: "Target", desired: "DesiredState", subscribers: li
         undeclared = undeclared_subscriptions(desired, inventory)
         others = read_bystanders(client, desired, undeclared, every=True, fallback=rest)
     declared = [
-        Subscriber(s.topic, s.subscription, live[(s.topic, s.subscription)], s.sampling_tap, s.fallthrough)
-        for s in subscribers
-        if (s.topic, s.subscription) in live
+        dataclasses.replace(s, rules=live[(s.topic, s.subscription)]) for s in subscribers if (s.topic, s.subscription) in live
     ]
-    found = [Subscriber(t, s, others.get((t, s)), declared=False) for t, s in undeclared]
+    found = [
+        Subscriber(t, s, others.get((t, s)), declared=False, owner=desired.owners.of_subscription(t, s))
+        for t, s in undeclared
+    ]
     return declared + found, inventory.listed, [inventory.note] if inventory.note else []
 
 

@@ -32,16 +32,15 @@ request: a replace may then leave its temporary rule behind, which the next plan
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
-import signal
-import threading
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Callable, Iterable, TextIO
+from typing import Callable, Iterable, TextIO
 
+from reconciler.apply.interrupts import CTRL_C_POLL_SECONDS, CtrlC, Signals, StoppedAtOnce
+from reconciler.apply.journal import Journal
 from reconciler.apply.report import ApplyReport, ApplyStatus, SubscriptionResult, render_report, report_to_json
+from reconciler.apply.verify import Writes
 from reconciler.errors import ErrorCode, SbrulesError
 from reconciler.lock import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -49,7 +48,6 @@ from reconciler.lock import (
     Holder,
     LockBusy,
     LockLost,
-    LockRule,
     LockWaitInterrupted,
     RuleWriter,
     SubscriptionLock,
@@ -62,8 +60,8 @@ from reconciler.namespace.errors import AlreadyExistsError, ManagementError, Not
 from reconciler.namespace.pacing import Pacer
 from reconciler.namespace.pipeline import Attempt, OnAttempt, send_guard
 from reconciler.observe import explain
+from reconciler.owners import NO_OWNERS
 from reconciler.plan import (
-    TEMP_SUFFIX,
     Change,
     ChangeKind,
     Plan,
@@ -132,34 +130,6 @@ class ApplyOptions:
     desired: DesiredState | None = None
 
 
-class Journal:
-    """JSON lines, one per request and per subscription outcome, flushed as written (crash-safe)."""
-
-    def __init__(self, stream: TextIO | None):
-        self._stream = stream
-        self._lock = threading.Lock()
-
-    def write(self, **entry: object) -> None:
-        if self._stream is None:
-            return
-        entry = {"time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")} | entry
-        line = json.dumps(entry, ensure_ascii=False, default=str)
-        with self._lock:
-            self._stream.write(line + "\n")
-            self._stream.flush()
-
-
-class StoppedAtOnce(KeyboardInterrupt):
-    """A second Ctrl-C: apply stopped before its next request, whatever it was in the middle of."""
-
-    def __str__(self) -> str:
-        return (
-            "stopped at once: a rule replacement may have been left half-way, with its temporary rule "
-            f"(a name ending in {TEMP_SUFFIX!r}) in place; the next `sbrules plan` or `sbrules apply` removes it. "
-            "Subscriptions being written stay locked until another apply takes their locks over, or `sbrules unlock --all`"
-        )
-
-
 class _NameTaken(StepFailed):
     """add-rule found a *different* rule under the name it wanted."""
 
@@ -181,6 +151,13 @@ def _step_context(step: str, change: Change) -> str:
     return step if step == change.kind else f"{step} of rule {change.rule!r}"
 
 
+def _failure(sp: SubscriptionPlan, exc: SbrulesError) -> str:
+    """How a failed read or lock request is reported."""
+    if isinstance(exc, ManagementError):
+        return explain(sp.topic, sp.subscription, exc)
+    return f"{sp.path}: {exc}"
+
+
 def _names(rules: Iterable[Rule]) -> set[str]:
     return {name_key(r.name) for r in rules}
 
@@ -195,12 +172,14 @@ class _Runner:
     """Applies the changes of one subscription under its lock, request by request, tracking which rules exist."""
 
     def __init__(
-        self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal, signals: "_Signals",
+        self, client: RuleWriter, sp: SubscriptionPlan, options: ApplyOptions, journal: Journal, signals: "Signals",
         holder: Holder,
     ):
         self.client, self.sp, self.options, self.journal = client, sp, options, journal
         self.signals = signals
         self.live: set[str] = set()
+        #: Each rule this run added or removed, checked once all are written.
+        self.writes = Writes()
         #: Why the last unanswered request failed (what an unknown outcome reports).
         self.unanswered: SbrulesError | None = None
         #: The rules read when the lock was taken; how many changes of ``sp`` came before it
@@ -229,12 +208,6 @@ class _Runner:
             self._log(**context, **attempt.to_json())
 
         return record
-
-    def _failure(self, exc: SbrulesError) -> str:
-        """How a failed read or lock request is reported."""
-        if isinstance(exc, ManagementError):
-            return explain(self.sp.topic, self.sp.subscription, exc)
-        return f"{self.sp.path}: {exc}"
 
     # -- single requests: the client retries them; what they find is interpreted here ------------
     def _request(self, step: str, change: Change, op: str, rule_name: str, call: Callable[[OnAttempt], None]) -> str:
@@ -273,7 +246,7 @@ class _Runner:
             return tuple(self.client.list_rules(sp.topic, sp.subscription, on_attempt=self._journal(
                 step=step, op="enumerate-rules")))
         except SbrulesError as exc:
-            raise StepFailed(self._failure(exc)) from None
+            raise StepFailed(_failure(self.sp, exc)) from None
 
     def _landed(self, step: str, change: Change, op: str, target: str, found: Callable[[tuple[Rule, ...]], bool]) -> bool:
         """Whether an unanswered write took effect, from a re-read of the subscription (journalled)."""
@@ -309,6 +282,7 @@ class _Runner:
         elif outcome == "unanswered":
             self._landed(step, change, "add-rule", rule.name, lambda live: any(same_rule(r, rule) for r in live))
         self.live.add(name_key(rule.name))
+        self.writes.note(rule.name, rule)
 
     def _remove(self, step: str, change: Change, name: str) -> None:
         remaining = self.live - {name_key(name)}
@@ -331,6 +305,19 @@ class _Runner:
         if self._request(step, change, "remove-rule", name, call) == "unanswered":
             self._landed(step, change, "remove-rule", name, lambda live: name_key(name) not in _names(live))
         self.live.discard(name_key(name))
+        self.writes.note(name, None)
+
+    def _verify(self, result: SubscriptionResult) -> None:
+        """Read the subscription once more: the rules another writer wrote right after apply are contested."""
+        if not self.writes:
+            return
+        try:
+            live = tuple(without_locks(self._read("verify")))
+        except StepFailed as exc:
+            self.notes.append(f"could not read it again to see whether another writer changed it at once: {exc}")
+            return
+        owners = self.options.desired.owners if self.options.desired is not None else NO_OWNERS
+        result.contested += self.writes.check(self.sp.topic, self.sp.subscription, live, owners, self._log)
 
     # -- changes --------------------------------------------------------------------------------
     def apply_change(self, change: Change) -> None:
@@ -408,7 +395,7 @@ class _Runner:
             result.status, result.error = ApplyStatus.NOT_STARTED, "interrupted while waiting for its lock"
             self._log(outcome=result.status, error=result.error)
         except SbrulesError as exc:
-            result.status, result.error = ApplyStatus.FAILED, f"could not take its lock: {self._failure(exc)}"
+            result.status, result.error = ApplyStatus.FAILED, f"could not take its lock: {_failure(self.sp, exc)}"
             self._log(outcome=result.status, error=result.error)
             self._release()  # in case the add landed unanswered
         return False
@@ -424,7 +411,7 @@ class _Runner:
                 result.status = ApplyStatus.ALREADY_APPLIED
                 self._log(outcome=result.status)
                 return
-            replanned = self._replan(live)
+            replanned = _replan(self.options.desired, sp, live)
             if replanned is None:
                 result.status = ApplyStatus.STALE
                 result.error = (
@@ -472,25 +459,26 @@ class _Runner:
             if self.options.on_change:
                 self.options.on_change(change)
         else:
+            self._verify(result)
             result.status = ApplyStatus.APPLIED
             self._log(outcome=result.status, changes=len(result.applied))
 
-    def _replan(self, live: tuple[Rule, ...]) -> SubscriptionPlan | None:
-        """This subscription planned again from the declared rules, or None without them."""
-        desired, sp = self.options.desired, self.sp
-        if desired is None:
-            return None
-        declared = next(
-            (sub for topic, sub in desired.subscriptions() if (topic.name, sub.name) == (sp.topic, sp.subscription)), None
+
+def _replan(desired: DesiredState | None, sp: SubscriptionPlan, live: tuple[Rule, ...]) -> SubscriptionPlan | None:
+    """``sp``'s subscription planned again from the declared rules, or None without them."""
+    if desired is None:
+        return None
+    declared = next(
+        (sub for topic, sub in desired.subscriptions() if (topic.name, sub.name) == (sp.topic, sp.subscription)), None
+    )
+    if declared is None:
+        return None
+    try:
+        return plan_subscription(
+            sp.topic, sp.subscription, declared.rules or (), live, allow_empty=declared.allow_empty, owns=declared.owns
         )
-        if declared is None:
-            return None
-        try:
-            return plan_subscription(
-                sp.topic, sp.subscription, declared.rules or (), live, allow_empty=declared.allow_empty, owns=declared.owns
-            )
-        except PlanError:
-            return None
+    except PlanError:
+        return None
 
 
 def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = None) -> ApplyReport:
@@ -503,7 +491,7 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
         choices = " or ".join(ReplaceStrategy)
         raise SbrulesError(f"unknown replace strategy {options.strategy!r} (use {choices})") from None
     journal = Journal(options.journal)
-    signals = _Signals(on_lock_wait=options.on_lock_wait)
+    signals = Signals(on_lock_wait=options.on_lock_wait)
     results = [SubscriptionResult(sp) for sp in plan.subscriptions]
 
     holder = options.holder or Holder.this_run()
@@ -518,11 +506,11 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
 
     pool = ThreadPoolExecutor(max_workers=max(1, options.parallel), thread_name_prefix="apply")
     try:
-        with _CtrlC() as ctrl_c:
+        with CtrlC() as ctrl_c:
             futures = [pool.submit(run, result) for result in results]
             pending = set(futures)
             while pending:
-                pending = wait(pending, timeout=_CTRL_C_POLL_SECONDS).not_done
+                pending = wait(pending, timeout=CTRL_C_POLL_SECONDS).not_done
                 if ctrl_c.presses and not signals.interrupted.is_set():
                     signals.interrupted.set()
                     journal.write(event="interrupted", then="finishing the changes in flight")
@@ -539,59 +527,3 @@ def apply_plan(client: RuleWriter, plan: Plan, options: ApplyOptions | None = No
     if options.pacer is not None:
         journal.write(event="pacing", **options.pacer.stats().to_json())
     return ApplyReport(results, interrupted=signals.interrupted.is_set())
-
-
-#: How often apply's main thread looks at the Ctrl-C count while its subscriptions run.
-_CTRL_C_POLL_SECONDS = 0.1
-
-
-class _CtrlC:
-    """Ctrl-C while apply waits for its subscriptions, counted by a SIGINT handler, not raised.
-
-    A KeyboardInterrupt lands wherever the main thread is, and in ``concurrent.futures.wait`` that
-    may be between its acquiring of the futures' locks and their release: the main thread then
-    holds a future's lock for good, the worker that finishes that future blocks on it, and the
-    interpreter's exit joins that worker for ever (the command printed its error and never ended).
-    The handler takes no lock and raises nothing; the waiting loop reads the count. Installed only
-    on the main thread over Python's default handler (an ignored SIGINT stays ignored)."""
-
-    def __init__(self) -> None:
-        self.presses = 0
-        self._previous: Any = None
-
-    def _press(self, signum: int, frame: object) -> None:
-        self.presses += 1
-
-    def __enter__(self) -> "_CtrlC":
-        if threading.current_thread() is threading.main_thread() and (
-            signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        ):
-            self._previous = signal.signal(signal.SIGINT, self._press)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-
-@dataclass
-class _Signals:
-    """What the subscriptions running in parallel watch between their steps."""
-
-    #: --fail-fast: a subscription failed; start nothing new.
-    fail_fast: threading.Event = field(default_factory=threading.Event)
-    #: The first Ctrl-C: finish the change in flight, start nothing new.
-    interrupted: threading.Event = field(default_factory=threading.Event)
-    #: The second Ctrl-C: send no further request.
-    abort: threading.Event = field(default_factory=threading.Event)
-    #: Tells ``on_lock_wait`` of the first wait for each other run (its later waits say nothing more).
-    on_lock_wait: Callable[[str], None] | None = None
-    _told: set[str] = field(default_factory=set)
-    _told_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def waiting_for(self, line: str, lock: LockRule) -> None:
-        with self._told_lock:
-            if self.on_lock_wait is None or lock.run in self._told:
-                return
-            self._told.add(lock.run)
-        self.on_lock_wait(line)

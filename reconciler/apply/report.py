@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from reconciler.plan import Change, ChangeKind, SubscriptionPlan
+from reconciler.plan.ops import Contest
 
 
 class ApplyStatus(StrEnum):
@@ -45,6 +46,8 @@ class SubscriptionResult:
     replanned: bool = False
     #: What else the report should say (a lock that could not be renewed or released).
     notes: list[str] = field(default_factory=list)
+    #: Rules another writer changed, removed or re-created right after this apply wrote them.
+    contested: list[Contest] = field(default_factory=list)
 
     @property
     def not_applied(self) -> list[Change]:
@@ -75,6 +78,7 @@ class ApplyReport:
             "locked": sum(r.status is ApplyStatus.LOCKED for r in self.results),
             "lock_lost": sum(r.status is ApplyStatus.LOCK_LOST for r in self.results),
             "unknown": sum(r.unknown is not None for r in self.results),
+            "contested": sum(len(r.contested) for r in self.results),
         }
 
 
@@ -109,6 +113,7 @@ def report_to_json(report: ApplyReport) -> dict[str, Any]:
                 "error": r.error,
                 "replanned": r.replanned,
                 "notes": list(r.notes),
+                "contested": [c.to_json() for c in r.contested],
             }
             for r in report.results
         ],
@@ -144,6 +149,7 @@ def render_report(report: ApplyReport) -> str:
         if result.unknown is not None:
             lines.append(f"  ? UNKNOWN: {result.unknown.kind} rule {result.unknown.rule!r} (unknown: run `sbrules plan`)")
         lines += [f"  note: {note}" for note in result.notes]
+        lines += [f"  ! {contest.describe()}" for contest in result.contested]
         for change in result.not_applied:
             symbol, _ = _VERB[change.kind]
             lines.append(f"  {symbol} NOT applied: {change.kind} rule {change.rule!r}")
@@ -162,5 +168,8 @@ def render_report(report: ApplyReport) -> str:
         )
     else:
         summary += "."
+    if c["contested"]:
+        summary += (f" {c['contested']} rule(s) contested: another writer changed them right after this apply "
+                    "wrote them (see above).")
     lines.append(summary)
     return "\n".join(lines)

@@ -138,6 +138,7 @@ class Emulator:
         if self.state_file is not None:
             self._commit = GroupCommit(self.namespace, self.state_file, self._run_on_loop)
             self.handler.nodes.commit = self._commit
+            self._api.commit = self._commit
 
     def __repr__(self) -> str:
         return f"Emulator(host={self.host!r}, port={self.port}, key_name={self.key_name!r})"

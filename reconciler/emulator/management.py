@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 import proton
 from proton import Array, Data, symbol
 
-from reconciler import limits, model, sql
+from reconciler import limits, model
 from reconciler.amqp import codec
 from reconciler.amqp.wire import sections
 from reconciler.emulator.broker import Broker
@@ -31,6 +31,7 @@ from reconciler.emulator.namespace import (
     Subscription,
     bad_request,
 )
+from reconciler.emulator.rule_checks import check_rule, check_topic_quota
 
 OPERATION_PREFIX = "com.microsoft:"
 MAX_PAGE = 2**31 - 1
@@ -238,35 +239,12 @@ class ManagementNode:
 
     def add_rule(self, address: Address, body: Mapping[Any, Any]) -> Response:
         rule = codec.decode_add_rule_body(body)
-        problem = limits.name_problem(limits.EntityKind.RULE, rule.name)
-        if problem:
-            raise bad_request(problem)
-        if isinstance(rule.filter, model.SqlFilter):
-            _validate_sql(rule.name, "filter", rule.filter.expression, sql.parse_filter)
-        if isinstance(rule.action, model.SqlRuleAction):
-            _validate_sql(rule.name, "action", rule.action.expression, sql.parse_action)
+        check_rule(rule)
         sub = self._subscription(address)
         with self.namespace.lock:
-            self._check_topic_quota(address.topic or "", rule.filter)
+            check_topic_quota(self.namespace, address.topic or "", rule.filter)
             self.namespace.add_rule(address.topic or "", sub.name, rule)
         return Response(200)
-
-    def _check_topic_quota(self, topic_name: str, flt: model.Filter) -> None:
-        """Refuse one more rule of ``flt``'s kind on a topic at its limit, as the service does."""
-        as_sql = limits.counts_as_sql_filter(flt)
-        limit, kind = (
-            (limits.SQL_FILTERS_PER_TOPIC, "SQL") if as_sql else (limits.CORRELATION_FILTERS_PER_TOPIC, "correlation")
-        )
-        subscriptions = self.namespace.topic(topic_name).subscriptions.values()
-        if sum(len(s.rules) for s in subscriptions) < limit.value:
-            return  # fewer rules of any kind than the limit: no need to visit each one
-        count = sum(limits.counts_as_sql_filter(e.rule.filter) is as_sql for s in subscriptions for e in s.rules.values())
-        if count >= limit.value:
-            raise OperationError(
-                403,
-                "amqp:resource-limit-exceeded",
-                f"The maximum number of {kind} filters per topic ({limit.value}) has been reached.",
-            )
 
     def remove_rule(self, address: Address, body: Mapping[Any, Any]) -> Response:
         name = _str(body, "rule-name", limit=1024)
@@ -383,16 +361,6 @@ class ManagementNode:
         if not ids:
             return Response(204, None, "No Content", "com.microsoft:session-not-found")
         return Response(200, {"skip": proton.int32(skip + len(ids)), "sessions-ids": _array(Data.STRING, ids)})
-
-
-def _validate_sql(rule: str, kind: str, text: str, parse: Callable[[str], Any]) -> None:
-    try:
-        parse(text)
-    except sql.SqlError as exc:
-        where = f" at line {exc.line}, column {exc.column}" if getattr(exc, "line", None) else ""
-        raise OperationError(
-            400, "com.microsoft:argument-error", f"rule {rule!r}: invalid SQL {kind}{where}: {exc.message}"
-        ) from None
 
 
 @functools.lru_cache(maxsize=4096)

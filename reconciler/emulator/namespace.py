@@ -14,7 +14,7 @@ import threading
 import uuid
 import zlib
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
@@ -467,6 +467,19 @@ class Namespace:
             self.touch()
             return sub
 
+    def update_subscription(
+        self, topic: str, name: str, *, forward_to: str | None, forward_dead_lettered_messages_to: str | None
+    ) -> Subscription:
+        """Change where an existing subscription forwards to; its rules and messages stay."""
+        for target in (forward_to, forward_dead_lettered_messages_to):
+            if target is not None:
+                _check_name(target, EntityKind.QUEUE)
+        with self.lock:
+            sub = self.subscription(topic, name)
+            sub.forward_to, sub.forward_dead_lettered_messages_to = forward_to, forward_dead_lettered_messages_to
+            self.touch()
+            return sub
+
     def delete_subscription(self, topic: str, name: str) -> None:
         with self.lock:
             top = self.topic(topic)
@@ -541,6 +554,17 @@ class Namespace:
                     f"The messaging entity '{sub.path}|{rule.name}' already exists.",
                 )
             sub.rules[key] = RuleEntry(rule, utcnow())
+            self.touch()
+
+    def update_rule(self, topic: str, subscription: str, rule: Rule) -> None:
+        """Give an existing rule a new filter and action; it keeps its name and creation time."""
+        with self.lock:
+            sub = self.subscription(topic, subscription)
+            key = name_key(rule.name)
+            entry = sub.rules.get(key)
+            if entry is None:
+                raise not_found(f"The messaging entity '{sub.path}|{rule.name}' could not be found.")
+            sub.rules[key] = RuleEntry(replace(rule, name=entry.rule.name), entry.created_at)  # a new entry: routers see it
             self.touch()
 
     def remove_rule(self, topic: str, subscription: str, name: str) -> None:

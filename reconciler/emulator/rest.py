@@ -1,8 +1,9 @@
-"""The emulator's management REST API: the reads Microsoft's ServiceBusAdministrationClient makes.
+"""The emulator's management REST API: what Microsoft's ServiceBusAdministrationClient reads, and
+its writes of subscriptions and rules.
 
 Served over HTTPS (and plain HTTP, for sbrules' own emulator connections) on the emulator's one
-port; ``frontdoor.py`` hands each HTTP connection here. Routes (all GET, ``api-version`` accepted
-as given):
+port; ``frontdoor.py`` hands each HTTP connection here. GET routes (``api-version`` accepted as
+given):
 
 - ``/$Resources/topics`` — feed of topics, paged with ``$skip``/``$top``;
 - ``/{topic}`` — one topic;
@@ -10,26 +11,36 @@ as given):
 - ``/{topic}/subscriptions/{sub}`` — one subscription (forwarding, sessions, ...);
 - ``/{topic}/subscriptions/{sub}/rules`` — feed of rules, paged; ``.../rules/{rule}`` — one rule.
 
+PUT of ``/{topic}/subscriptions/{sub}`` or ``.../rules/{rule}`` with the ATOM entry a client
+sends creates the subscription or rule (201, or 409 when it exists); with ``If-Match: *`` it
+updates an existing one (200, or 404). DELETE of either removes it. A rule goes through the same
+checks as AMQP add-rule (``rule_checks``: name, SQL, the topic's filter quota), every request is
+charged as the management operation it is, and with a state file a write is answered once the
+file holds it, as AMQP writes are. Topics and queues are not created here (501).
+
 A GET of ``/$servicebus/websocket`` that asks for a WebSocket upgrade is AMQP over WebSockets,
 which the front door serves. Every other request needs a SAS token in ``Authorization`` whose key has Manage rights (or, when the
 emulator has a development Entra ID signing key, ``Bearer`` and a token signed with it), checked
-by the same validator as CBS put-token; other methods answer 501 (the emulator's entities come from rule
-files, the state file or the in-process API). Documents come from ``reconciler.rest.atom``.
+by the same validator as CBS put-token. Documents come from ``reconciler.rest.atom``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import socketserver
+import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, Callable, cast
 
+from reconciler import limits
 from reconciler.emulator.auth import MANAGE, TokenRejected, TokenValidator
 from reconciler.emulator.faults import Faults
 from reconciler.emulator.namespace import Namespace, OperationError, Subscription, Topic, utcnow
+from reconciler.emulator.rule_checks import check_rule, check_topic_quota
 from reconciler.emulator.throttling import CreditMeter
 from reconciler.names import name_key, same_name
 from reconciler.namespace.connection import WEBSOCKET_PATH
@@ -37,15 +48,18 @@ from reconciler.namespace.credentials import JWT_TOKEN_TYPE, SAS_TOKEN_TYPE
 from reconciler.rest import atom
 
 if TYPE_CHECKING:
+    from reconciler.emulator.durability import GroupCommit
     from reconciler.emulator.frontdoor import FrontDoor
 
 log = logging.getLogger("reconciler.emulator")
 
 DEFAULT_TOP = 100
-READ_ONLY = (
-    "the sbrules emulator serves the management API read-only: its entities come from --rules, the state "
-    "file or the in-process API, and rules are changed over AMQP (add-rule/remove-rule)"
+NOT_WRITABLE = (
+    "the sbrules emulator's management API creates, updates and deletes subscriptions and rules only: "
+    "topics and queues come from --rules, the state file or the in-process API"
 )
+#: How long a write waits for the state file to hold it before it is answered as not done.
+COMMIT_TIMEOUT_SECONDS = 30.0
 
 
 class ApiError(Exception):
@@ -67,6 +81,8 @@ class ManagementApi:
         self.meter = meter
         self.faults = faults
         self.started = utcnow()
+        #: With a state file: writes are answered once a save holds them.
+        self.commit: GroupCommit | None = None
 
     def admit(self) -> None:
         """Charge a read of the namespace's entities as the management operation it is, or refuse
@@ -131,6 +147,98 @@ class ManagementApi:
                     return self._document(self._rule_entry(base, sub, entry, True))
             raise ApiError(404, f"The messaging entity '{sub.path}|{parts[4]}' could not be found.")
 
+    def put(self, base: str, path: str, body: bytes, if_match: str | None) -> tuple[int, bytes]:
+        """Create (201) or, with ``If-Match: *``, update (200) the subscription or rule ``path``
+        names from the entry a client PUTs; the answer is the entity's entry."""
+        if if_match not in (None, "*"):
+            raise ApiError(412, "only If-Match: * (update whatever version exists) is supported")
+        topic_name, parts = self._resource(path)
+        try:
+            entry = atom.parse(body)
+        except atom.AtomError:
+            raise ApiError(400, "the request body is not an ATOM entry") from None
+        with self.namespace.lock:
+            topic = self._topic(topic_name)
+            try:
+                if len(parts) == 3:
+                    status, text = self._put_subscription(base, topic, parts[2], entry, if_match is not None)
+                else:
+                    status, text = self._put_rule(base, topic, parts[2], parts[4], entry, if_match is not None)
+            except atom.AtomError as exc:
+                raise ApiError(400, str(exc)) from None
+            except OperationError as exc:
+                raise ApiError(exc.status, exc.description) from None
+        self._committed()
+        return status, self._document(text)
+
+    def delete(self, path: str) -> None:
+        """Delete the subscription or rule ``path`` names."""
+        topic_name, parts = self._resource(path)
+        with self.namespace.lock:
+            topic = self._topic(topic_name)
+            sub = self._subscription(topic, parts[2])
+            try:
+                if len(parts) == 3:
+                    self.namespace.delete_subscription(topic.name, sub.name)
+                else:
+                    self.namespace.remove_rule(topic.name, sub.name, parts[4])
+            except OperationError as exc:
+                raise ApiError(exc.status, exc.description) from None
+        self._committed()
+
+    def _put_subscription(self, base: str, topic: Topic, name: str, entry: Any, update: bool) -> tuple[int, str]:
+        info = atom.subscription_from_entry(topic.name, entry, name)
+        forward_to, dead_letters_to = (_entity_name(t) for t in (info.forward_to, info.forward_dead_lettered_messages_to))
+        if not update:
+            if name_key(name) in topic.subscriptions:
+                raise ApiError(409, f"The messaging entity '{topic.name}/Subscriptions/{name}' already exists.")
+            sub = self.namespace.create_subscription(
+                topic.name, name, forward_to=forward_to, forward_dead_lettered_messages_to=dead_letters_to,
+                requires_session=info.requires_session,
+            )
+            return 201, self._subscription_entry(base, topic, sub, True)
+        if self._subscription(topic, name).requires_session != info.requires_session:
+            raise ApiError(400, "RequiresSession cannot be changed on an existing subscription")
+        sub = self.namespace.update_subscription(
+            topic.name, name, forward_to=forward_to, forward_dead_lettered_messages_to=dead_letters_to
+        )
+        return 200, self._subscription_entry(base, topic, sub, True)
+
+    def _put_rule(self, base: str, topic: Topic, sub_name: str, name: str, entry: Any, update: bool) -> tuple[int, str]:
+        sub = self._subscription(topic, sub_name)
+        rule = dataclasses.replace(atom.rule_from_entry(entry), name=name, created_at=None)
+        check_rule(rule)
+        current = sub.rules.get(name_key(name))
+        if update:
+            kind_changes = current is not None and limits.counts_as_sql_filter(current.rule.filter) is not (
+                limits.counts_as_sql_filter(rule.filter))
+            if kind_changes:
+                check_topic_quota(self.namespace, topic.name, rule.filter)
+            self.namespace.update_rule(topic.name, sub.name, rule)
+        else:
+            check_topic_quota(self.namespace, topic.name, rule.filter)
+            self.namespace.add_rule(topic.name, sub.name, rule)
+        return 200 if update else 201, self._rule_entry(base, sub, sub.rules[name_key(name)], True)
+
+    def _resource(self, path: str) -> tuple[str, list[str]]:
+        """The topic and the rest of a path a client may write: a subscription or a rule."""
+        parts = [p for p in urllib.parse.unquote(path).strip("/").split("/") if p]
+        topic_name, rest = _split_topic(parts) if parts else ("", [""])
+        if len(rest) == 3 and same_name(rest[1], "subscriptions"):
+            return topic_name, rest
+        if len(rest) == 5 and same_name(rest[1], "subscriptions") and same_name(rest[3], "rules"):
+            return topic_name, rest
+        raise ApiError(501, NOT_WRITABLE)
+
+    def _committed(self) -> None:
+        """Return once the state file holds every change so far (at once without a state file)."""
+        if self.commit is None:
+            return
+        done = threading.Event()
+        self.commit.after_commit(done.set)
+        if not done.wait(COMMIT_TIMEOUT_SECONDS):
+            raise ApiError(503, "ServerBusy: the change is made but the emulator's state file does not hold it yet")
+
     # -- helpers ---------------------------------------------------------------------------------
     def _topic(self, name: str) -> Topic:
         if name_key(name) in self.namespace.queues:
@@ -193,6 +301,13 @@ class ManagementApi:
                           entry.created_at, standalone=standalone)
 
 
+def _entity_name(target: str | None) -> str | None:
+    """A forwarding target as the emulator keeps it: the entity's name (clients may send its URL)."""
+    if target is None or "://" not in target:
+        return target
+    return urllib.parse.urlsplit(target).path.strip("/") or None
+
+
 def _split_topic(parts: list[str]) -> tuple[str, list[str]]:
     """A path's topic (its name may have ``/`` segments, as the service's may) and the rest, the
     rest starting with a stand-in for the topic: ``a/b/subscriptions/s`` → ``a/b``, ``[_, subscriptions, s]``.
@@ -233,35 +348,55 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # http.server's naming
         url = urllib.parse.urlsplit(self.path)
-        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
-        path = url.path.strip("/")
         if url.path == WEBSOCKET_PATH:  # AMQP over WebSockets: the front door takes the connection over
             cast("FrontDoor", self.server).serve_websocket(self)
             return
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
+        self._serve(lambda base, path: (200, self.api.get(base, path, query), atom.FEED_CONTENT_TYPE))
+
+    def do_PUT(self) -> None:
+        body = self._body()
+        if_match = self.headers.get("If-Match")
+        self._serve(lambda base, path: (*self.api.put(base, path, body, if_match), atom.XML_CONTENT_TYPE))
+
+    def do_DELETE(self) -> None:
+        self._body()
+
+        def answer(base: str, path: str) -> tuple[int, bytes, str]:
+            self.api.delete(path)
+            return 200, b"", atom.XML_CONTENT_TYPE
+
+        self._serve(answer)
+
+    def _refuse(self) -> None:
+        self._body()
+        self._send(501, atom.error(501, NOT_WRITABLE).encode("utf-8"), "application/xml; charset=utf-8")
+
+    do_POST = do_PATCH = _refuse
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _serve(self, answer: Callable[[str, str], tuple[int, bytes, str]]) -> None:
+        """Authorize, charge and answer one request (``answer(base URL, path)``), errors as ATOM errors."""
+        path = urllib.parse.urlsplit(self.path).path.strip("/")
         base = f"{self.scheme}://{self.headers.get('Host', 'localhost')}"
         latency = self.api.faults.latency if self.api.faults is not None else 0.0
         if latency > 0:  # the injected round trip, on this connection's own thread
             time.sleep(latency)
         try:
-            self.api.authorize(self.headers.get("Authorization"), path.split("?")[0])
+            self.api.authorize(self.headers.get("Authorization"), path)
             self.api.admit()
-            body = self.api.get(base, path, query)
+            status, body, content_type = answer(base, path)
         except ApiError as exc:
             self._send(exc.status, atom.error(exc.status, exc.detail).encode("utf-8"), "application/xml; charset=utf-8")
             return
         except Exception:  # one bad request must not take the server down
-            log.exception("management API: GET %s failed", self.path)
+            log.exception("management API: %s %s failed", self.command, self.path)
             self._send(500, atom.error(500, "internal error in the emulator").encode("utf-8"), "application/xml")
             return
-        self._send(200, body, atom.FEED_CONTENT_TYPE)
-
-    def _refuse_write(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        self._send(501, atom.error(501, READ_ONLY).encode("utf-8"), "application/xml; charset=utf-8")
-
-    do_PUT = do_DELETE = do_POST = do_PATCH = _refuse_write
+        self._send(status, body, content_type)
 
     def _send(self, status: int, body: bytes, content_type: str) -> None:
         self.send_response(status)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Collection, Protocol, Sequence
 
 from reconciler.discovery import (
     EntityLister,
@@ -50,8 +50,9 @@ def plan_live(
     (``discovery=False``: from the declared names only, as with a Listen-only key).
 
     The rules of undeclared subscriptions are read where they change what the plan writes (a topic
-    with a fall-through subscription, whose filter leaves their messages out too) and, with
-    ``bystanders``, everywhere (a traffic report counts what they receive). ``clock`` tells when the
+    with a fall-through subscription, whose filter leaves their messages out too), where sbrules.yaml's
+    ``owners:`` claims them (a traffic report of the saved plan counts what they receive, as the
+    owner's) and, with ``bystanders``, everywhere (a traffic report counts what they receive). ``clock`` tells when the
     namespace was read, from which the plan tells the ages of live rules; ``since``, the previous
     apply, makes the plan name the declared rules another writer re-created after it (contested)."""
     read_at = clock()
@@ -60,8 +61,14 @@ def plan_live(
     if missing:
         raise MissingEntitiesError(missing)
     undeclared = undeclared_subscriptions(desired, inventory)
-    others = read_bystanders(client, desired, undeclared, every=bystanders, concurrency=concurrency, fallback=rest)
-    unmanaged = [(t.name, s.name) for t, s in desired.subscriptions() if not s.managed] if bystanders else []
+    claimed = {(t, s): owner for t, s in undeclared if (owner := desired.owners.of_subscription(t, s))}
+    others = read_bystanders(
+        client, desired, undeclared, every=bystanders, concurrency=concurrency, fallback=rest, claimed=claimed
+    )
+    unmanaged = [
+        (t.name, s.name) for t, s in desired.subscriptions()
+        if not s.managed and (bystanders or desired.owners.of_subscription(t.name, s.name))
+    ]
     alone = observe_subscriptions(client, unmanaged, concurrency=concurrency, missing_ok=True, fallback=rest)
     desired = with_bystanders(desired, others)
     actual = observe(client, desired, concurrency=concurrency, fallback=rest, missing_ok=True)
@@ -78,7 +85,6 @@ def plan_live(
     notes = [REST_NOTE.format(path=f"{t}/{s}") for t, s in actual.read_over_rest]
     if inventory.note:
         notes.append(inventory.note)
-    claimed = {(t, s): owner for t, s in undeclared if (owner := desired.owners.of_subscription(t, s))}
     return dataclasses.replace(
         plan, undeclared=tuple(undeclared), notes=(*plan.notes, *notes), bystanders={**others, **alone},
         listed=inventory.listed, claimed=claimed, read_at=read_at,
@@ -88,10 +94,11 @@ def plan_live(
 def read_bystanders(
     client: RuleReader, desired: DesiredState, undeclared: Sequence[tuple[str, str]], *, every: bool,
     concurrency: int = DEFAULT_CONCURRENCY, fallback: FallbackReader | None = None,
+    claimed: Collection[tuple[str, str]] = (),
 ) -> dict[tuple[str, str], tuple[Rule, ...]]:
-    """The live rules of the ``undeclared`` subscriptions on topics with a fall-through subscription
-    (``every``: on every topic)."""
+    """The live rules of the ``undeclared`` subscriptions on topics with a fall-through subscription,
+    and of those an owner ``claimed`` (``every``: of all)."""
     with_fallthrough = {name_key(t.name) for t in desired.topics if any(s.fallthrough for s in t.subscriptions)}
-    wanted = [(t, s) for t, s in undeclared if every or name_key(t) in with_fallthrough]
+    wanted = [(t, s) for t, s in undeclared if every or name_key(t) in with_fallthrough or (t, s) in claimed]
     live = observe_subscriptions(client, wanted, concurrency=concurrency, missing_ok=True, fallback=fallback)
     return dict(live.items())

@@ -135,32 +135,42 @@ def live_facts(rule: Rule | None, looks_like: str | None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Contest:
-    """A declared rule found re-created after sbrules last applied it."""
+    """A rule another writer changed after sbrules wrote it: re-created after the previous apply
+    (``--since``), or found changed, removed, re-created or added again right after apply's own
+    write (``found``; ``created_at`` is the live rule's, None when it is gone)."""
 
     topic: str
     subscription: str
     rule: str
-    created_at: _dt.datetime
+    created_at: _dt.datetime | None
     applied_at: _dt.datetime
     likely_owner: str | None = None
+    found: str = "re-created"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "topic": self.topic, "subscription": self.subscription, "rule": self.rule,
-            "created_at": iso_time(self.created_at), "applied_at": iso_time(self.applied_at),
-            "likely_owner": self.likely_owner,
+            "created_at": iso_time(self.created_at) if self.created_at else None,
+            "applied_at": iso_time(self.applied_at), "likely_owner": self.likely_owner, "found": self.found,
         }
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "Contest":
-        return cls(doc["topic"], doc["subscription"], doc["rule"], read_time(doc["created_at"]),
-                   read_time(doc["applied_at"]), doc.get("likely_owner"))
+        created = read_time(doc["created_at"]) if doc.get("created_at") else None
+        return cls(doc["topic"], doc["subscription"], doc["rule"], created, read_time(doc["applied_at"]),
+                   doc.get("likely_owner"), doc.get("found", "re-created"))
 
     def describe(self) -> str:
         owner = f"; likely owner: {self.likely_owner}" if self.likely_owner else ""
-        return (f"contested {self.topic}/{self.subscription} rule {self.rule!r}: created {_shown(self.created_at)}, "
-                f"after sbrules applied it at {_shown(self.applied_at)}{owner} (another writer re-creates it: "
-                "hand it to one owner, see docs/gitops.md)")
+        created = f"created {_shown(self.created_at)}" if self.created_at else "created at an unknown time"
+        what = {
+            "re-created": f"{created}, after sbrules applied it at {_shown(self.applied_at)}",
+            "changed": f"changed by another writer ({created}) right after sbrules wrote it at {_shown(self.applied_at)}",
+            "removed": f"removed by another writer right after sbrules wrote it at {_shown(self.applied_at)}",
+            "re-added": f"added again ({created}) right after sbrules removed it at {_shown(self.applied_at)}",
+        }[self.found]
+        return (f"contested {self.topic}/{self.subscription} rule {self.rule!r}: {what}{owner} (another writer "
+                "writes it too: hand it to one owner, see docs/gitops.md)")
 
 
 def _shown(when: _dt.datetime) -> str:

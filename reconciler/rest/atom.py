@@ -173,11 +173,13 @@ def _bool(parent: Element, tag: str) -> bool:
     return (_text(parent, tag) or "").strip().lower() == "true"
 
 
-def subscription_from_entry(topic: str, entry: Element) -> SubscriptionInfo:
+def subscription_from_entry(topic: str, entry: Element, name: str | None = None) -> SubscriptionInfo:
+    """The subscription an entry describes (``name``: the one its URL names, for an entry a client
+    PUTs, which has no title)."""
     desc = _description(entry, "SubscriptionDescription")
     return SubscriptionInfo(
         topic=topic,
-        name=entry_title(entry),
+        name=name or entry_title(entry),
         forward_to=_text(desc, "ForwardTo") or None,
         forward_dead_lettered_messages_to=_text(desc, "ForwardDeadLetteredMessagesTo") or None,
         requires_session=_bool(desc, "RequiresSession"),

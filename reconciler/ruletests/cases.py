@@ -8,14 +8,14 @@ the others still run, so one mistake does not hide the rest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from reconciler.diagnostics import Diagnostic
 from reconciler.model import Message, Origin, TypedValue, TypedValueError
 from reconciler.rulefiles.loader import Prepare, display_path, is_test_file
-from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document
+from reconciler.rulefiles.located import DocPath, DocumentError, Located, read_document, read_quickly
 from reconciler.rulefiles.schema import schema_diagnostics
 
 SCHEMA_NAME = "rule-tests.schema.json"
@@ -58,8 +58,9 @@ class Case:
     expect: Expectation
     origin: Origin
     envs: tuple[str, ...] = ()
-    #: Where the message's properties were written, by (scope, name), for located warnings.
-    property_origins: Mapping[tuple[str, str], Origin] = field(default_factory=dict)
+    #: Where the message's properties were written, by (scope, name), for located warnings (each
+    #: place found when asked).
+    property_origins: Mapping[tuple[str, str], Origin] = field(default_factory=dict, compare=False)
     #: The test file and the case's index in its ``cases`` (for ``--update``).
     file: Path | None = None
     index: int = -1
@@ -87,8 +88,11 @@ def read_cases(files: Sequence[Path], diags: list[Diagnostic], prepare: Prepare 
     before the schema check (an environment's variables: ``Substitution.test_file``)."""
     cases: list[Case] = []
     for file in files:
+        display = display_path(file)
+        # The quick reader where no environment rewrites the file (which needs the table of places).
+        quick = read_quickly(file, display) if prepare is None else None
         try:
-            doc, loc = read_document(file, display_path(file))
+            doc, loc = quick if quick is not None else read_document(file, display)
         except DocumentError as exc:
             diags.append(exc.diag)
             continue
@@ -103,9 +107,9 @@ def read_cases(files: Sequence[Path], diags: list[Diagnostic], prepare: Prepare 
         for index, case_doc in enumerate(doc.get("cases") or ()):
             if index in spoiled:
                 continue
-            case = _case(case_doc, ("cases", index), doc.get("topic"), shared, loc, diags)
+            case = _case(case_doc, ("cases", index), doc.get("topic"), shared, loc, diags, file)
             if case is not None:
-                cases.append(replace(case, file=file, index=index))
+                cases.append(case)
     return cases
 
 
@@ -117,7 +121,8 @@ def _case_of(path: DocPath) -> int | None:
 
 
 def _case(
-    doc: dict, path: DocPath, default_topic: str | None, shared: Mapping[str, Any], loc: Located, diags: list[Diagnostic]
+    doc: dict, path: DocPath, default_topic: str | None, shared: Mapping[str, Any], loc: Located, diags: list[Diagnostic],
+    file: Path,
 ) -> Case | None:
     origin = loc.origin(path)
     topic = doc.get("topic", default_topic)
@@ -150,11 +155,29 @@ def _case(
     expect = _expectation(doc["expect"], path + ("expect",), doc["name"], loc, diags)
     if expect is None:
         return None
-    places = {
-        (scope, name): loc.key_origin(given_path + (scope, name)) if (given_path + (scope, name)) in loc.keys else origin
-        for scope in ("sys", "user") for name in (given.get(scope) or {})
-    }
-    return Case(doc["name"], topic, message, expect, origin, tuple(doc.get("env") or ()), places)
+    names = [(scope, name) for scope in ("sys", "user") for name in (given.get(scope) or {})]
+    places = _Places(loc, given_path, names, origin)
+    return Case(doc["name"], topic, message, expect, origin, tuple(doc.get("env") or ()), places, file, path[1])
+
+
+class _Places(Mapping[tuple[str, str], Origin]):
+    """Where each property of a case's message was written (the case's own place for one it took
+    from a shared message), found only when a warning asks."""
+
+    def __init__(self, loc: Located, given: DocPath, names: list[tuple[str, str]], fallback: Origin):
+        self._loc, self._given, self._names, self._fallback = loc, given, names, fallback
+
+    def __getitem__(self, key: tuple[str, str]) -> Origin:
+        if key not in self._names:
+            raise KeyError(key)
+        path = self._given + key
+        return self._loc.key_origin(path) if self._loc.key_node(path) is not None else self._fallback
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def _expectation(doc: dict, path: DocPath, name: str, loc: Located, diags: list[Diagnostic]) -> Expectation | None:

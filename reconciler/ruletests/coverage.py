@@ -11,10 +11,17 @@ operands; NOT by its operand. An IN item is covered when the IN decided TRUE by 
 and, in some case, decided not TRUE. A correlation field is covered when the filter matched and,
 in some case, that field was the first not to match. A true filter is covered once it matched, a
 statement once its action ran. This is MC/DC's masking form, as short-circuit evaluation shows it.
+
+A direction no message can produce (a condition that is always TRUE once the conditions before it
+are, an IN item the rest of the filter rules out, a filter that never matches) is not asked for:
+where a SQL condition or IN item is left uncovered, the static prover
+(``reconciler.sql.static.deciding``) is asked, within :data:`PROOF_BUDGET_SECONDS` for the run, for
+each direction it lacks, and a direction proven impossible is excluded and listed as such.
 """
 
 from __future__ import annotations
 
+import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -26,7 +33,10 @@ from reconciler.sql import MessageView, ast, canonical, compiled_action, compile
 from reconciler.sql.errors import SqlError, SqlEvalError
 from reconciler.sql.evaluator import compile_predicate
 from reconciler.sql.router import TopicRouter, requirement, topic_router
-from reconciler.sql.routing import correlation_matches
+from reconciler.sql.routing import RuleCheck, rule_check
+
+#: Seconds a run may spend proving uncovered directions impossible (past it, they stay counted).
+PROOF_BUDGET_SECONDS = 5.0
 
 #: leaves of a filter that decide; ``ast.In`` also has its items as branches
 _LEAVES = (ast.Comparison, ast.Like, ast.In, ast.IsNull, ast.Exists)
@@ -45,10 +55,20 @@ class Branch:
     #: the outcomes that must be seen: {True, False}, or {True} (true filters, statements)
     needed: frozenset[bool] = frozenset({True, False})
     seen: set[bool] = field(default_factory=set)
+    #: the needed outcomes the static prover showed no message can make it decide (not counted)
+    impossible: set[bool] = field(default_factory=set)
+    #: what marks it: the condition's node and, for an IN item, the item's index
+    node: ast.Predicate | None = None
+    item: int | None = None
+
+    @property
+    def counted(self) -> frozenset[bool]:
+        """The outcomes it must decide to be covered."""
+        return self.needed - self.impossible
 
     @property
     def covered(self) -> bool:
-        return self.needed <= self.seen
+        return self.counted <= self.seen
 
 
 class _RuleBranches:
@@ -60,10 +80,17 @@ class _RuleBranches:
         self.by_key: dict[Any, Branch] = {}
         self.node: ast.Predicate | None = None
         self.statements = 0
+        #: a correlation filter made ready, and its fields, each as a filter of its own (to find the
+        #: first not to match)
+        self.check: RuleCheck | None = None
+        self.fields: list[RuleCheck] = []
         origin = rule.filter_origin or rule.origin
 
-        def add(key: Any, kind: str, text: str, needed: frozenset[bool] = frozenset({True, False})) -> None:
-            branch = Branch(topic, sub, rule.name, kind, text, origin, needed)
+        def add(
+            key: Any, kind: str, text: str, needed: frozenset[bool] = frozenset({True, False}),
+            node: ast.Predicate | None = None, item: int | None = None,
+        ) -> None:
+            branch = Branch(topic, sub, rule.name, kind, text, origin, needed, node=node, item=item)
             self.branches.append(branch)
             self.by_key[key] = branch
 
@@ -74,13 +101,16 @@ class _RuleBranches:
             except SqlError:
                 self.node = None
             for leaf in _leaves(self.node) if self.node is not None else ():
-                add(id(leaf), "condition", canonical(leaf))
+                add(id(leaf), "condition", canonical(leaf), node=leaf)  # type: ignore[arg-type]
                 if isinstance(leaf, ast.In):
                     for i, item in enumerate(leaf.items):
-                        add((id(leaf), i), "in-item", f"{canonical(leaf.value)} IN (… {canonical(item)} …)")
+                        add((id(leaf), i), "in-item", f"{canonical(leaf.value)} IN (… {canonical(item)} …)", node=leaf, item=i)
         elif isinstance(flt, CorrelationFilter):
             for i, (name, value) in enumerate(_correlation_fields(flt)):
                 add(("field", i), "correlation-field", f"{name} = {value}")
+            singles = [CorrelationFilter(**{name: value}) for name, value in flt.system_fields().items()]  # type: ignore[arg-type]
+            singles += [CorrelationFilter(properties=(prop,)) for prop in flt.properties]
+            self.check, self.fields = rule_check(flt), [rule_check(single) for single in singles]
         elif isinstance(flt, TrueFilter):
             add("true", "true-filter", "true filter", frozenset({True}))
         if isinstance(rule.action, SqlRuleAction):
@@ -91,11 +121,19 @@ class _RuleBranches:
             for i, statement in enumerate(statements):
                 add(("statement", i), "statement", canonical(statement), frozenset({True}))
             self.statements = len(statements)
+        #: whether the router indexes the rule (it skips it for a message without what it requires),
+        #: and whether a skip has been marked
+        self.indexed = requirement(rule) is not None
+        self.skip_marked = False
+        #: how many branches are not covered yet: once none is, cases need not be run through the rule
+        self.uncovered = sum(not b.covered for b in self.branches)
 
     def mark(self, key: Any, outcome: bool) -> None:
         branch = self.by_key.get(key)
-        if branch is not None:
+        if branch is not None and outcome not in branch.seen:
             branch.seen.add(outcome)
+            if branch.covered:
+                self.uncovered -= 1
 
 
 def _leaves(node: ast.Node) -> list[ast.Node]:
@@ -120,6 +158,10 @@ class Coverage:
         self.rules: dict[tuple[str, int, int], _RuleBranches] = {}
         self._routers: dict[str, TopicRouter] = {}
         self._predicates: dict[int, Callable[[MessageView], Any]] = {}
+        #: the operands of each AND and OR, by its id
+        self._operands: dict[int, list[ast.Predicate]] = {}
+        #: each IN item as an IN of its own, by (the IN's id, the item's index)
+        self._items: dict[tuple[int, int], Callable[[MessageView], Any]] = {}
         self._state = state
         self._candidate_counts: dict[str, dict[tuple[int, int], int]] = defaultdict(lambda: defaultdict(int))
         self._cases: dict[str, int] = defaultdict(int)
@@ -147,8 +189,12 @@ class Coverage:
         counts = self._candidate_counts[topic_name]
         for s, chosen in router.candidates(view).items():
             for r in chosen:
+                branches = self.rules[(topic_name, s, r)]
+                if counts[(s, r)] < self._cases[topic_name] - 1:  # an earlier case skipped the rule
+                    _mark_skipped(branches)
                 counts[(s, r)] += 1
-                self._record_rule(self.rules[(topic_name, s, r)], message, view)
+                if branches.uncovered:
+                    self._record_rule(branches, message, view)
 
     def _record_rule(self, branches: _RuleBranches, message: Message, view: MessageView) -> None:
         flt = branches.rule.filter
@@ -158,14 +204,14 @@ class Coverage:
             matched = outcome is True
             for key in self._deciding(branches.node, view, outcome):
                 branches.mark(key, matched)
-        elif isinstance(flt, CorrelationFilter):
-            matched = correlation_matches(flt, message)
-            fields = _correlation_fields(flt)
+        elif branches.check is not None:
+            matched = branches.check(view, message).matched
             if matched:
-                for i in range(len(fields)):
+                for i in range(len(branches.fields)):
                     branches.mark(("field", i), True)
             else:
-                branches.mark(("field", _first_mismatch(flt, message)), False)
+                first = next((i for i, single in enumerate(branches.fields) if not single(view, message).matched), 0)
+                branches.mark(("field", first), False)
         elif isinstance(flt, TrueFilter):
             matched = True
             branches.mark("true", True)
@@ -187,7 +233,9 @@ class Coverage:
         if isinstance(node, ast.Not):
             return self._deciding(node.operand, view, self._run(node.operand, view))
         if isinstance(node, ast.And | ast.Or):
-            operands = ast.conjuncts(node) if isinstance(node, ast.And) else ast.disjuncts(node)
+            operands = self._operands.get(id(node))
+            if operands is None:
+                operands = self._operands[id(node)] = ast.conjuncts(node) if isinstance(node, ast.And) else ast.disjuncts(node)
             results = [self._run(o, view) for o in operands]
             all_decide = (outcome is True) == isinstance(node, ast.And)
             if all_decide:
@@ -206,40 +254,70 @@ class Coverage:
         return keys
 
     def _item_matches(self, node: ast.In, index: int, view: MessageView) -> bool:
-        single = ast.In(node.value, (node.items[index],), node.negated)
+        key = (id(node), index)
+        fn = self._items.get(key)
+        if fn is None:
+            fn = self._items[key] = compile_predicate(ast.In(node.value, (node.items[index],), node.negated))
         try:
-            return compile_predicate(single)(view) is True
+            return fn(view) is True
         except SqlEvalError:
             return False
 
     def finish(self) -> list[Branch]:
-        """Every branch, after marking the FALSE decided by the router's index for each rule it
-        skipped (the indexed condition: a SQL filter's first conjunct, a correlation field)."""
+        """Every branch, after marking what the router's index decided for each rule it skipped."""
         for topic_name, router in self._routers.items():
             counts = self._candidate_counts[topic_name]
             for s, (_sub, rules) in enumerate(router.subscriptions):
-                for r, rule in enumerate(rules):
-                    if counts.get((s, r), 0) < self._cases[topic_name] and requirement(rule) is not None:
-                        branches = self.rules[(topic_name, s, r)]
-                        if branches.node is not None:
-                            first = ast.conjuncts(branches.node)[0]
-                            branches.mark(id(first), False)
-                            for i in range(len(getattr(first, "items", ()))):
-                                branches.mark((id(first), i), False)
-                        else:
-                            branches.mark(("field", 0), False)
+                for r in range(len(rules)):
+                    if counts.get((s, r), 0) < self._cases[topic_name]:
+                        _mark_skipped(self.rules[(topic_name, s, r)])
+        deadline = time.monotonic() + PROOF_BUDGET_SECONDS
+        for branches in self.rules.values():
+            if branches.node is not None and time.monotonic() < deadline:
+                self._exclude_impossible(branches, deadline)
         return [b for rule in self.rules.values() for b in rule.branches]
 
+    def _exclude_impossible(self, branches: _RuleBranches, deadline: float) -> None:
+        """Each outcome an uncovered condition or IN item lacks that the prover shows no message
+        can make it decide, until ``deadline``. The static search's candidate messages go first:
+        one that makes it decide that outcome shows it possible without the solver."""
+        from reconciler.sql.static.deciding import Decisions
+        from reconciler.sql.static.facts import candidate_messages
 
-def _first_mismatch(flt: CorrelationFilter, message: Message) -> int:
-    for i, (name, value) in enumerate(flt.system_fields().items()):
-        if not correlation_matches(CorrelationFilter(**{name: value}), message):  # type: ignore[arg-type]
-            return i
-    offset = len(flt.system_fields())
-    for i, prop in enumerate(flt.properties):
-        if not correlation_matches(CorrelationFilter(properties=(prop,)), message):
-            return offset + i
-    return 0
+        node = branches.node
+        lacking = [(b, outcome) for b in branches.branches if b.node is not None for outcome in b.needed - b.seen]
+        if node is None or not lacking:
+            return
+        wanted = {(id(b.node) if b.item is None else (id(b.node), b.item), outcome): (b, outcome) for b, outcome in lacking}
+        for view in candidate_messages(branches.rule.filter):
+            outcome = self._run(node, view)
+            for key in self._deciding(node, view, outcome):
+                wanted.pop((key, outcome is True), None)
+            if not wanted:
+                return
+        decisions: Decisions | None = None
+        for branch, outcome in wanted.values():
+            if time.monotonic() >= deadline:
+                return
+            decisions = decisions or Decisions(node)
+            item = branch.item if outcome else None  # an item decides "not TRUE" whenever its IN does
+            if not decisions.possible(branch.node, outcome, item):  # type: ignore[arg-type]
+                branch.impossible.add(outcome)
+
+
+def _mark_skipped(branches: _RuleBranches) -> None:
+    """A case the router did not give the rule to: its indexed condition (a SQL filter's first
+    conjunct, a correlation field) decided it FALSE."""
+    if branches.skip_marked or not branches.indexed:
+        return
+    branches.skip_marked = True
+    if branches.node is not None:
+        first = ast.conjuncts(branches.node)[0]
+        branches.mark(id(first), False)
+        for i in range(len(getattr(first, "items", ()))):
+            branches.mark((id(first), i), False)
+    else:
+        branches.mark(("field", 0), False)
 
 
 def measure(results: Sequence[CaseResult], state: DesiredState, actual_topic: Callable[[str], str]) -> list[Branch]:
@@ -264,21 +342,43 @@ def to_json(branches: Sequence[Branch]) -> dict[str, Any]:
             {
                 "topic": b.topic, "subscription": b.subscription, "rule": b.rule, "kind": b.kind, "branch": b.text,
                 "file": b.origin.file if b.origin else None, "line": b.origin.line if b.origin else None,
-                "seen": sorted("true" if s else "not true" for s in b.seen),
+                "seen": sorted(_outcome_word(s) for s in b.seen),
             }
             for b in branches if not b.covered
         ],
+        "excluded": [
+            {
+                "topic": b.topic, "subscription": b.subscription, "rule": b.rule, "kind": b.kind, "branch": b.text,
+                "file": b.origin.file if b.origin else None, "line": b.origin.line if b.origin else None,
+                "never": sorted(_outcome_word(n) for n in b.impossible),
+            }
+            for b in branches if b.impossible
+        ],
     }
+
+
+def _outcome_word(outcome: bool) -> str:
+    return "true" if outcome else "not true"
 
 
 def render_text(branches: Sequence[Branch]) -> str:
     lines = [f"coverage: {percent(branches):.1f}% of {len(branches)} branches"]
     for b in branches:
         if not b.covered:
-            missing = " and ".join("TRUE" if n else "not TRUE" for n in sorted(b.needed - b.seen, reverse=True))
-            where = f"{b.origin.file}:{b.origin.line}" if b.origin else "<input>"
-            lines.append(f"  {where}: {b.topic}/{b.subscription} rule {b.rule}: {b.kind} `{b.text}` never decided {missing}")
+            missing = " and ".join("TRUE" if n else "not TRUE" for n in sorted(b.counted - b.seen, reverse=True))
+            lines.append(f"  {_where(b)}: {b.topic}/{b.subscription} rule {b.rule}: {b.kind} `{b.text}` never decided {missing}")
+    for b in branches:
+        if b.impossible:
+            never = " or ".join("TRUE" if n else "not TRUE" for n in sorted(b.impossible, reverse=True))
+            lines.append(
+                f"  {_where(b)}: {b.topic}/{b.subscription} rule {b.rule}: {b.kind} `{b.text}` can never decide {never} "
+                "(proven; not counted)"
+            )
     return "\n".join(lines)
+
+
+def _where(b: Branch) -> str:
+    return f"{b.origin.file}:{b.origin.line}" if b.origin else "<input>"
 
 
 def render_cobertura(branches: Sequence[Branch]) -> str:
@@ -288,8 +388,8 @@ def render_cobertura(branches: Sequence[Branch]) -> str:
     for b in branches:
         if b.origin is not None:
             by_file[b.origin.file][b.origin.line].append(b)
-    total = sum(len(b.needed) for b in branches)
-    done = sum(len(b.needed & b.seen) for b in branches)
+    total = sum(len(b.counted) for b in branches)
+    done = sum(len(b.counted & b.seen) for b in branches)
     rate = f"{done / total if total else 1:.4f}"
     root = ET.Element("coverage", {
         "line-rate": rate, "branch-rate": rate, "lines-covered": str(done), "lines-valid": str(total),
@@ -303,10 +403,10 @@ def render_cobertura(branches: Sequence[Branch]) -> str:
         ET.SubElement(cls, "methods")
         lines_el = ET.SubElement(cls, "lines")
         for number, listed in sorted(lines.items()):
-            want = sum(len(b.needed) for b in listed)
-            got = sum(len(b.needed & b.seen) for b in listed)
+            want = sum(len(b.counted) for b in listed)
+            got = sum(len(b.counted & b.seen) for b in listed)
             attributes = {"number": str(number), "hits": str(got), "branch": "true",
-                          "condition-coverage": f"{round(100 * got / want)}% ({got}/{want})"}
+                          "condition-coverage": f"{round(100 * got / want) if want else 100}% ({got}/{want})"}
             ET.SubElement(lines_el, "line", attributes)
         cls.set("line-rate", f"{sum(1 for ls in lines.values() if all(b.covered for b in ls)) / len(lines):.4f}")
         cls.set("branch-rate", cls.get("line-rate", "0"))

@@ -16,7 +16,15 @@ Operators (each applied at every place it fits):
 
 A filter mutant the static prover (``reconciler.sql.static``) proves equivalent to the original
 (each covers the other), or a removed rule it proves never matches, cannot be killed by any case
-and is not counted in the score.
+and is not counted in the score. Neither is a removed action statement that changes no copy:
+
+- ``SET p = literal`` where the prover shows the filter matches only messages in which ``p``
+  already equals that literal (``tier = 3`` … ``SET tier = 3``, ``sys.Label = 'refund'`` … ``SET
+  sys.Label = 'refund'``), and no earlier statement of the action sets or removes ``p``: the copy
+  is the same with or without it;
+- a statement whose effect a later ``REMOVE p`` undoes, no statement between reading ``p``, that
+  cannot fail: a ``REMOVE`` of an application property, or a ``SET p = literal`` where the prover
+  shows ``p`` is null or absent (there is no value to convert).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from reconciler.model import (
     TypedValue,
     ValueType,
 )
+from reconciler.names import name_key
 from reconciler.rulefiles.project import Environment
 from reconciler.ruletests.cases import Case
 from reconciler.ruletests.run import run_case
@@ -238,9 +247,79 @@ def _equivalent(state: DesiredState, mutant: Mutant) -> bool:
     changed = mutant.replacement
     if original is not None and changed is None:
         return static.unsatisfiable(original.filter)  # a rule that never matches changes nothing
-    if original is None or changed is None or changed.action != original.action:
+    if original is None or changed is None:
         return False
+    if changed.action != original.action:
+        return changed.filter == original.filter and _same_copies(original, changed)
     return static.covers(original.filter, changed.filter) and static.covers(changed.filter, original.filter)
+
+
+def _statements(action: Any) -> tuple[ast.Statement, ...] | None:
+    if not isinstance(action, SqlRuleAction):
+        return ()
+    try:
+        return compiled_action(action.expression).node.statements
+    except SqlError:
+        return None
+
+
+def _same_copies(original: Rule, changed: Rule) -> bool:
+    """Proven: ``changed`` (``original`` with one action statement removed) makes the same copy of
+    every message the rule delivers (see the module's docstring)."""
+    from reconciler.sql import static
+
+    before, after = _statements(original.action), _statements(changed.action)
+    if before is None or after is None or len(after) != len(before) - 1:
+        return False
+    i = next((n for n, (a, b) in enumerate(zip(before, after)) if a != b), len(after))
+    if before[:i] + before[i + 1:] != after:
+        return False
+    removed, target = before[i], _target(before[i].prop)
+    if any(_target(s.prop) == target for s in before[:i]):
+        return False
+    if (
+        isinstance(removed, ast.Set) and _pinnable(removed)
+        and static.covers(SqlFilter(f"{canonical(removed.prop)} = {canonical(removed.value)}"), original.filter)
+    ):
+        return True  # the property already holds the value set
+    for later in before[i + 1:]:
+        if isinstance(later, ast.Set) and _reads(later.value, target):
+            return False
+        if _target(later.prop) == target:
+            if not isinstance(later, ast.Remove):
+                return False  # a SET converts to the type the removed statement left: it may differ
+            if isinstance(removed, ast.Remove):
+                return removed.prop.scope == "user"
+            return (
+                removed.prop.scope == "user" and isinstance(removed.value, ast.Literal)
+                and static.covers(SqlFilter(f"{canonical(removed.prop)} IS NULL"), original.filter)
+            )
+    return False
+
+
+def _target(prop: ast.Property) -> tuple[str, str]:
+    return prop.scope, name_key(prop.name) if prop.scope == "user" else prop.name
+
+
+def _pinnable(statement: ast.Set) -> bool:
+    """A literal that equals the property's value only if setting it changes nothing: a string for
+    a system property (whose type is fixed); a number or bool for an application property, which
+    SET converts to the type it holds. Not a string for an application property: an AMQP symbol
+    equals it, and SET makes it a string."""
+    value = statement.value
+    if not isinstance(value, ast.Literal) or value.parameter is not None:
+        return False
+    if statement.prop.scope == "sys":
+        return value.type is ValueType.STRING
+    return value.type in (ValueType.LONG, ValueType.DOUBLE, ValueType.BOOL)
+
+
+def _reads(expr: ast.Node, target: tuple[str, str]) -> bool:
+    """Whether ``expr`` may read the property ``target`` (``property(...)`` may read any)."""
+    return any(
+        isinstance(node, ast.Function) or (isinstance(node, ast.Property) and _target(node) == target)
+        for node in _walk(expr)
+    )
 
 
 def run_mutants(

@@ -104,7 +104,9 @@ def _receiver_findings(case: Case, router: TopicRouter, receivers: list[str]) ->
 
 
 def _copy_findings(case: Case, routed: dict[str, RouteResult]) -> list[Finding]:
-    findings = []
+    findings: list[Finding] = []
+    if not case.expect.copies:
+        return findings
     by_key = {name_key(n): r for n, r in routed.items()}
     for sub, expected in case.expect.copies.items():
         result = by_key.get(name_key(sub))

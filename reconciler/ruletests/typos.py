@@ -44,11 +44,11 @@ def typo_warnings(cases: Sequence[Case], state: DesiredState, environment: Envir
                         out.append(Diagnostic("warning", "test-unknown-rule",
                                               f"case {case.name!r}: subscription {name!r} has no rule {copy.rule!r}",
                                               copy.origin))
-        for (scope, prop), origin in case.property_origins.items():
+        for scope, prop in case.property_origins:  # each place found only for a warning
             if scope == "user" and name_key(prop) not in known:
                 out.append(Diagnostic("warning", "test-unknown-property",
                                       f"case {case.name!r}: no rule of topic {case.topic!r} reads property {prop!r}",
-                                      origin))
+                                      case.property_origins[scope, prop]))
     return out
 
 

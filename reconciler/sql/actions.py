@@ -60,15 +60,15 @@ class _State:
 
     __slots__ = ("sys", "user", "view")
 
-    def __init__(self, message: Message):
+    def __init__(self, message: Message, view: MessageView | None = None):
         self.sys = dict(message.sys)
         self.user = dict(message.user)
-        self.view = MessageView.from_message(message)
+        self.view = MessageView.from_message(message) if view is None else MessageView(dict(view.sys), dict(view.user))
 
     def user_key(self, name: str) -> str | None:
         wanted = name_key(name)
         for key in self.user:
-            if name_key(key) == wanted:
+            if len(key) == len(wanted) and name_key(key) == wanted:  # a key is as long as its name
                 return key
         return None
 
@@ -85,8 +85,9 @@ class CompiledAction:
         self.node = node
         self._statements = [_compile_statement(s) for s in node.statements]
 
-    def apply(self, message: Message) -> Message:
-        state = _State(message)
+    def apply(self, message: Message, view: MessageView | None = None) -> Message:
+        """``view``: the message's view, when the caller has made it (copied, not changed)."""
+        state = _State(message, view)
         for statement in self._statements:
             statement(state)
         return Message(sys=state.sys, user=state.user, body=message.body)

@@ -67,6 +67,10 @@ class Outcome:
         return {True: "true", False: "false", None: "unknown"}[self.result]
 
 
+#: The error-free outcomes, made once (an outcome is immutable): TRUE, FALSE and UNKNOWN by result.
+OUTCOMES = {result: Outcome(result) for result in (True, False, None)}
+
+
 class CompiledFilter:
     """A filter compiled to closures. Call it with a MessageView (raises SqlEvalError)."""
 
@@ -81,7 +85,7 @@ class CompiledFilter:
 
     def outcome(self, view: MessageView) -> Outcome:
         try:
-            return Outcome(self._fn(view))
+            return OUTCOMES[self._fn(view)]
         except SqlEvalError as exc:
             return Outcome(None, str(exc))
 

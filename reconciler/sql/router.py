@@ -43,7 +43,7 @@ from reconciler.names import name_key
 from reconciler.sql import ast
 from reconciler.sql.errors import SqlError
 from reconciler.sql.evaluator import CompiledFilter, MessageView, literal_value
-from reconciler.sql.routing import RouteResult, compiled_filter, route_rules
+from reconciler.sql.routing import RouteResult, compiled_filter, route_rules, rule_check
 
 #: Where a required value is read from a MessageView: ("sys", canonical name) or ("user", name key).
 Key = tuple[str, str]
@@ -125,8 +125,12 @@ class TopicRouter:
         self._place: list[tuple[int, int]] = []
         self._always: list[int] = []
         self._index: dict[Key, _PropertyIndex] = defaultdict(_PropertyIndex)
-        #: per subscription, each rule's compiled SQL filter (None: not SQL, or invalid)
+        #: per subscription, each rule's compiled SQL filter (None: not SQL, or invalid), and its check
         self._compiled = [[_compiled(rule) for rule in rules] for _name, rules in self.subscriptions]
+        self._checks = [
+            [rule_check(rule.filter, compiled) for rule, compiled in zip(rules, self._compiled[sub_index])]
+            for sub_index, (_name, rules) in enumerate(self.subscriptions)
+        ]
         for sub_index, (_name, rules) in enumerate(self.subscriptions):
             for rule_index, rule in enumerate(rules):
                 rule_id = len(self._place)
@@ -171,8 +175,8 @@ class TopicRouter:
         subscriptions = self.subscriptions
         out = {}
         for sub_index, chosen in self.candidates(view).items():
-            rules, compiled = subscriptions[sub_index][1], self._compiled[sub_index]
-            out[sub_index] = route_rules([rules[i] for i in chosen], message, view, compiled=[compiled[i] for i in chosen])
+            rules, checks = subscriptions[sub_index][1], self._checks[sub_index]
+            out[sub_index] = route_rules([rules[i] for i in chosen], message, view, checks=[checks[i] for i in chosen])
         return out
 
     def route_every_rule(self, message: Message, view: MessageView | None = None) -> list[RouteResult]:
@@ -183,7 +187,7 @@ class TopicRouter:
         for sub_index, (_name, rules) in enumerate(self.subscriptions):
             chosen = set(by_sub.get(sub_index, ()))
             skip = [i for i in range(len(rules)) if i not in chosen]
-            results.append(route_rules(rules, message, view, skip=frozenset(skip), compiled=self._compiled[sub_index]))
+            results.append(route_rules(rules, message, view, skip=frozenset(skip), checks=self._checks[sub_index]))
         return results
 
 

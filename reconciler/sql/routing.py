@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Container, Sequence
+from typing import Callable, Container, Sequence
 
 from reconciler.model import (
     CORRELATION_SYS_NAMES,
@@ -30,11 +30,11 @@ from reconciler.names import same_name
 from reconciler.sql import values
 from reconciler.sql.actions import CompiledAction
 from reconciler.sql.errors import SqlError, SqlEvalError
-from reconciler.sql.evaluator import CompiledFilter, MessageView, Outcome
+from reconciler.sql.evaluator import OUTCOMES, CompiledFilter, MessageView, Outcome
 from reconciler.sql.parser import parse_action, parse_filter
 
 RULE_NAME_PROPERTY = "RuleName"
-FALSE = Outcome(False)
+FALSE = OUTCOMES[False]
 
 
 @functools.lru_cache(maxsize=8192)
@@ -70,20 +70,54 @@ def _object_equals(a: TypedValue, b: TypedValue) -> bool:
 
 
 def _evaluate(flt: Filter, view: MessageView, message: Message, compiled: CompiledFilter | None = None) -> Outcome:
+    return rule_check(flt, compiled)(view, message)
+
+
+#: A filter made ready to evaluate many messages: (the message's view, the message) → its outcome.
+RuleCheck = Callable[[MessageView, Message], Outcome]
+
+
+def rule_check(flt: Filter, compiled: CompiledFilter | None = None) -> RuleCheck:
+    """How ``flt`` evaluates, its kind decided and its SQL compiled once (``compiled``: already)."""
     if isinstance(flt, SqlFilter):
         if compiled is None:
             try:
                 compiled = compiled_filter(flt.expression)
             except SqlError as exc:
-                return Outcome(None, f"invalid filter: {exc}")
-        return compiled.outcome(view)
+                invalid = Outcome(None, f"invalid filter: {exc}")
+                return lambda view, message: invalid
+        outcome = compiled.outcome
+        return lambda view, message: outcome(view)
     if isinstance(flt, CorrelationFilter):
-        return Outcome(correlation_matches(flt, message))
+        return _correlation_check(flt)
     if isinstance(flt, TrueFilter):
-        return Outcome(True)
+        return lambda view, message: OUTCOMES[True]
     if isinstance(flt, FalseFilter):
-        return Outcome(False)
+        return lambda view, message: FALSE
     raise TypeError(f"not a filter: {flt!r}")
+
+
+def _correlation_check(flt: CorrelationFilter) -> RuleCheck:
+    """:func:`correlation_matches` with the filter's fields listed once."""
+    if flt.is_empty():
+        return lambda view, message: FALSE
+    system = [(CORRELATION_SYS_NAMES[name], expected) for name, expected in flt.system_fields().items()]
+    properties = flt.properties
+    string = ValueType.STRING
+
+    def check(view: MessageView, message: Message) -> Outcome:
+        sys_props = message.sys
+        for name, expected in system:
+            actual = sys_props.get(name)
+            if actual is None or actual.type is not string or actual.value != expected:
+                return FALSE
+        for name, expected_value in properties:
+            actual_value = message.user_property(name)
+            if actual_value is None or not _object_equals(expected_value, actual_value):
+                return FALSE
+        return OUTCOMES[True]
+
+    return check
 
 
 def matches(rule: Rule, message: Message) -> Outcome:
@@ -91,9 +125,10 @@ def matches(rule: Rule, message: Message) -> Outcome:
     return _evaluate(rule.filter, MessageView.from_message(message), message)
 
 
-def run_action(action: SqlRuleAction, message: Message) -> Message:
-    """The copy of ``message`` after ``action`` (raises SqlEvalError, or SqlError for bad text)."""
-    return compiled_action(action.expression).apply(message)
+def run_action(action: SqlRuleAction, message: Message, view: MessageView | None = None) -> Message:
+    """The copy of ``message`` after ``action`` (raises SqlEvalError, or SqlError for bad text);
+    ``view``: the message's, when made already."""
+    return compiled_action(action.expression).apply(message, view)
 
 
 @dataclass(frozen=True)
@@ -110,13 +145,13 @@ def route_rules(
     message: Message,
     view: MessageView | None = None,
     skip: Container[int] = (),
-    compiled: Sequence[CompiledFilter | None] | None = None,
+    checks: Sequence[RuleCheck] | None = None,
 ) -> RouteResult:
     """Evaluate every rule of a subscription on ``message`` and build the delivered copies.
 
     The rules at the indexes in ``skip`` are known to be FALSE (``reconciler.sql.router`` proved
-    it) and are recorded so without being evaluated. ``compiled`` holds, per rule, its SQL filter
-    already compiled (a router keeps them, beyond what the compiled-text cache holds)."""
+    it) and are recorded so without being evaluated. ``checks`` holds, per rule, its filter made
+    ready (:func:`rule_check`: a router keeps them)."""
     view = view if view is not None else MessageView.from_message(message)
     results: list[tuple[str, Outcome]] = []
     action_copies: list[tuple[str | None, Message]] = []
@@ -125,22 +160,32 @@ def route_rules(
         if index in skip:
             results.append((rule.name, FALSE))
             continue
-        outcome = _evaluate(rule.filter, view, message, compiled[index] if compiled is not None else None)
-        if outcome.matched and isinstance(rule.action, SqlRuleAction):
-            try:
-                copy = run_action(rule.action, message)
-            except (SqlEvalError, SqlError) as exc:
-                outcome = Outcome(True, f"action failed: {exc}")
+        outcome = checks[index](view, message) if checks is not None else _evaluate(rule.filter, view, message)
+        if outcome.matched:
+            if isinstance(rule.action, SqlRuleAction):
+                try:
+                    copy = run_action(rule.action, message, view)
+                except (SqlEvalError, SqlError) as exc:
+                    outcome = Outcome(True, f"action failed: {exc}")
+                else:
+                    action_copies.append((rule.name, _with_rule_name(copy, rule.name)))
             else:
-                action_copies.append((rule.name, _with_rule_name(copy, rule.name)))
-        elif outcome.matched:
-            plain_match = True
+                plain_match = True
         results.append((rule.name, outcome))
     copies = ([(None, message)] if plain_match else []) + action_copies
     return RouteResult(delivered=bool(copies), rule_results=results, copies=copies)
 
 
 def _with_rule_name(message: Message, rule_name: str) -> Message:
-    user = {k: v for k, v in message.user.items() if not same_name(k, RULE_NAME_PROPERTY)}
-    user[RULE_NAME_PROPERTY] = TypedValue(ValueType.STRING, rule_name)
+    # A name's key is as long as the name: the length rules out most keys before their key is made.
+    user = {
+        k: v for k, v in message.user.items() if len(k) != len(RULE_NAME_PROPERTY) or not same_name(k, RULE_NAME_PROPERTY)
+    }
+    user[RULE_NAME_PROPERTY] = _rule_name_value(rule_name)
     return Message(sys=dict(message.sys), user=user, body=message.body)
+
+
+@functools.lru_cache(maxsize=8192)
+def _rule_name_value(rule_name: str) -> TypedValue:
+    """The ``RuleName`` a rule's copies carry (a typed value is immutable: made once per rule)."""
+    return TypedValue(ValueType.STRING, rule_name)

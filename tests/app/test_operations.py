@@ -73,5 +73,5 @@ def test_validate_is_offline_and_reports_every_environment(rules_dir):
 @pytest.mark.unit
 def test_an_environment_without_a_project_is_a_usage_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UsageError, match="no sbrules.yaml"):
+    with pytest.raises(UsageError, match=r"no sbrules\.yaml"):
         operations.project_environment("prod")

@@ -59,7 +59,7 @@ def test_an_environment_names_its_namespace_by_variable_and_refuses_an_explicit_
     env = Environment("prod", Origin("sbrules.yaml", 3, 3), connection_string_env="PROD_SB")
     monkeypatch.setenv("PROD_SB", CONNECTION_STRING.replace("myns", "prodns"))
     assert TargetOptions().target(env).address == "prodns.servicebus.windows.net"
-    with pytest.raises(UsageError, match="takes its namespace from sbrules.yaml"):
+    with pytest.raises(UsageError, match=r"takes its namespace from sbrules\.yaml"):
         TargetOptions(CONNECTION_STRING, explicit=True).target(env)
     monkeypatch.delenv("PROD_SB")
     with pytest.raises(UsageError, match="reads it from \\$PROD_SB, which is not set"):

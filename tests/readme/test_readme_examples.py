@@ -82,6 +82,14 @@ def environments(setup: Setup) -> None:
         path.write_text(body, encoding="utf-8")
 
 
+def examples(setup: Setup) -> None:
+    """docs/examples/ in examples/; after the emulator fixture, its CA certificate in emulator-ca.pem
+    (what `sbrules emulator --ca-file emulator-ca.pem` writes), for Microsoft's SDK to trust."""
+    shutil.copytree(REPO / "docs" / "examples", setup.workdir / "examples")
+    if setup.emulator is not None:
+        setup.emulator.write_ca(setup.workdir / "emulator-ca.pem")
+
+
 def shop(setup: Setup) -> None:
     """rules/shop.yaml and the Parquet sample samples/shop of tests/traffic/gaps.py (no namespace)."""
     from tests.traffic import gaps
@@ -95,13 +103,14 @@ FIXTURES: dict[str, Callable[[Setup], None]] = {
     "environments": environments,
     "emulator": emulator,
     "traffic": traffic,
+    "examples": examples,
 }
 
 
 @contextlib.contextmanager
-def prepared(page: Path, example: Example, workdir: Path) -> Iterator[dict[str, str]]:
+def prepared(page: Path, example: Example, workdir: Path) -> Iterator[Setup]:
     """A copy of the shipped rules/ in ``workdir``, this environment's `sbrules` first on PATH, no
-    colours, and the example's fixtures; yields the environment to run the commands with."""
+    colours, and the example's fixtures; yields what they set up (``env``: to run the commands with)."""
     shutil.copytree(REPO / "rules", workdir / "rules")
     env = {k: v for k, v in os.environ.items() if k != "SERVICEBUS_CONNECTION_STRING"}
     env.update(
@@ -114,7 +123,7 @@ def prepared(page: Path, example: Example, workdir: Path) -> Iterator[dict[str, 
         setup = Setup(page, workdir, env, stack)
         for name in example.fixtures:
             FIXTURES[name](setup)
-        yield env
+        yield setup
 
 
 def run(example: Example, workdir: Path, env: dict[str, str]) -> list[tuple[str, ...]]:
@@ -130,9 +139,15 @@ def run(example: Example, workdir: Path, env: dict[str, str]) -> list[tuple[str,
     return [tuple(out.splitlines()) for out in outputs]
 
 
+#: Fixtures whose examples a test of their own runs (slow): test_coexistence_guide.py.
+OWN_TEST = {"examples"}
+
+
 def _params() -> list:
     params = []
     for page, example in EXAMPLES:
+        if OWN_TEST & set(example.fixtures):
+            continue
         marks = [pytest.mark.spark] if {"traffic", "shop"} & set(example.fixtures) else []
         if example.skip:
             marks.append(pytest.mark.skip(reason=f"{name(page)} says: {example.skip}"))
@@ -144,8 +159,8 @@ def _params() -> list:
 def test_documented_example(page: Path, example: Example, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
-    with prepared(page, example, workdir) as env:
-        outputs = run(example, workdir, env)
+    with prepared(page, example, workdir) as setup:
+        outputs = run(example, workdir, setup.env)
     failures = []
     for command, output in zip(example.commands, outputs):
         expected = normalise(command.expected)

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from reconciler.apply import ApplyOptions, ReplaceStrategy, _CtrlC, apply_plan, render_report
+from reconciler.apply import ApplyOptions, ReplaceStrategy, apply_plan, render_report
+from reconciler.apply.interrupts import CtrlC
 from reconciler.namespace.errors import BadRequestError, ServerBusyError
 from reconciler.plan import Plan, compute_plan, is_temp_rule_name
 
@@ -197,7 +198,7 @@ def test_ctrl_c_while_apply_waits_is_counted_not_raised():
     # Raised, a KeyboardInterrupt could land inside concurrent.futures.wait while it holds the
     # futures' locks, and the worker finishing one would then block the interpreter's exit for ever.
     before = signal.getsignal(signal.SIGINT)
-    with _CtrlC() as ctrl_c:
+    with CtrlC() as ctrl_c:
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.01)  # a signal's handler runs at the main thread's next bytecode

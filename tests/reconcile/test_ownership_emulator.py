@@ -4,18 +4,27 @@ subscription. Plan, apply, drift and export through the CLI; Microsoft's adminis
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import subprocess
 import sys
 import textwrap
+import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 from azure.servicebus.management import ServiceBusAdministrationClient
 
+from reconciler.amqp.client import ManagementClient
+from reconciler.apply import ApplyOptions, apply_plan, render_report
 from reconciler.emulator import Emulator
 from reconciler.model import CorrelationFilter, Rule, SqlFilter, TrueFilter
+from reconciler.owners import Owners
+from reconciler.plan.live import plan_live
+from reconciler.plan.ops import iso_time
+from reconciler.rulefiles import load_paths
 
 FRAMEWORK = (
     Rule("$Default", TrueFilter()),
@@ -143,6 +152,12 @@ def test_named_owners_label_plan_drift_and_export(shared, run_cli, tmp_path):
     assert "= foreign rule 'masstransit-order'  (owned by masstransit;" in out
     assert "= foreign rule 'Shop.Messages.OrderPlaced'  (owned by nservicebus;" in out
     assert "undeclared orders/nsb-sales: exists in the namespace, no rule file mentions it; nservicebus owns it" in out
+    # The plan reads what a claimed subscription holds (a saved plan's traffic report counts it), not a stray one's.
+    assert run_cli("plan", "rules", "--env", "dev", "--out", tmp_path / "plan.json")[0] == 0
+    left_alone = {d["subscription"]: d for d in json.loads((tmp_path / "plan.json").read_text())["undeclared"]}
+    assert left_alone["nsb-sales"]["owner"] == "nservicebus"
+    assert [r["name"] for r in left_alone["nsb-sales"]["rules"]] == ["Shop.Messages.OrderPlaced"]
+    assert "rules" not in left_alone["stray"] and "owner" not in left_alone["stray"]
     assert run_cli("apply", "rules", "--env", "dev", "--auto-approve")[0] == 0
     code, out, _ = run_cli("drift", "rules", "--env", "dev", "--strict", "--format", "json")
     doc = json.loads(out)
@@ -199,3 +214,48 @@ def test_since_names_a_journal_or_a_plan(shared, run_cli, tmp_path):
     bad.write_text("not a journal\n")
     code, _, err = run_cli("drift", "rules", "--since", bad)
     assert code == 1 and "--since" in err and "is not an apply journal entry" in err and "Traceback" not in err
+
+
+def test_a_rule_changed_right_after_apply_wrote_it_is_contested_at_once(shared, run_cli, tmp_path, output_schema):
+    """A framework's thread re-creates a declared rule, over its own AMQP connection, the moment apply
+    has written it (apply's per-change callback hands over and waits until it is done): apply's read
+    under its lock reports the rule contested, its journal records it, and drift --since that
+    journal shows it while the framework's version stays."""
+    desired = replace(load_paths([tmp_path / "rules"]), owners=Owners({"masstransit": ("orders/shared/team-a-big",)}))
+    written, recreated = threading.Event(), threading.Event()
+
+    def framework() -> None:
+        assert written.wait(60)
+        with ManagementClient(shared.connection_string) as client:
+            client.remove_rule("orders", "shared", "team-a-big")
+            client.add_rule("orders", "shared", Rule("team-a-big", SqlFilter("amount > 500")))
+        recreated.set()
+
+    def handed_over(change) -> None:
+        if change.rule == "team-a-big":
+            written.set()
+            assert recreated.wait(60)
+
+    thread = threading.Thread(target=framework, daemon=True)
+    thread.start()
+    journal = tmp_path / "journal.jsonl"
+    with ManagementClient(shared.connection_string) as client, journal.open("w") as stream:
+        plan = plan_live(client, client, desired, discovery=False)
+        report = apply_plan(client, plan, ApplyOptions(journal=stream, desired=desired, on_change=handed_over, parallel=1))
+    thread.join(60)
+
+    (contest,) = report.results[0].contested
+    assert (contest.rule, contest.found, contest.likely_owner) == ("team-a-big", "changed", "masstransit")
+    assert contest.created_at is not None and contest.created_at >= contest.applied_at - _dt.timedelta(seconds=5)
+    assert "! contested orders/shared rule 'team-a-big': changed by another writer" in render_report(report)
+    entries = [json.loads(line) for line in journal.read_text().splitlines()]
+    verified = {e["rule"]: e["created_at"] for e in entries if e.get("outcome") == "verified"}
+    created = shared.namespace.subscription("orders", "shared").rules["team-a-eu"].created_at
+    on_the_wire = created.replace(microsecond=created.microsecond // 1000 * 1000)  # AMQP timestamps are milliseconds
+    assert verified == {"team-a-eu": iso_time(on_the_wire)}  # every other rule apply wrote, as it saw it
+
+    code, out, _ = run_cli("drift", "rules", "--since", journal, "--format", "json")
+    output_schema("drift").validate(json.loads(out))
+    (carried,) = json.loads(out)["contested"]
+    assert code == 2 and carried["found"] == "changed" and carried["likely_owner"] == "masstransit"
+    assert carried["created_at"] == iso_time(contest.created_at)

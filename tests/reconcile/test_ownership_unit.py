@@ -256,6 +256,15 @@ def test_owners_claim_subscriptions_and_rules_part_by_part():
     assert OWNERS.of_rule("orders/eu", "x", "pay-1") is None  # a * never spans a /
 
 
+def test_owners_name_topics_with_slash_segments_by_all_of_them():
+    """MassTransit names topics Namespace/TypeName: a pattern names such a topic segment by segment."""
+    owners = Owners({"masstransit": ("shop.events/orderplaced/*",), "team": ("shop.events/*/billing/team-*",)})
+    assert owners.of_subscription("Shop.Events/OrderPlaced", "billing-endpoint") == "masstransit"
+    assert owners.of_rule("shop.events/orderplaced", "billing", "team-big") == "team"  # four segments: a rule
+    assert owners.of_subscription("shop.events", "orderplaced") is None  # two segments are not three
+    assert owners.of_subscription("shop.events/orderplaced/extra", "x") is None
+
+
 def _claimed_plan(kit) -> Plan:
     mine, pay, nsb = kit.corr("team-a", "A"), kit.corr("pay-refunds", "R"), kit.corr("legacy", "L")
     desired = replace(_owned_desired([mine]), owners=OWNERS)

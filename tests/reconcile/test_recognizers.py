@@ -48,10 +48,17 @@ def test_nservicebus_endpoint_subscriptions_default_false_rule():
     assert found is not None and found.framework == "NServiceBus"
 
 
-def test_masstransit_topics_are_named_after_message_types():
+def test_masstransit_subscription_rules_on_topics_named_after_message_types():
     found = recognize(MT_TOPIC, MT_RULE, [MT_RULE])
     assert found is not None and found.framework == "MassTransit"
     assert "masstransit.azure.servicebus.core.tests.topologytesttypes/messageb" in found.evidence
+    assert "the one rule of a subscription" in found.evidence
+
+
+def test_a_rule_beside_others_on_a_message_type_topic_is_not_claimed_for_masstransit():
+    """The topic's name alone is no evidence: a team's rules there are the team's."""
+    team = Rule("team-a-big", SqlFilter("amount > 1000"))
+    assert recognize(MT_TOPIC, team, [team, Rule("team-a-eu", CorrelationFilter(subject="eu"))]) is None
 
 
 def test_dapr_subscriptions_hold_only_the_default_true_rule():

@@ -105,11 +105,11 @@ def test_missing_entities_are_not_found(admin):
         list(admin.list_subscriptions("nope"))
 
 
-def test_writes_answer_501_with_the_reason(admin):
+def test_topics_are_not_created_here_and_the_answer_says_so(admin):
     with pytest.raises(HttpResponseError) as caught:
-        admin.create_subscription("orders", "new")
+        admin.create_topic("new")
     assert caught.value.status_code == 501
-    assert "read-only" in str(caught.value)
+    assert "subscriptions and rules only" in str(caught.value)
 
 
 def test_listen_only_key_is_refused(namespace_emulator):

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.against import _compared, run_against_emulator
+from reconciler.against import _compared, dead_lettered, run_against_emulator
+from reconciler.emulator.routing import FILTER_ERROR_REASON
 from reconciler.golden import expectation
-from reconciler.model import Message, Origin
+from reconciler.model import Message, Origin, TypedValue, ValueType
 from reconciler.rulefiles import load
 from reconciler.ruletests.cases import Case, Expectation
 from reconciler.ruletests.run import run_cases
@@ -77,3 +78,42 @@ def test_a_difference_in_what_a_subscription_received_fails_the_case():
     assert [(f.subscription, f.expected, f.actual) for f in compared.findings] == [
         ("shipping", "1 copy (offline routing)", "the emulator delivered 1 with other properties")
     ]
+
+
+def _dead_letter(message: Message) -> Message:
+    return Message(sys=message.sys, user={**message.user, "DeadLetterReason": TypedValue(ValueType.STRING, FILTER_ERROR_REASON)})
+
+
+@pytest.mark.unit
+def test_dead_lettering_is_compared_both_ways():
+    """A filter that raises (`amount > 1000` on the string 'many') dead-letters the message in
+    billing, which still receives nothing else; offline routing predicts it, and a broker that does
+    not dead-letter it, or dead-letters it elsewhere, fails the case."""
+    state = load([RULES]).state
+    message = Message.from_json({"sys": {"Label": "order.placed", "MessageId": "m1"}, "user": {"amount": "many"}})
+    (result,) = run_cases([Case("raises", "orders", message, Expectation(unrouted=False), Origin("t", 1, 1))], state)
+    assert list(dead_lettered(result.routed)) == ["billing"]
+    assert "high-value" in dead_lettered(result.routed)["billing"]
+    copies = {("m1", name): [copy for _rule, copy in r.copies] for name, r in result.routed.items()}
+    assert _compared(result, copies, {("m1", "billing"): [_dead_letter(message)]}).status == "passed"
+
+    missing = _compared(result, copies, {})
+    assert missing.status == "failed"
+    ((subscription, expected, actual),) = [(f.subscription, f.expected, f.actual) for f in missing.findings]
+    assert subscription == "billing" and expected.startswith("dead-lettered (rule 'high-value': ")
+    assert actual == "the emulator did not dead-letter it"
+
+    elsewhere = _compared(result, copies, {("m1", "billing"): [_dead_letter(message)], ("m1", "audit"): [_dead_letter(message)]})
+    assert [(f.subscription, f.expected, f.actual) for f in elsewhere.findings] == [
+        ("audit", "not dead-lettered (offline routing)", f"the emulator dead-lettered it 1 time with reason {FILTER_ERROR_REASON}")
+    ]
+
+
+@pytest.mark.slow
+def test_a_case_whose_filter_raises_is_dead_lettered_by_the_emulator_as_predicted():
+    state = load([RULES]).state
+    message = Message.from_json({"sys": {"Label": "order.placed"}, "user": {"amount": "many", "currency": "EUR"}})
+    case = Case("raises", "orders", message, Expectation(includes=("audit",)), Origin("t", 1, 1))
+    (result,) = run_against_emulator([case], state)
+    assert result.status == "passed", (result.findings, result.note)
+    assert list(dead_lettered(result.routed)) == ["billing"]

@@ -76,3 +76,52 @@ def test_record_needs_out_named_as_a_test_file(run_cli, tmp_path):
     assert code == 64 and "--record SAMPLE needs --out FILE" in err
     code, _out, err = run_cli("test", RULES, "--record", tmp_path / "sample.parquet", "--out", tmp_path / "x.yaml")
     assert code == 64 and "name it *.test.yaml" in err
+
+
+COMMENTED = """\
+# yaml-language-server: $schema=../schemas/rule-tests.schema.json
+# Order routing that must stay true.
+topic: orders
+messages:
+  placed: {sys: {Label: order.placed}, user: {amount: {double: 250.0}, currency: EUR, region: eu-west}}  # the base
+cases:
+  # kept as written
+  - name: a paid EU order goes to shipping
+    given: {sys: {Label: order.paid}, user: {region: eu-north}}
+    expect:
+      includes: [shipping]   # the carrier rule
+  - name: a big order, wrongly expected to reach nobody
+    given: {like: placed, user: {amount: {double: 1500.0}, note: 'yes'}}   # quoted on purpose
+    expect: {unrouted: true}   # stale
+  - {name: heartbeats, given: {sys: {Label: heartbeat}}, expect: {only: [shipping]}}
+"""
+
+
+def test_update_keeps_the_comments_and_the_layout_of_the_file(run_cli, tmp_path):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    for file in RULES.glob("*.yaml"):
+        if not file.name.endswith(".test.yaml"):
+            (rules / file.name).write_text(file.read_text())
+    tests = rules / "orders.test.yaml"
+    tests.write_text(COMMENTED)
+    code, _text, err = run_cli("test", rules, "--update")
+    assert code == 1 and f"updated the failing cases' expectations in {tests}" in err
+    after = tests.read_text()
+    before_lines, after_lines = COMMENTED.splitlines(), after.splitlines()
+    # Every line but the two stale expectations is as it was, comments and quotes included.
+    unchanged = [line for line in before_lines if "stale" not in line and "heartbeats" not in line]
+    assert [line for line in after_lines if line in unchanged] == unchanged
+    assert "# stale" in after and "{only: [" in next(line for line in after_lines if "stale" in line)
+    assert next(line for line in after_lines if "heartbeats" in line).startswith("  - {name: heartbeats, ")
+    assert "expect: {only: [audit, " in next(line for line in after_lines if "heartbeats" in line)
+    code, text, _ = run_cli("test", rules)
+    assert code == 0, text
+
+
+def test_update_quotes_a_new_string_yaml_1_1_would_read_as_something_else():
+    from reconciler.golden import _as_written
+
+    written = _as_written({"only": ["yes", "010", "billing"], "unrouted": True}, flow=True)
+    assert [type(v).__name__ for v in written["only"]] == ["SingleQuotedScalarString", "SingleQuotedScalarString", "str"]
+    assert written.fa.flow_style() and written["unrouted"] is True

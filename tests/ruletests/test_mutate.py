@@ -130,3 +130,30 @@ def test_mutants_are_killed_survive_or_are_proven_equivalent():
     assert results[("same", "`a = 1` dropped")] == "equivalent"
     counted = [r.status for r in ran if r.status != "equivalent"]
     assert score(ran) == pytest.approx(100 * counted.count("killed") / len(counted))
+
+
+@pytest.mark.parametrize(
+    ("filter_text", "action", "removed", "status"),
+    [
+        # SET of a property to the value the filter already requires: no copy changes.
+        ("tier = 3 AND amount > 10", "SET tier = 3; SET n = 2", "`SET tier = 3` removed", "equivalent"),
+        ("sys.Label = 'refund'", "SET sys.Label = 'refund'; SET n = 2", "`SET sys.Label = 'refund'` removed", "equivalent"),
+        ("express = TRUE", "SET express = TRUE; SET n = 2", "`SET express = TRUE` removed", "equivalent"),
+        # ... but not once an earlier statement may have changed it, nor where the filter allows others,
+        # nor a string in an application property (an AMQP symbol equals it; SET makes it a string).
+        ("tier = 3", "SET tier = 4; SET tier = 3", "`SET tier = 3` removed", "survived"),
+        ("tier = 3 OR amount > 10", "SET tier = 3; SET n = 2", "`SET tier = 3` removed", "survived"),
+        ("priority = 'high'", "SET priority = 'high'; SET n = 2", "`SET priority = 'high'` removed", "survived"),
+        # A statement a later REMOVE undoes, when it cannot fail.
+        ("scratch IS NULL", "SET scratch = 'x'; SET n = 2; REMOVE scratch", "`SET scratch = 'x'` removed", "equivalent"),
+        ("amount > 10", "REMOVE scratch; SET n = 2; REMOVE scratch", "`REMOVE scratch` removed", "equivalent"),
+        # ... not where setting may fail (a value to convert), a statement between reads it, or a SET overwrites it.
+        ("amount > 10", "SET scratch = 'x'; REMOVE scratch", "`SET scratch = 'x'` removed", "survived"),
+        ("scratch IS NULL", "SET scratch = 'x'; SET n = scratch; REMOVE scratch", "`SET scratch = 'x'` removed", "survived"),
+        ("scratch IS NULL", "SET scratch = 'x'; SET scratch = 5", "`SET scratch = 'x'` removed", "survived"),
+    ],
+)
+def test_action_mutants_that_change_no_copy_are_proven_equivalent(filter_text, action, removed, status):
+    state = _state(Rule("r", SqlFilter(filter_text), SqlRuleAction(action)))
+    ran = [r.status for r in run_mutants([], state) if r.mutant.description == removed]
+    assert ran[0] == status  # the first statement so written

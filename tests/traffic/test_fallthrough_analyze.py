@@ -36,7 +36,8 @@ def test_analyze_counts_what_the_fallthrough_holds(spark, run_cli, tmp_path, out
     ]
 
 
-def test_analyze_live_and_plan_traffic_count_a_subscription_no_file_mentions(spark, run_cli, tmp_path):
+def test_analyze_live_and_plan_traffic_count_a_subscription_no_file_mentions(spark, run_cli, tmp_path, monkeypatch):
+    """...with its owner, where sbrules.yaml's owners: claims it."""
     with shop.empty_emulator(shop.BYSTANDER) as emulator:
         subscriptions = (*shop.SUBSCRIPTIONS, shop.BYSTANDER.name)
         rules, held = shop.apply_and_publish(emulator, run_cli, tmp_path, subscriptions)
@@ -44,21 +45,29 @@ def test_analyze_live_and_plan_traffic_count_a_subscription_no_file_mentions(spa
         namespace = ("--connection-string", emulator.connection_string)
         code, out, err = run_cli("sample", "--topic", "orders", "--subscription", "tap", "--out", sample, *namespace)
         assert code == 0, out + err
-        code, out, err = run_cli("analyze", rules, "--traffic", sample, "--live", "--format", "json", *namespace)
+        (tmp_path / "sbrules.yaml").write_text(
+            "environments:\n  dev: {connection_string_env: SERVICEBUS_CONNECTION_STRING}\n"
+            f"owners:\n  reporting: [orders/{shop.BYSTANDER.name}]\n"
+        )
+        monkeypatch.setenv("SERVICEBUS_CONNECTION_STRING", emulator.connection_string)
+        env = ("--env", "dev")
+        code, out, err = run_cli("analyze", rules, "--traffic", sample, "--live", "--format", "json", *env)
         assert code == 0, err
         (live,) = json.loads(out)["topics"]
         saved = tmp_path / "plan.json"
-        code, out, err = run_cli("plan", rules, "--traffic", sample, "--format", "json", "--out", saved, *namespace)
+        code, out, err = run_cli("plan", rules, "--traffic", sample, "--format", "json", "--out", saved, *env)
         assert code == 0, err
         (planned,) = json.loads(out)["traffic"]["routing_health"]["topics"]
-    code, out, err = run_cli("analyze", rules, "--traffic", sample, "--format", "json")  # offline: legacy unseen
+        code, out, err = run_cli("analyze", rules, "--traffic", sample, "--live", *env)
+        assert f"not in the rule files: {shop.BYSTANDER.name} (owned by reporting, receives {len(held['legacy'])})" in out
+    code, out, err = run_cli("analyze", rules, "--traffic", sample, "--format", "json", *env)  # offline: legacy unseen
     (offline,) = json.loads(out)["topics"]
-    code, out, err = run_cli("impact", saved, rules, "--traffic", sample, "--format", "json")
+    code, out, err = run_cli("impact", saved, rules, "--traffic", sample, "--format", "json", *env)
     assert code == 0, err
     (from_saved,) = json.loads(out)["routing_health"]["topics"]  # a saved plan keeps the rules it read
     assert from_saved == planned
     assert planned["undeclared_subscriptions"] == live["undeclared_subscriptions"] == [
-        {"subscription": "legacy", "receives": len(held["legacy"])}
+        {"subscription": "legacy", "receives": len(held["legacy"]), "owner": "reporting"}
     ]
     assert offline["credits"]["exact"] is False and planned["credits"]["exact"] is True
     assert held["leftovers"] == shop.UNROUTED - held["legacy"]

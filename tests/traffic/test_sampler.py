@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler import model
-from reconciler.amqp.client import ManagementClient
 from reconciler.model import PARTITION_SHIFT, Message, TypedValue
 from reconciler.traffic.sample.rows import (
     LAYOUT_KEY,

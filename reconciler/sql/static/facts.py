@@ -429,11 +429,19 @@ def _unique(found: list[Any]) -> list[Any]:
 def _search(flt: Filter) -> Iterable[MessageView]:
     """Messages ``flt`` matches among at most :data:`SEARCH_LIMIT` candidate messages."""
     check = _matcher(flt)
+    for view in candidate_messages(flt):
+        if check(view):
+            yield view
+
+
+def candidate_messages(flt: Filter) -> Iterable[MessageView]:
+    """At most :data:`SEARCH_LIMIT` messages worth trying on ``flt``, matched or not: the values of
+    the properties it reads combined (the literals it names, their neighbours, absent, null)."""
     candidates = _candidates(flt)
     keys = list(candidates)
     for combo in itertools.islice(itertools.product(*(candidates[k] for k in keys)), SEARCH_LIMIT):
         view = _view(dict(zip(keys, combo)))
-        if view is not None and check(view):
+        if view is not None:
             yield view
 
 

@@ -85,6 +85,8 @@ class Subscriber:
     fallthrough: bool = False
     #: False for a subscription of the topic that the rule files do not name (found in the namespace)
     declared: bool = True
+    #: who owns it, where sbrules.yaml's ``owners:`` names one (an undeclared or unmanaged subscription)
+    owner: str | None = None
 
     @property
     def receives(self) -> bool:
@@ -245,7 +247,9 @@ class Health:
                     ),
                     unknown_subscriptions=tuple(s.subscription for s in here if s.rules is None),
                     undeclared=tuple(
-                        Bystander(s.subscription, None if s.rules is None else answers.total(self._receives(s, filters)))
+                        Bystander(
+                            s.subscription, None if s.rules is None else answers.total(self._receives(s, filters)), s.owner
+                        )
                         for s in here
                         if not s.declared
                     ),

@@ -153,15 +153,18 @@ def desired_subscribers(desired: DesiredState, plan: Plan | None = None) -> list
     """Every declared subscription as routing health sees it: its declared rules (an unmanaged one:
     the live rules a plan read, else unknown); and, from a plan, the subscriptions no file mentions:
     with the live rules the plan read, or unknown. A subscription that owns only some of its rules
-    (``owns:``) receives through the foreign ones too: with the plan's foreign rules, or unknown."""
+    (``owns:``) receives through the foreign ones too: with the plan's foreign rules, or unknown.
+    Those sbrules does not manage carry the owner sbrules.yaml's ``owners:`` names for them."""
     read = plan.bystanders if plan is not None else {}
     foreign = foreign_rules(plan)
     out = [
-        Subscriber(t.name, s.name, _receiving_rules(t.name, s, read, foreign), s.sampling_tap, s.fallthrough)
+        Subscriber(t.name, s.name, _receiving_rules(t.name, s, read, foreign), s.sampling_tap, s.fallthrough,
+                   owner=None if s.managed else desired.owners.of_subscription(t.name, s.name))
         for t, s in desired.subscriptions()
     ]
     if plan is not None:
-        out += [Subscriber(t, s, plan.bystanders.get((t, s)), declared=False) for t, s in plan.undeclared]
+        out += [Subscriber(t, s, plan.bystanders.get((t, s)), declared=False, owner=desired.owners.of_subscription(t, s))
+                for t, s in plan.undeclared]
     return out
 
 

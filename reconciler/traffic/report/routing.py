@@ -142,18 +142,21 @@ class Bystander:
 
     subscription: str
     receives: int | None
+    #: who owns it, where sbrules.yaml's ``owners:`` names one
+    owner: str | None = None
 
     @property
     def shown(self) -> str:
-        """``$Default (receives 14)``, ``audit (unknown)``."""
-        return f"{self.subscription} ({'unknown' if self.receives is None else f'receives {self.receives:,}'})"
+        """``$Default (receives 14)``, ``audit (unknown)``, ``nsb-sales (owned by nservicebus, receives 14)``."""
+        owned = f"owned by {self.owner}, " if self.owner else ""
+        return f"{self.subscription} ({owned}{'unknown' if self.receives is None else f'receives {self.receives:,}'})"
 
     def to_json(self) -> dict[str, Any]:
-        return {"subscription": self.subscription, "receives": self.receives}
+        return {"subscription": self.subscription, "receives": self.receives, **({"owner": self.owner} if self.owner else {})}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "Bystander":
-        return cls(doc["subscription"], doc["receives"])
+        return cls(doc["subscription"], doc["receives"], doc.get("owner"))
 
 
 @dataclass(frozen=True)
