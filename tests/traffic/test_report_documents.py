@@ -23,7 +23,7 @@ from reconciler.model import Rule, SqlFilter
 from reconciler.plan import Change, ChangeKind
 from reconciler.traffic.report.model import ChangeTraffic, ImpactReport, Outcome, RuleRef, RuleTraffic, Skipped
 from reconciler.traffic.report.render import render_analysis, render_report
-from reconciler.traffic.report.routing import Analysis, Credits
+from reconciler.traffic.report.routing import Analysis, Bystander, Credits
 
 from .conftest import Traffic, build_report, routing_health
 
@@ -38,7 +38,7 @@ def saved(doc: dict) -> dict:
 def every_part() -> ImpactReport:
     """A report using every optional part of the model: a plan's changes (a live rule's creation
     time and look), a Python fallback, a skipped subscription, a renamed topic, routing health
-    whose credits compare before and after, and non-ASCII names."""
+    whose credits compare before and after and whose bystanders have an owner, non-ASCII names."""
     report = build_report([Traffic(kept=3, gained=2, lost=1, errors=1), Traffic(kept=5)], topic="bestellungen-ü")
     first, second = report.subscriptions
     before = Rule("main", SqlFilter("n = 0 OR legacy = 0"), created_at=dt.datetime(2024, 5, 1, 9, 0, 1, tzinfo=dt.timezone.utc))
@@ -51,7 +51,8 @@ def every_part() -> ImpactReport:
     health = routing_health(GOLDEN)
     (topic,) = health.topics
     credits = Credits(12, 11, True, 3.5, 0.0035, filters_before=9, span_seconds=5400.0)
-    health = replace(health, topics=(replace(topic, credits=credits, namespace_topic="shop-prod"),))
+    undeclared = (Bystander("nsb-sales", 14, "nservicebus"), Bystander("stray", None))
+    health = replace(health, topics=(replace(topic, credits=credits, namespace_topic="shop-prod", undeclared=undeclared),))
     return replace(
         report, subscriptions=(first, second), against="plan.json",
         python_fallback_rules=(RuleRef("bestellungen-ü", first.subscription, "odd", "a .NET format string"),),
