@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from reconciler.rulefiles.project import Environment
     from reconciler.ruletests.cases import Case
     from reconciler.ruletests.run import CaseResult
-    from reconciler.traffic.report.model import Analysis, ImpactReport
+    from reconciler.traffic.report.model import ImpactReport
+    from reconciler.traffic.report.routing import Analysis
     from reconciler.traffic.sample.sampler import SampleStats
 
 

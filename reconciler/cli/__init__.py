@@ -33,6 +33,7 @@ COMMANDS = {
     "sample": "reconciler.cli.traffic:sample",
     "analyze": "reconciler.cli.analyze:analyze",
     "impact": "reconciler.cli.impact:impact",
+    "show": "reconciler.cli.show:show",
     "topics": "reconciler.cli.entities:topics",
     "subscriptions": "reconciler.cli.entities:subscriptions",
 }

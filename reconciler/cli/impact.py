@@ -90,8 +90,8 @@ def tell(result: "operations.Traffic[Any]") -> None:
 
 def render(result: "operations.Traffic[Any]", fmt: str) -> str:
     """The report in ``fmt`` (text, json, markdown, html): a traffic task's last phase."""
-    from reconciler.traffic.report.model import Analysis
     from reconciler.traffic.report.render import render_analysis, render_report
+    from reconciler.traffic.report.routing import Analysis
 
     progress.phase("writing the report")
     if isinstance(result.report, Analysis):

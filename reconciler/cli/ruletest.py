@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,6 +10,7 @@ import click
 from reconciler.app import operations
 from reconciler.cli.common import collector_paused, env_option, format_option
 from reconciler.cli.output import ExitCode, echo_json, echo_text
+from reconciler.json_text import json_text
 from reconciler.rulefiles.loader import is_test_file
 from reconciler.ruletests import coverage, report
 from reconciler.ruletests import mutate as mutation
@@ -75,8 +75,8 @@ def test(
         branches = coverage.measure(results, rules.state, actual)
         if coverage_report is not None:
             xml = coverage_report.suffix == ".xml"
-            text = coverage.render_cobertura(branches) if xml else json.dumps(coverage.to_json(branches), indent=2)
-            coverage_report.write_text(text + "\n", encoding="utf-8")
+            text = coverage.render_cobertura(branches) + "\n" if xml else json_text(coverage.to_json(branches))
+            coverage_report.write_text(text, encoding="utf-8")
     if update:
         from reconciler import golden
 

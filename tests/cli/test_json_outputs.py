@@ -19,8 +19,9 @@ from tests.readme.pages import table
 
 from .conftest import RULES, SCHEMAS_DIR
 
-#: command path → the schema (schemas/<name>.schema.json) of what it prints with --format json.
-OUTPUT_SCHEMAS = {
+#: command path → the schema (schemas/<name>.schema.json) of what it prints with --format json; or
+#: the schemas of the documents it prints again (show).
+OUTPUT_SCHEMAS: dict[str, str | tuple[str, ...]] = {
     "validate": "validate",
     "analyze": "analyze",  # run in tests/traffic/test_analyze.py (it needs Spark)
     "plan": "plan",
@@ -35,7 +36,13 @@ OUTPUT_SCHEMAS = {
     "sql check": "sql-check",
     "topics": "topics",
     "subscriptions": "subscriptions",
+    "show": ("plan", "traffic-report", "analyze"),  # run in tests/cli/test_show.py and tests/traffic
 }
+
+
+def schemas_of(command: str) -> tuple[str, ...]:
+    named = OUTPUT_SCHEMAS[command]
+    return named if isinstance(named, tuple) else (named,)
 
 
 def json_commands(group: click.Group = cli, prefix: str = "") -> list[str]:
@@ -62,7 +69,7 @@ def one_document(out: str) -> dict:
 @pytest.mark.unit
 def test_every_json_output_has_a_schema():
     assert sorted(json_commands()) == sorted(OUTPUT_SCHEMAS)
-    for name in set(OUTPUT_SCHEMAS.values()) | {"error"}:
+    for name in {name for command in OUTPUT_SCHEMAS for name in schemas_of(command)} | {"error"}:
         assert (SCHEMAS_DIR / f"{name}.schema.json").is_file(), name
 
 
@@ -73,8 +80,8 @@ def test_the_docs_name_each_output_schema():
     for command, schema, *_ in table("| command | schema |"):
         name = re.search(r"`sbrules ([a-z ]+)`", command)
         if name:
-            listed[name.group(1)] = re.search(r"schemas/([a-z-]+)\.schema\.json", schema).group(1)
-    assert listed == OUTPUT_SCHEMAS
+            listed[name.group(1)] = tuple(re.findall(r"schemas/([a-z-]+)\.schema\.json", schema))
+    assert listed == {command: schemas_of(command) for command in OUTPUT_SCHEMAS}
 
 
 @pytest.mark.unit

@@ -238,29 +238,6 @@ def build_report(traffic: Sequence[Traffic], topic: str = "orders", unrouted: in
 def routing_health(doc: dict[str, Any]) -> Any:
     """The routing-health section of an ``sbrules analyze`` JSON document (a golden file) as the
     report model holds it, for renderers to show without a Spark run."""
-    from reconciler.traffic.report.model import (
-        Bystander,
-        Credits,
-        Finding,
-        Group,
-        Quota,
-        RoutingHealth,
-        TimeRange,
-        TopicHealth,
-        Unrouted,
-    )
+    from reconciler.traffic.report.routing import RoutingHealth
 
-    topics = []
-    for t in doc["topics"]:
-        u = t["unrouted"]
-        by = {name: tuple(Group(g["value"], g["count"]) for g in u[f"by_{name}"]) for name in ("label", "to")}
-        topics.append(
-            TopicHealth(
-                t["topic"], t["messages"], Unrouted(u["count"], u["share"], tuple(u["examples"]), by),
-                tuple((n["subscription"], n["reason"]) for n in t["not_receiving"]), tuple(t["unknown_subscriptions"]),
-                Credits(**t["credits"]), Quota(**t["quota"]), t.get("namespace_topic"), TimeRange(**t["time_range"]),
-                tuple(Bystander(b["subscription"], b["receives"], b.get("owner")) for b in t["undeclared_subscriptions"]),
-            )
-        )
-    findings = tuple(Finding(**f) for f in doc["findings"])
-    return RoutingHealth(doc["source"], doc["messages"], tuple(topics), findings)
+    return RoutingHealth.from_json(doc)

@@ -87,6 +87,19 @@ def test_golden_outputs(spark, run_cli, monkeypatch, shop, tmp_path, fmt):
     assert text == golden.read_text(encoding="utf-8")
 
 
+def test_the_analysis_saved_as_json_reads_back_as_itself(spark, shop):
+    from reconciler.json_text import json_text
+    from reconciler.rulefiles import load_paths
+    from reconciler.traffic.analysis.analyze import analyze_report
+    from reconciler.traffic.analysis.impact import desired_subscribers
+    from reconciler.traffic.report.routing import Analysis
+
+    rules, sample = shop
+    analysis = analyze_report(desired_subscribers(load_paths([rules])), "desired", str(sample))
+    assert analysis.health.findings and analysis.example_messages
+    assert Analysis.from_json(json.loads(json_text(analysis.to_json()))) == analysis
+
+
 def test_a_sampled_message_of_a_new_type_withdraws_a_correlation_suggestion(spark, run_cli, monkeypatch, tmp_path):
     """Correlation filters compare types strictly: with region sent as a string and as a long, the
     filter cannot be suggested, and the finding says why."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.json_text import json_text
 from reconciler.model import (
     DesiredState,
     Message,
@@ -119,8 +120,11 @@ def _plan(path) -> str:
 
 
 def _report(desired: DesiredState, dataset: str, plan_path: str | Path) -> ImpactReport:
-    """The impact of the plan saved in ``plan_path``, as `sbrules impact PLAN.json` reports it."""
-    return impact_report(desired, read_plan_file(plan_path), dataset, against=str(plan_path))
+    """The impact of the plan saved in ``plan_path``, as `sbrules impact PLAN.json` reports it;
+    saved as JSON, it reads back as itself (``sbrules show``)."""
+    report = impact_report(desired, read_plan_file(plan_path), dataset, against=str(plan_path))
+    assert ImpactReport.from_json(json.loads(json_text(report.to_json()))) == report
+    return report
 
 
 @pytest.fixture(scope="module")

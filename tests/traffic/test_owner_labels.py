@@ -14,8 +14,9 @@ from reconciler.model import DesiredState, Rule, SqlFilter, Subscription, Topic,
 from reconciler.owners import Owners
 from reconciler.plan import compute_plan
 from reconciler.traffic.analysis.impact import desired_subscribers
-from reconciler.traffic.report.model import Analysis, Bystander, TimeRange
+from reconciler.traffic.report.parts import TimeRange
 from reconciler.traffic.report.render import render_analysis
+from reconciler.traffic.report.routing import Analysis, Bystander
 
 from .conftest import routing_health
 

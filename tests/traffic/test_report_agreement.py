@@ -2,7 +2,7 @@
 --live`, in every format they write, show the same messages, unrouted counts, credits and
 receivers per topic (generated namespaces: a sampling tap, a fall-through subscription,
 subscriptions the files do not name with rules known and unknown, a topic renamed under --env),
-against the emulator."""
+against the emulator; and `sbrules show` of each one's saved JSON prints what the command printed."""
 
 from __future__ import annotations
 
@@ -230,7 +230,8 @@ def test_every_command_and_format_shows_the_same_numbers(seed, spark, run_cli, m
             return Path("page.html").read_text(encoding="utf-8")
 
         # A: the plan read with --traffic, and the same plan saved: every format of both.
-        doc = json.loads(run("plan", "rules", *env, "--traffic", "sample", "--out", "plan.json", "--format", "json"))
+        printed = run("plan", "rules", *env, "--traffic", "sample", "--out", "plan.json", "--format", "json")
+        doc = json.loads(printed)
         output_schema("plan").validate(doc)
         expected = _from_json(doc["traffic"]["routing_health"])
         assert expected["orders"]["undeclared"].keys() == {"extra"} and expected["payments"]["undeclared"].keys() == {"ghost"}
@@ -240,21 +241,27 @@ def test_every_command_and_format_shows_the_same_numbers(seed, spark, run_cli, m
         assert headline == sum(t["unrouted"] for t in expected.values())
         assert {t["topic"]: t["unrouted"] for t in doc["traffic"]["topics"]} == {k: v["unrouted"] for k, v in expected.items()}
         _same_movement(doc["traffic"], run("plan", "rules", *env, "--traffic", "sample", "--format", "markdown"))
+        Path("printed.json").write_text(printed, encoding="utf-8")
+        assert run("show", "printed.json", "--format", "json") == printed
         for fmt in ("text", "markdown"):
             shown = run("plan", "rules", *env, "--traffic", "sample", "--format", fmt)
             assert _parse(shown, fmt) == expected, fmt
             assert _headline(shown, fmt) == headline
-        report = json.loads(run("impact", "plan.json", "rules", "--traffic", "sample", "--format", "json"))
+            assert _read_now(run("show", "printed.json", "--format", fmt)) == _read_now(shown)
+        saved = run("impact", "plan.json", "rules", "--traffic", "sample", "--format", "json")
+        report = json.loads(saved)
         assert _from_json(report["routing_health"]) == expected and report["unrouted"] == headline
-        _check_formats(run, page, ["impact", "plan.json", "rules", "--traffic", "sample"], expected, headline)
+        _check_formats(run, page, ["impact", "plan.json", "rules", "--traffic", "sample"], expected, headline, saved)
 
         # B: a plan saved without --traffic read no rules of payments' bystanders: unknown, at least N.
         run("plan", "rules", *env, "--out", "plain.json")
-        plain = json.loads(run("impact", "plain.json", "rules", "--traffic", "sample", "--format", "json"))
+        saved = run("impact", "plain.json", "rules", "--traffic", "sample", "--format", "json")
+        plain = json.loads(saved)
         unknown = _from_json(plain["routing_health"])
         assert unknown["payments"]["undeclared"] == {"ghost": None} and unknown["payments"]["exact"] is False
         assert unknown["orders"] == expected["orders"]  # its fall-through made the plan read extra's rules
-        _check_formats(run, page, ["impact", "plain.json", "rules", "--traffic", "sample"], unknown, plain["unrouted"])
+        command = ["impact", "plain.json", "rules", "--traffic", "sample"]
+        _check_formats(run, page, command, unknown, plain["unrouted"], saved)
 
         # C: applied, the live rules are the declared ones: analyze --live agrees with the plan's report.
         run("apply", "plan.json", *env)
@@ -262,25 +269,39 @@ def test_every_command_and_format_shows_the_same_numbers(seed, spark, run_cli, m
         assert synced["summary"]["create"] + synced["summary"]["replace"] + synced["summary"]["delete"] == 0
         assert _from_json(synced["traffic"]["routing_health"]) == expected
         live = ["analyze", "rules", *env, "--traffic", "sample", "--live"]
-        analysis = json.loads(run(*live, "--format", "json"))
+        saved = run(*live, "--format", "json")
+        analysis = json.loads(saved)
         output_schema("analyze").validate(analysis)
         assert _from_json(analysis) == expected
-        _check_formats(run, page, live, expected, headline)
+        _check_formats(run, page, live, expected, headline, saved)
 
 
 def _parse(text: str, fmt: str) -> Numbers:
     return {"text": _from_text, "markdown": _from_markdown}[fmt](text)
 
 
-def _check_formats(run, page, command: list[str], expected: Numbers, headline: int) -> None:
+def _check_formats(run, page, command: list[str], expected: Numbers, headline: int, saved: str) -> None:
+    """Every format of ``command`` shows the numbers; and ``sbrules show`` of its JSON (``saved``)
+    prints exactly what the command printed, in every format."""
+    Path("saved.json").write_text(saved, encoding="utf-8")
+    assert run("show", "saved.json", "--format", "json") == saved
     for fmt in ("text", "markdown"):
         shown = run(*command, "--format", fmt)
         assert _parse(shown, fmt) == expected, (fmt, shown)
         if command[0] == "impact":
             assert _headline(shown, fmt) == headline
-    fields = _Fields(page(*command))
+        assert run("show", "saved.json", "--format", fmt) == shown
+    html = page(*command)
+    fields = _Fields(html)
     assert fields.numbers == expected
     assert fields.headline == headline
+    assert page("show", "saved.json") == html
+
+
+def _read_now(plan_output: str) -> str:
+    """A plan's output without how long ago each live rule was created, which it counts from when
+    that run read the namespace."""
+    return re.sub(r"created \d+ (s|min|h|days?) ago", "created … ago", plan_output)
 
 
 def _same_movement(traffic: dict, markdown: str) -> None:

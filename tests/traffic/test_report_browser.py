@@ -100,8 +100,8 @@ def test_the_analysis_page_renders_its_chart_findings_and_examples_in_a_browser(
     from dataclasses import replace
     from pathlib import Path
 
-    from reconciler.traffic.report.model import Analysis
     from reconciler.traffic.report.render import render_analysis
+    from reconciler.traffic.report.routing import Analysis
 
     golden = json.loads((Path(__file__).parent / "golden" / "analyze.json").read_text(encoding="utf-8"))
     health = routing_health(golden)

@@ -9,7 +9,9 @@ from typing import Any, Sequence
 from reconciler.names import name_key
 from reconciler.traffic.analysis.health import Health, Subscriber
 from reconciler.traffic.analysis.impact import ImpactError, _evaluate, on_sample
-from reconciler.traffic.report.model import Analysis, ImpactReport, Naming, as_declared
+from reconciler.traffic.report.model import ImpactReport
+from reconciler.traffic.report.parts import Naming, as_declared
+from reconciler.traffic.report.routing import Analysis
 from reconciler.traffic.spark import failures
 
 

@@ -50,20 +50,16 @@ from reconciler.sql.canonical import literal_text
 from reconciler.sql.errors import SqlEvalError
 from reconciler.sql.static import analyse_rules, is_plain_false
 from reconciler.traffic.analysis.near_misses import Equality, Key, NearMiss, equalities, sql_equalities, sql_tree
-from reconciler.traffic.report.model import (
+from reconciler.traffic.report.parts import Naming, TimeRange, as_declared, iso, named
+from reconciler.traffic.report.routing import (
     Bystander,
     Credits,
     Finding,
     Group,
-    Naming,
     Quota,
     RoutingHealth,
-    TimeRange,
     TopicHealth,
     Unrouted,
-    as_declared,
-    iso,
-    named,
 )
 from reconciler.traffic.spark.tally import Answers, Question
 

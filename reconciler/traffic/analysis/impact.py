@@ -29,21 +29,16 @@ from reconciler.traffic.analysis import near_misses
 from reconciler.traffic.analysis.health import BREAKDOWN, Health, Subscriber
 from reconciler.traffic.report.model import (
     ChangeTraffic,
-    ExampleMessage,
     Examples,
     ImpactReport,
-    Naming,
     Outcome,
     RuleRef,
     RuleTraffic,
     Skipped,
     SubscriptionImpact,
-    TimeRange,
     TopicTraffic,
-    as_declared,
-    iso,
-    named,
 )
+from reconciler.traffic.report.parts import ExampleMessage, Naming, TimeRange, as_declared, iso, named
 from reconciler.traffic.sample.footers import OutdatedSample, PropertyTypes, property_types, sample_facts
 from reconciler.traffic.sample.location import for_spark
 from reconciler.traffic.sample.rows import SCHEMA, row_to_message

@@ -1,13 +1,13 @@
 """Render routing health as text and Markdown: the ``sbrules analyze`` document, and the "Routing
-health" section of the traffic impact report (both :mod:`reconciler.traffic.report.model` values).
+health" section of the traffic impact report (:mod:`reconciler.traffic.report.routing` values).
 The section renderers take the part both documents share: a
-:class:`~reconciler.traffic.report.model.RoutingHealth`; the HTML page is
+:class:`~reconciler.traffic.report.routing.RoutingHealth`; the HTML page is
 :mod:`~reconciler.traffic.report.html`'s, and :mod:`~reconciler.traffic.report.render` picks the format.
 """
 
 from __future__ import annotations
 
-from reconciler.traffic.report.model import Analysis, Credits, Group, Quota, RoutingHealth, TopicHealth
+from reconciler.traffic.report.routing import Analysis, Credits, Group, Quota, RoutingHealth, TopicHealth
 
 
 def analysis_text(doc: Analysis) -> str:

@@ -19,14 +19,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from reconciler.model import Rule, rule_to_doc
 from reconciler.rulefiles.render import dump_rule_file
-from reconciler.traffic.report.model import (
-    UNROUTED_MEANS,
-    Analysis,
-    ExampleMessage,
-    ImpactReport,
-    RoutingHealth,
-    SubscriptionImpact,
-)
+from reconciler.traffic.report.model import UNROUTED_MEANS, ImpactReport, SubscriptionImpact
+from reconciler.traffic.report.parts import ExampleMessage
+from reconciler.traffic.report.routing import Analysis, RoutingHealth
 
 #: Changed subscriptions drawn in the chart; the table below it lists every subscription.
 CHART_ROWS = 50

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from reconciler.traffic.report.health import section_markdown
 from reconciler.traffic.report.mermaid import movement_chart
-from reconciler.traffic.report.model import UNROUTED_MEANS, ImpactReport, plural
+from reconciler.traffic.report.model import UNROUTED_MEANS, ImpactReport
+from reconciler.traffic.report.parts import plural
 from reconciler.traffic.report.text import for_example, signed
 
 #: GitHub refuses a comment body longer than this many characters.

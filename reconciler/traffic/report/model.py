@@ -1,103 +1,27 @@
-"""The traffic impact report and the routing-health document as typed, frozen values.
+"""The traffic impact report as typed, frozen values.
 
-The builders (:mod:`reconciler.traffic.analysis.impact`, :mod:`reconciler.traffic.analysis.health`) make them
-from one Spark pass; every renderer (text, markdown, html, the Mermaid chart, the routing-health
-sections) reads them, and ``to_json()`` is the JSON document (``schemas/traffic-report.schema.json``,
-``schemas/analyze.schema.json``). What every format says beyond the numbers — which subscriptions
-move most, the verdict, the sample's time span — is derived here, once.
-
-Topic names are the rule files' (declared) names; under an environment that renames a topic, the
-namespace's name is kept beside them (``namespace_topic``).
+:mod:`reconciler.traffic.analysis.impact` builds it from one Spark pass; every renderer (text,
+markdown, html, the Mermaid chart) reads it; ``to_json()`` writes the document
+(``schemas/traffic-report.schema.json``) and ``from_json()`` reads it back. What every format says
+beyond the numbers — which subscriptions move most, the verdict — is derived here, once.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from reconciler.model import Message
 from reconciler.plan import Change
-from reconciler.scalars import format_timestamp
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 subscription``, ``2,000 subscriptions``."""
-    return f"{n:,} {word if n == 1 else many or word + 's'}"
-
-
-#: A topic's declared name from its name in the namespace (an environment may rename topics).
-Naming = Callable[[str], str]
-
-
-def as_declared(topic: str) -> str:
-    """The naming of rule files without environment renames: a topic's name is the namespace's."""
-    return topic
-
-
-def named(topic: str, declared: Naming) -> tuple[str, str | None]:
-    """A topic's declared name, and its name in the namespace when an environment renames it."""
-    name = declared(topic)
-    return name, (topic if name != topic else None)
-
-
-def renamed(topic: str, namespace_topic: str | None) -> str:
-    """A topic as a person reads it: its declared name, the namespace's beside it when renamed."""
-    return f"{topic} ({namespace_topic} in the namespace)" if namespace_topic else topic
-
-
-# ------------------------------------------------------------------------------------------------
-# The sample
-# ------------------------------------------------------------------------------------------------
-
-
-def iso(micros: int | None) -> str | None:
-    """A time in µs since the epoch as ISO 8601 UTC (milliseconds), None when none is known."""
-    if micros is None:
-        return None
-    return format_timestamp(dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros))
-
-
-@dataclass(frozen=True)
-class TimeRange:
-    """When the sampled messages were enqueued (ISO 8601 UTC, milliseconds); None where unknown."""
-
-    first: str | None = None
-    last: str | None = None
-
-    @property
-    def span(self) -> str | None:
-        """``enqueued 2024-05-01 10:00:00 → 2024-05-01 12:30:00 UTC``, or None when unknown."""
-        if not self.first or not self.last:
-            return None
-        short = lambda iso: iso.replace("T", " ").removesuffix("Z").split(".")[0]  # noqa: E731
-        return f"enqueued {short(self.first)} → {short(self.last)} UTC"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"first": self.first, "last": self.last}
-
-
-@dataclass(frozen=True)
-class ExampleMessage:
-    """An example message as reports show it: its topic, body size and properties."""
-
-    topic: str | None
-    body_size: int | None
-    message: Message
-
-    def to_json(self) -> dict[str, Any]:
-        """The properties in the message JSON shape (``{"sys", "user"}``) that ``sbrules route --message`` reads."""
-        return {"topic": self.topic, "body_size": self.body_size, "message": self.message.to_json()}
-
-
-def _examples_json(found: Mapping[str, ExampleMessage]) -> dict[str, Any]:
-    return {ident: example.to_json() for ident, example in sorted(found.items())}
-
-
-# ------------------------------------------------------------------------------------------------
-# The impact of a change, per subscription
-# ------------------------------------------------------------------------------------------------
+from reconciler.traffic.report.parts import (
+    DocumentKind,
+    ExampleMessage,
+    TimeRange,
+    examples_from_json,
+    examples_json,
+    plural,
+    topic_json,
+)
+from reconciler.traffic.report.routing import RoutingHealth
 
 
 @dataclass(frozen=True)
@@ -109,6 +33,10 @@ class Outcome:
 
     def to_json(self) -> dict[str, int]:
         return {"matched": self.matched, "errors": self.errors}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any] | None) -> "Outcome | None":
+        return None if doc is None else cls(doc["matched"], doc["errors"])
 
 
 @dataclass(frozen=True)
@@ -124,6 +52,10 @@ class RuleTraffic:
         evaluation = "python" if self.python else "native"
         return {"name": self.name, "matched": self.matched, "errors": self.errors, "evaluation": evaluation}
 
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "RuleTraffic":
+        return cls(doc["name"], doc["matched"], doc["errors"], {"native": False, "python": True}[doc["evaluation"]])
+
 
 @dataclass(frozen=True)
 class ChangeTraffic:
@@ -136,6 +68,11 @@ class ChangeTraffic:
     def to_json(self) -> dict[str, Any]:
         sides = {"before": self.before, "after": self.after}
         return {**self.change.to_json(), "traffic": {k: None if v is None else v.to_json() for k, v in sides.items()}}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "ChangeTraffic":
+        traffic = doc["traffic"]
+        return cls(Change.from_json(doc), Outcome.from_json(traffic["before"]), Outcome.from_json(traffic["after"]))
 
 
 @dataclass(frozen=True)
@@ -152,6 +89,10 @@ class Examples:
 
     def to_json(self) -> dict[str, list[str]]:
         return {"gained": list(self.gained), "lost": list(self.lost), "errors": list(self.errors)}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Examples":
+        return cls(tuple(doc["gained"]), tuple(doc["lost"]), tuple(doc["errors"]))
 
 
 @dataclass(frozen=True)
@@ -201,8 +142,8 @@ class SubscriptionImpact:
         return f"gains {self.gained:,} and loses {self.lost:,} sampled messages ({before:,} → {after:,})"
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "topic": self.topic,
+        return {
+            **topic_json(self.topic, self.namespace_topic),
             "subscription": self.subscription,
             "current_rules": self.current_rules,
             "delivered": self.delivered,
@@ -214,9 +155,23 @@ class SubscriptionImpact:
             "rules": [rule.to_json() for rule in self.rules],
             "changes": [change.to_json() for change in self.changes],
         }
-        if self.namespace_topic:
-            doc["namespace_topic"] = self.namespace_topic
-        return doc
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "SubscriptionImpact":
+        return cls(
+            topic=doc["topic"],
+            subscription=doc["subscription"],
+            current_rules=doc["current_rules"],
+            delivered=doc["delivered"],
+            delivered_before=doc["delivered_before"],
+            gained=doc["gained"],
+            lost=doc["lost"],
+            errors=doc["errors"],
+            examples=Examples.from_json(doc["examples"]),
+            rules=tuple(map(RuleTraffic.from_json, doc["rules"])),
+            changes=tuple(map(ChangeTraffic.from_json, doc["changes"])),
+            namespace_topic=doc.get("namespace_topic"),
+        )
 
 
 @dataclass(frozen=True)
@@ -229,10 +184,11 @@ class TopicTraffic:
     namespace_topic: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"topic": self.topic, "messages": self.messages, "unrouted": self.unrouted}
-        if self.namespace_topic:
-            doc["namespace_topic"] = self.namespace_topic
-        return doc
+        return {**topic_json(self.topic, self.namespace_topic), "messages": self.messages, "unrouted": self.unrouted}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "TopicTraffic":
+        return cls(doc["topic"], doc["messages"], doc["unrouted"], doc.get("namespace_topic"))
 
 
 @dataclass(frozen=True)
@@ -252,6 +208,10 @@ class RuleRef:
         doc = {"topic": self.topic, "subscription": self.subscription, "rule": self.rule}
         return doc if self.reason is None else {**doc, "reason": self.reason}
 
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "RuleRef":
+        return cls(doc["topic"], doc["subscription"], doc["rule"], doc.get("reason"))
+
 
 @dataclass(frozen=True)
 class Skipped:
@@ -264,246 +224,18 @@ class Skipped:
     def to_json(self) -> dict[str, str]:
         return {"topic": self.topic, "subscription": self.subscription, "reason": self.reason}
 
-
-# ------------------------------------------------------------------------------------------------
-# Routing health
-# ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Group:
-    """A value of a system property, and how many unrouted messages carry it."""
-
-    value: str
-    count: int
-
-
-@dataclass(frozen=True)
-class Unrouted:
-    """A topic's messages that reach no subscription: their count, share, examples and largest groups."""
-
-    count: int
-    share: float
-    examples: tuple[str, ...] = ()
-    #: per breakdown (``label``: sys.Label, ``to``: sys.To): the largest groups, the largest first
-    by: Mapping[str, tuple[Group, ...]] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        groups = {f"by_{name}": [{"value": g.value, "count": g.count} for g in found] for name, found in self.by.items()}
-        return {"count": self.count, "share": self.share, "examples": list(self.examples), **groups}
-
-
-@dataclass(frozen=True)
-class Credits:
-    """What a sent message costs in throttling credits on a Standard namespace."""
-
-    per_message: int
-    filters: int
-    #: False when some subscription's rules are unknown (more filters than counted)
-    exact: bool
-    estimated_per_second: float | None
-    share_of_namespace: float | None
-    #: In a plan's impact report: the filters on the topic before the change (None elsewhere)
-    filters_before: int | None = None
-    #: The topic's enqueued span in the sample (None: unknown)
-    span_seconds: float | None = None
-    #: The span is too short to mean a rate: the sample was published in a burst
-    burst: bool = False
-
-    @property
-    def amount(self) -> str:
-        """``10 credits``, or ``at least 10 credits`` when some filters on the topic are unknown."""
-        return f"{self.per_message} credits" if self.exact else f"at least {self.per_message} credits"
-
-    @property
-    def rate(self) -> str:
-        """The credit rate at the sampled pace, or why there is none."""
-        if self.burst:
-            return (f"rate not measurable from this sample (its messages were enqueued within "
-                    f"{self.span_seconds or 0:,.1f} s, a burst)")
-        if self.estimated_per_second is None or self.share_of_namespace is None:
-            return "rate unknown (no enqueued times in the sample)"
-        bound = "" if self.exact else "at least "
-        return (f"{bound}about {self.estimated_per_second:,} credits/s at the sampled rate, "
-                f"{self.share_of_namespace * 100:.1f}% of a Standard namespace's 1,000/s")
-
-    @property
-    def per_message_before(self) -> int | None:
-        return None if self.filters_before is None else self.per_message - self.filters + self.filters_before
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "per_message": self.per_message, "filters": self.filters, "exact": self.exact,
-            "estimated_per_second": self.estimated_per_second, "share_of_namespace": self.share_of_namespace,
-            "span_seconds": self.span_seconds, "burst": self.burst,
-        }
-        if self.filters_before is not None:
-            out["before"] = {"per_message": self.per_message_before, "filters": self.filters_before}
-        return out
-
-
-@dataclass(frozen=True)
-class Quota:
-    """A topic's filters against its per-topic limits."""
-
-    sql_filters: int
-    sql_limit: int
-    correlation_filters: int
-    correlation_limit: int
-
-    def to_json(self) -> dict[str, int]:
-        return {
-            "sql_filters": self.sql_filters, "sql_limit": self.sql_limit,
-            "correlation_filters": self.correlation_filters, "correlation_limit": self.correlation_limit,
-        }
-
-
-@dataclass(frozen=True)
-class Bystander:
-    """A subscription of the topic that the rule files do not name: what it receives (None: its
-    rules are unknown)."""
-
-    subscription: str
-    receives: int | None
-    #: who owns it, where sbrules.yaml's ``owners:`` names one
-    owner: str | None = None
-
-    @property
-    def shown(self) -> str:
-        """``$Default (receives 14)``, ``audit (unknown)``, ``nsb-sales (owned by nservicebus, receives 14)``."""
-        owned = f"owned by {self.owner}, " if self.owner else ""
-        return f"{self.subscription} ({owned}{'unknown' if self.receives is None else f'receives {self.receives:,}'})"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"subscription": self.subscription, "receives": self.receives, **({"owner": self.owner} if self.owner else {})}
-
-
-@dataclass(frozen=True)
-class TopicHealth:
-    """One topic's routing health."""
-
-    topic: str
-    messages: int
-    unrouted: Unrouted
-    #: (subscription, reason): the sampling tap and the fall-through, which receive but are not counted
-    not_receiving: tuple[tuple[str, str], ...]
-    unknown_subscriptions: tuple[str, ...]
-    credits: Credits
-    quota: Quota
-    namespace_topic: str | None = None
-    #: when the topic's sampled messages were enqueued
-    time_range: TimeRange = field(default_factory=TimeRange)
-    #: the topic's subscriptions the files do not name
-    undeclared: tuple[Bystander, ...] = ()
-
-    @property
-    def title(self) -> str:
-        return renamed(self.topic, self.namespace_topic)
-
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "topic": self.topic,
-            "messages": self.messages,
-            "unrouted": self.unrouted.to_json(),
-            "not_receiving": [{"subscription": s, "reason": reason} for s, reason in self.not_receiving],
-            "unknown_subscriptions": list(self.unknown_subscriptions),
-            "undeclared_subscriptions": [b.to_json() for b in self.undeclared],
-            "time_range": self.time_range.to_json(),
-            "credits": self.credits.to_json(),
-            "quota": self.quota.to_json(),
-        }
-        if self.namespace_topic:
-            doc["namespace_topic"] = self.namespace_topic
-        return doc
-
-
-@dataclass(frozen=True)
-class Finding:
-    """Something wrong with a rule (codes in docs/analyze.md); ``evidence`` is its JSON object,
-    whose keys depend on the code and its ``kind`` (static or traffic)."""
-
-    code: str
-    severity: str
-    topic: str
-    subscription: str | None
-    rule: str | None
-    message: str
-    evidence: Mapping[str, Any]
-
-    @property
-    def where(self) -> str:
-        return "/".join(part for part in (self.topic, self.subscription, self.rule) if part)
-
-    @property
-    def suggestion(self) -> str | None:
-        """The cheaper rule a correlation candidate suggests, as JSON: verified on the sample, or
-        unverified for want of matching messages; None when the sample contradicts it."""
-        suggested = self.evidence.get("suggested")
-        if not suggested or (not self.evidence.get("verified") and self.evidence.get("examples")):
-            return None
-        return json.dumps(suggested, sort_keys=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "code": self.code, "severity": self.severity, "topic": self.topic, "subscription": self.subscription,
-            "rule": self.rule, "message": self.message, "evidence": dict(self.evidence),
-        }
-
-
-@dataclass(frozen=True)
-class RoutingHealth:
-    """The routing health of a set of subscriptions on a sample: per topic, then the findings."""
-
-    source: str
-    messages: int
-    topics: tuple[TopicHealth, ...]
-    findings: tuple[Finding, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "source": self.source, "messages": self.messages,
-            "topics": [t.to_json() for t in self.topics], "findings": [f.to_json() for f in self.findings],
-        }
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """The ``sbrules analyze`` document: routing health with the sample it was measured on."""
-
-    dataset: str
-    health: RoutingHealth
-    time_range: TimeRange
-    skipped_topics: tuple[str, ...]
-    example_messages: Mapping[str, ExampleMessage]
-
-    @property
-    def sample_line(self) -> str:
-        line = f"Sample {self.dataset}: {self.health.messages:,} messages"
-        if self.time_range.first and self.time_range.last:
-            line += f" enqueued {self.time_range.first} to {self.time_range.last}"
-        if self.skipped_topics:
-            line += f"; no sampled messages of {', '.join(self.skipped_topics)}"
-        return line
-
-    def to_json(self) -> dict[str, Any]:
-        section = self.health.to_json()
-        return {
-            "format_version": 1,
-            "dataset": self.dataset,
-            "source": self.health.source,
-            "messages": self.health.messages,
-            "time_range": self.time_range.to_json(),
-            "topics": section["topics"],
-            "findings": section["findings"],
-            "skipped_topics": list(self.skipped_topics),
-            "example_messages": _examples_json(self.example_messages),
-        }
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Skipped":
+        return cls(doc["topic"], doc["subscription"], doc["reason"])
 
 
 # ------------------------------------------------------------------------------------------------
 # The impact report
 # ------------------------------------------------------------------------------------------------
 
+
+#: The traffic impact report (``impact``, ``plan --traffic``): only it has ``never_matching_rules``.
+IMPACT_REPORT = DocumentKind("traffic impact report", "never_matching_rules", 1, "traffic-report.schema.json")
 
 #: What every format says the unrouted count is (the routing health's receivers: ``analysis.Health.receiving``).
 UNROUTED_MEANS = "no subscription receives them; sampling taps and the fall-through are not receivers"
@@ -565,7 +297,11 @@ class ImpactReport:
         return "the live rules" if self.against == "live" else f"the 'before' side of {self.against}"
 
     def to_json(self) -> dict[str, Any]:
+        """The document: what it is and what it compared first, the counts next, the example messages last."""
         doc: dict[str, Any] = {
+            "format_version": IMPACT_REPORT.format_version,
+            "dataset": self.dataset,
+            "against": self.against,
             "messages": self.messages,
             "time_range": self.time_range.to_json(),
             "topics": [t.to_json() for t in self.topics],
@@ -574,11 +310,31 @@ class ImpactReport:
             "subscriptions": [s.to_json() for s in self.subscriptions],
             "never_matching_rules": [r.to_json() for r in self.never_matching_rules],
             "python_fallback_rules": [r.to_json() for r in self.python_fallback_rules],
-            "example_messages": _examples_json(self.example_messages),
-            "dataset": self.dataset,
-            "against": self.against,
             "skipped": [s.to_json() for s in self.skipped],
         }
         if self.routing_health is not None:
             doc["routing_health"] = self.routing_health.to_json()
+        doc["example_messages"] = examples_json(self.example_messages)
         return doc
+
+    @classmethod
+    def from_json(cls, doc: Any) -> "ImpactReport":
+        """The document :meth:`to_json` wrote; another kind or version of document, or a malformed
+        one, is one :class:`~reconciler.errors.InputError` line."""
+        with IMPACT_REPORT.reading(doc) as doc:
+            health = doc.get("routing_health")
+            return cls(
+                messages=doc["messages"],
+                time_range=TimeRange.from_json(doc["time_range"]),
+                topics=tuple(map(TopicTraffic.from_json, doc["topics"])),
+                unrouted=doc["unrouted"],
+                unrouted_examples=tuple(doc["unrouted_examples"]),
+                subscriptions=tuple(map(SubscriptionImpact.from_json, doc["subscriptions"])),
+                never_matching_rules=tuple(map(RuleRef.from_json, doc["never_matching_rules"])),
+                python_fallback_rules=tuple(map(RuleRef.from_json, doc["python_fallback_rules"])),
+                example_messages=examples_from_json(doc["example_messages"]),
+                dataset=doc["dataset"],
+                against=doc["against"],
+                skipped=tuple(map(Skipped.from_json, doc["skipped"])),
+                routing_health=None if health is None else RoutingHealth.from_json(health),
+            )

@@ -3,14 +3,16 @@
 ``text`` for a terminal (:mod:`~reconciler.traffic.report.text`), ``markdown`` for a pull-request
 comment (:mod:`~reconciler.traffic.report.markdown`), ``html`` for one self-contained file
 (:mod:`~reconciler.traffic.report.html`), ``json`` for machines
-(:meth:`~reconciler.traffic.report.model.ImpactReport.to_json`, stable keys).
+(:meth:`~reconciler.traffic.report.model.ImpactReport.to_json`, written as every sbrules document is:
+:func:`~reconciler.json_text.json_text`). Every format comes without its final newline, which the
+command adds when it prints or writes it.
 """
 
 from __future__ import annotations
 
-import json
-
-from reconciler.traffic.report.model import Analysis, ImpactReport
+from reconciler.json_text import json_text
+from reconciler.traffic.report.model import ImpactReport
+from reconciler.traffic.report.routing import Analysis
 
 FORMATS = ("text", "markdown", "json", "html")
 
@@ -18,7 +20,7 @@ FORMATS = ("text", "markdown", "json", "html")
 def render_report(report: ImpactReport, fmt: str = "text") -> str:
     """The report as ``text``, ``markdown``, ``json`` or ``html``."""
     if fmt == "json":
-        return json.dumps(report.to_json(), indent=2, sort_keys=True)
+        return json_text(report.to_json()).removesuffix("\n")
     if fmt == "markdown":
         from reconciler.traffic.report.markdown import render_markdown
 
@@ -37,7 +39,7 @@ def render_report(report: ImpactReport, fmt: str = "text") -> str:
 def render_analysis(doc: Analysis, fmt: str = "text") -> str:
     """The ``sbrules analyze`` document as ``text``, ``markdown``, ``json`` or ``html``."""
     if fmt == "json":
-        return json.dumps(doc.to_json(), indent=2, sort_keys=True)
+        return json_text(doc.to_json()).removesuffix("\n")
     if fmt == "html":
         from reconciler.traffic.report.html import render_analysis_html  # jinja2: only for a page
 

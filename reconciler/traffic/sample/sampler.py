@@ -36,6 +36,7 @@ from reconciler.amqp.codec import CodecError
 from reconciler.amqp.messages import decode_message_fields, sequence_number
 from reconciler.atomic_file import replacing, write_atomically
 from reconciler.errors import ErrorCode, SbrulesError
+from reconciler.json_text import json_text
 from reconciler.model import PARTITION_SHIFT
 from reconciler.traffic.sample import manifest
 from reconciler.traffic.sample.location import filesystem
@@ -151,7 +152,7 @@ class Dataset:
             raise SampleError(f"{self.state_path} is not an sbrules sample state file ({exc})") from None
 
     def _save_state(self) -> None:
-        text = json.dumps({"version": STATE_VERSION, "positions": self._positions}, indent=2, sort_keys=True)
+        text = json_text({"version": STATE_VERSION, "positions": self._positions})
         if self._local:
             write_atomically(self.state_path, text)
         else:
@@ -197,7 +198,7 @@ class Dataset:
     def write_manifest(self) -> list[TopicManifest]:
         """Describe what the dataset holds now (``manifest.MANIFEST_FILE``), and return it."""
         topics = manifest.build(self.stored())
-        text = json.dumps(manifest.to_json(topics), indent=2)
+        text = json_text(manifest.to_json(topics))
         target = f"{self.path}/{manifest.MANIFEST_FILE}"
         try:
             if self._local:
