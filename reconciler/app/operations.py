@@ -1,5 +1,5 @@
 """The use cases, once: what ``sbrules validate | plan | apply | drift | export | sample | impact |
-analyze | test`` do, each taking rule paths or loaded rules and, when it reads the namespace, a
+analyze | test | show`` do, each taking rule paths, loaded rules or a saved file and, when it reads the namespace, a
 :class:`~reconciler.app.target.Target`, and returning the domain's result for its caller to render.
 
 The command line adds only options and renderers; the demo and library users call these too, so
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Generic, Sequence, TypeVar
 
 from reconciler import diagnostics as diag
-from reconciler.errors import UsageError
+from reconciler.errors import InputError, SbrulesError, UsageError
 
 if TYPE_CHECKING:
     from reconciler.app.target import Target
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from reconciler.ruletests.run import CaseResult
     from reconciler.traffic.report.model import ImpactReport
     from reconciler.traffic.report.routing import Analysis
+    from reconciler.traffic.report.saved import Saved
     from reconciler.traffic.sample.sampler import SampleStats
 
 
@@ -354,6 +355,23 @@ def _gap_warnings(dataset: str, desired: "DesiredState") -> list[str]:
     from reconciler.traffic.sample.manifest import gap_warnings
 
     return list(gap_warnings(dataset, [t.name for t in desired.topics]))
+
+
+def show(path: Path) -> "Saved":
+    """A saved plan, impact report or routing-health document read back, to render again in any of its
+    formats with no namespace and no Spark; anything else is one InputError line naming the file."""
+    import json
+
+    from reconciler.traffic.report.saved import read_saved
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not a JSON document ({exc})") from None
+    try:
+        return read_saved(doc)
+    except SbrulesError as exc:  # the readers' errors are all the input's (code input)
+        raise InputError(f"{path}: {exc}") from None
 
 
 # ------------------------------------------------------------------------------------------------

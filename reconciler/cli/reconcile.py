@@ -22,8 +22,8 @@ from reconciler.cli.common import (
     open_target,
     progress_bars,
 )
-from reconciler.cli.impact import render, spark_master_option, tell, traffic_option
-from reconciler.cli.output import ExitCode, echo_json, write_output
+from reconciler.cli.impact import spark_master_option, tell, traffic_option
+from reconciler.cli.output import ExitCode, echo_json, echo_text, write_output
 from reconciler.errors import SbrulesError
 from reconciler.lock import DEFAULT_TIMEOUT_SECONDS, LEASE_SECONDS, Holder
 from reconciler.plan import RENDERERS, Plan, read_plan_file, render_drift_json, render_drift_text, render_json
@@ -71,20 +71,18 @@ def plan(
         the_plan = operations.plan(target, rules, bystanders=bool(traffic), since=since)
     if out:
         write_output(out, render_json(the_plan), "the plan")
-    result = text = None
     if traffic:
+        from reconciler.traffic.report.saved import plan_with_traffic
+
         with progress.task():
             result = operations.impact(rules, the_plan, traffic, spark_master=spark_master)
             tell(result)
-            text = None if fmt == "json" else render(result, fmt)
-    if fmt == "json" and result is not None:
-        echo_json({**the_plan.to_json(), "traffic": result.report.to_json()})
+            progress.phase("writing the report")
+            shown = plan_with_traffic(the_plan, result.report, fmt)
+        echo_text(shown.removesuffix("\n"))
     else:
         shown = RENDERERS[fmt](the_plan)
         click.echo(shown, nl=not shown.endswith("\n"))
-        if text is not None:
-            click.echo("")
-            click.echo(text)
     if out and fmt == "text":
         click.echo(f"Saved the plan to {out}; apply it with `sbrules apply {out}`.", err=True)
     if detailed_exitcode and the_plan.drifted(strict):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from reconciler.app import operations
 from reconciler.cli.output import write_output
-from reconciler.errors import InputError, SbrulesError
 
 
 @click.command()
@@ -25,18 +24,9 @@ def show(file: Path, fmt: str, out: Path | None) -> None:
 
     The output is what the command that wrote FILE prints in that format; nothing is read but FILE.
     """
-    from reconciler.traffic.report.saved import read_saved  # the renderers: only when a file is shown
-
     if fmt == "html" and out is None:
         raise click.UsageError("--format html writes a page: give --out FILE.html")
-    try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{file}: not a JSON document ({exc})") from None
-    try:
-        saved = read_saved(doc)
-    except SbrulesError as exc:  # the readers' errors are all the input's (code input)
-        raise InputError(f"{file}: {exc}") from None
+    saved = operations.show(file)
     if fmt not in saved.formats:
         raise click.UsageError(f"{file} is a {saved.kind}, shown as {', '.join(saved.formats)}; not as {fmt}")
     text = saved.shown(fmt)
