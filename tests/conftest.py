@@ -1,5 +1,6 @@
 """Shared test fixtures. Area-specific fixtures live in each tests/<area>/conftest.py."""
 
+import logging
 import os
 import re
 import signal
@@ -139,11 +140,16 @@ def run_cli(capsys):
     """run_cli(*args) -> (exit code, stdout, stderr) of `sbrules` run in this process."""
 
     def _run(*args: str) -> tuple[int, str, str]:
+        root = logging.getLogger()
+        level, handlers = root.level, list(root.handlers)
         try:
             main([str(a) for a in args])
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
+        finally:  # `-v` configures the process's logging: an emulator thread of a later test must not log to it
+            root.setLevel(level)
+            root.handlers[:] = handlers
         out = capsys.readouterr()
         return code, out.out, out.err
 
