@@ -346,6 +346,12 @@ def health_of(subscribers: Sequence[Subscriber], types: dict[str, frozenset[str]
     phases=[Phase.explicit, Phase.generate, Phase.shrink],  # no explain phase: each rerun is a Spark job
     suppress_health_check=list(HealthCheck),
 )
+@example(  # found by the generator: a property compared twice is no correlation filter (one value per property)
+    subscribers=[Subscriber(TOPIC, "s0", (Rule("r0", SqlFilter("a = 0")),)),
+                 Subscriber(TOPIC, "s1", (Rule("r0", SqlFilter("a = 1 AND a = 0")),))],
+    batch=[Message(sys={"MessageId": TypedValue("string", "m0"), "SequenceNumber": TypedValue("long", 1),
+                        "EnqueuedTimeUtc": TypedValue("timestamp", START)}, user={"a": TypedValue("byte", 0)})],
+)
 @given(subscribers=topics(), batch=batches())
 def test_traffic_findings_agree_with_the_python_evaluator(spark, tmp_path_factory, output_schema, subscribers, batch):
     from reconciler.traffic.analysis.analyze import analyze_report

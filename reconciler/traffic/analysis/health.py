@@ -43,7 +43,7 @@ from reconciler.model import (
     ValueType,
     rule_to_doc,
 )
-from reconciler.names import name_key
+from reconciler.names import name_key, same_name
 from reconciler.namespace.credits import FILTER_EVALUATION_CREDITS, MESSAGE_CREDITS, STANDARD_CREDITS_PER_SECOND
 from reconciler.sql import ast, values
 from reconciler.sql.canonical import literal_text
@@ -473,6 +473,10 @@ def _candidates(s: Subscriber, types: dict[str, frozenset[str]]) -> Iterable[Can
                     break
                 fields[field] = literal.value
                 continue
+            if any(same_name(name, prop.name) for name, _ in properties):
+                reason = (f"it compares {prop.name} twice; a correlation filter holds one value per property "
+                          "(and two different values match nothing)")
+                break
             found = sorted(types.get(name_key(prop.name), frozenset()))
             typed = _typed(literal, found)
             if typed is None:
