@@ -105,7 +105,7 @@ def test_an_address_that_is_not_utf8_closes_the_connection_with_decode_error(emu
 
 @pytest.mark.slow
 def test_coverage_guided_fuzzing_never_breaks_the_emulator(tmp_path):
-    seconds = int(float(os.environ.get("SBRULES_FUZZ_SECONDS", "60")))
+    seconds = int(float(os.environ.get("SBRULES_FUZZ_SECONDS", "30")))
     crashes = tmp_path / "crashes"
     crashes.mkdir()
     command = [

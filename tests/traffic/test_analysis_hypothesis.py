@@ -340,7 +340,7 @@ def health_of(subscribers: Sequence[Subscriber], types: dict[str, frozenset[str]
 @pytest.mark.spark
 @pytest.mark.slow
 @settings(
-    max_examples=30,
+    max_examples=20,  # each example is a Spark job; the suite shares two cores
     deadline=None,
     database=None,
     phases=[Phase.explicit, Phase.generate, Phase.shrink],  # no explain phase: each rerun is a Spark job
