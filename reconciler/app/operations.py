@@ -52,6 +52,13 @@ class Rules:
     def env_name(self) -> str | None:
         return self.environment.name if self.environment else None
 
+    def planned(self, plan: "Plan") -> "DesiredState":
+        """These rules as ``plan`` made them: with the fall-through rules it derived from the live
+        rules of the subscriptions no file mentions (what apply writes and the impact counts)."""
+        from reconciler.rulefiles.loader import with_bystanders
+
+        return with_bystanders(self.state, plan.bystanders)
+
 
 def load_rules(
     paths: Sequence[Path] = (), env: str | None = None, *, lint_errors: bool = True, allow_invalid: bool = False
@@ -209,10 +216,9 @@ def apply(target: "Target", the_plan: "Plan", options: "ApplyOptions", rules: Ru
     re-derives its rule from them), None for a saved plan. The requests are paced by the target's
     one pacer (``options.pacer`` is set to it: the journal's totals are the target's)."""
     from reconciler.apply import apply_plan
-    from reconciler.rulefiles.loader import with_bystanders
 
     if rules is not None:
-        options = dataclasses.replace(options, desired=with_bystanders(rules.state, the_plan.bystanders))
+        options = dataclasses.replace(options, desired=rules.planned(the_plan))
     with target.amqp() as client:
         return apply_plan(client, the_plan, dataclasses.replace(options, pacer=client.pacer))
 
@@ -293,12 +299,11 @@ def impact(
     """What ``the_plan`` does to the sampled traffic in ``dataset`` (``against``: "live" for a plan
     just read from the namespace, else the saved plan's path), reading the plan's own changes; the
     rules after it are ``rules``, with the fall-through rules the plan derived from what it read."""
-    from reconciler.rulefiles.loader import with_bystanders
     from reconciler.traffic.analysis.impact import impact_report
 
-    desired = with_bystanders(rules.state, the_plan.bystanders)
     report = impact_report(
-        desired, the_plan, dataset, against=against, spark_master=spark_master, declared=_declared(rules.environment)
+        rules.planned(the_plan), the_plan, dataset, against=against, spark_master=spark_master,
+        declared=_declared(rules.environment),
     )
     return Traffic(report, _gap_warnings(dataset, rules.state))
 
